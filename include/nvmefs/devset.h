@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvmefs device set: the member devices of a volume, opened for O_DIRECT I/O.
+ *
+ * A member is a block device (opened O_EXCL, so a mounted or otherwise
+ * claimed device is refused) or a regular image file (locked with flock so
+ * two nvmefs processes never share one). Opening discovers each member's
+ * usable size, its logical block size (the O_DIRECT alignment) and the NUMA
+ * node it hangs off. Any member that cannot be used is refused with a message
+ * that names its path and the reason.
+ */
+#ifndef NVMEFS_DEVSET_H
+#define NVMEFS_DEVSET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nvmefs/limits.h"
+
+struct nvmefs_dev {
+	char *path;		/* as given by the caller; owned by the set */
+	int fd;			/* O_DIRECT descriptor */
+	bool is_blkdev;		/* block device (else regular file) */
+	uint64_t size;		/* usable bytes, a multiple of block_size */
+	uint32_t block_size;	/* offset/length alignment for O_DIRECT */
+	uint32_t mem_align;	/* buffer address alignment for O_DIRECT */
+	int numa_node;		/* node of the device (0 if unknown) */
+	dev_t id_dev;		/* st_rdev of a block device, st_dev of a file */
+	ino_t id_ino;		/* 0 for a block device, st_ino of a file */
+};
+
+struct nvmefs_devset_opts {
+	uint64_t min_size;	/* refuse members smaller than this (0: 1 MiB) */
+	bool read_only;		/* open O_RDONLY (fsck -n, inspection) */
+};
+
+struct nvmefs_devset {
+	unsigned count;
+	struct nvmefs_dev devs[];
+};
+
+/*
+ * Open the n members named by paths (opts may be NULL for defaults). On
+ * success *out owns one descriptor per member and must be closed with
+ * nvmefs_devset_close(). Refusals are logged naming the path:
+ * -ENOENT missing, -ENODEV neither a block device nor a regular file,
+ * -ENOSPC too small, -EROFS read-only, -EBUSY in use, -EINVAL given twice or
+ * n not within 1..NVMEFS_MAX_DEVICES. Returns 0 or that -errno.
+ */
+int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, unsigned n,
+		       const struct nvmefs_devset_opts *opts);
+
+/* Close every member and free the set. NULL is allowed. */
+void nvmefs_devset_close(struct nvmefs_devset *set);
+
+/* Make completed writes durable: flush the member's volatile cache. */
+int nvmefs_dev_flush(struct nvmefs_dev *dev);
+
+/*
+ * Tell the member that [off, off + len) holds nothing: BLKDISCARD on a block
+ * device, a punched hole on a file. Both must be block aligned. Afterwards
+ * the range reads as zeros on a file; a block device may return anything.
+ */
+int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len);
+
+/* Largest block size over the members: an alignment that suits them all. */
+uint32_t nvmefs_devset_block_size(const struct nvmefs_devset *set);
+
+#endif

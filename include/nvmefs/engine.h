@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvmefs I/O engine: parallel libaio O_DIRECT I/O over a device set.
+ *
+ * One libaio context and one completion thread per device (the thread runs on
+ * the device's NUMA node). A request is a list of segments, each naming a
+ * device, an offset on it, a length and a buffer. The engine splits segments
+ * into blocks of at most max_io bytes, queues them on their devices and keeps
+ * up to queue_depth blocks in flight per device (a sliding window: every
+ * completion reaped lets a queued block go). The request completes exactly
+ * once, when its last block has, through its done callback.
+ *
+ * Every completion is checked: a failed block fails the request with the
+ * device's error, a short one with -EIO. Nothing is retried silently except
+ * -EAGAIN from io_submit, which only means "not now".
+ */
+#ifndef NVMEFS_ENGINE_H
+#define NVMEFS_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "nvmefs/devset.h"
+
+struct nvmefs_engine;
+
+enum nvmefs_io_op {
+	NVMEFS_IO_READ = 0,
+	NVMEFS_IO_WRITE = 1,
+};
+
+/* A piece of a request on one device. All three of off, len and buf must be
+ * aligned for O_DIRECT on that device (block_size, mem_align). */
+struct nvmefs_io_seg {
+	uint32_t dev;		/* index in the device set */
+	uint64_t off;		/* byte offset on the device */
+	uint64_t len;		/* bytes, > 0 */
+	void *buf;		/* source (write) or destination (read) */
+};
+
+struct nvmefs_io_req;
+typedef void (*nvmefs_io_done_fn)(struct nvmefs_io_req *req, int res);
+
+/*
+ * A request. The caller owns it and the segment array, and keeps both alive
+ * and unchanged from nvmefs_engine_submit() until done has been called.
+ */
+struct nvmefs_io_req {
+	enum nvmefs_io_op op;
+	unsigned nr_segs;
+	const struct nvmefs_io_seg *segs;
+	/* Called once from a completion thread with 0 or the first -errno.
+	 * It may submit new requests; it must not block for long. */
+	nvmefs_io_done_fn done;
+	void *priv;		/* for the caller */
+
+	/* Private to the engine. */
+	atomic_uint_fast64_t pending;
+	atomic_int error;
+};
+
+struct nvmefs_engine_opts {
+	unsigned queue_depth;	/* blocks in flight per device (0: 32) */
+	uint64_t max_io;	/* split segments into blocks of at most this
+				 * (0: 1 MiB); a multiple of every block size */
+};
+
+/* Per-device counters, updated as completions are reaped. */
+struct nvmefs_engine_dev_stats {
+	uint64_t read_ops, read_bytes;
+	uint64_t write_ops, write_bytes;
+	uint64_t errors;
+	uint64_t busy_ns;	/* sum of block latencies (submit to reap) */
+	unsigned in_flight;	/* blocks in the kernel now */
+	unsigned queued;	/* blocks waiting for a slot */
+};
+
+/*
+ * Create an engine over set, which must outlive it. Starts one completion
+ * thread per device. Returns 0 or -errno (-EINVAL for bad options).
+ */
+int nvmefs_engine_create(struct nvmefs_engine **out, struct nvmefs_devset *set,
+			 const struct nvmefs_engine_opts *opts);
+
+/*
+ * Wait for every submitted request to complete, then stop the threads and
+ * free the engine. NULL is allowed.
+ */
+void nvmefs_engine_destroy(struct nvmefs_engine *eng);
+
+/*
+ * Queue req. Returns 0 and later calls req->done exactly once, or returns
+ * -EINVAL (no segment, a device index out of range, a misaligned or
+ * out-of-bounds segment) without calling it. Thread-safe; never holds a lock
+ * across io_submit.
+ */
+int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
+
+/* Submit req and wait for it; returns its result. req->done is overridden. */
+int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
+
+/* Make completed writes on device dev durable (see nvmefs_dev_flush). */
+int nvmefs_engine_flush(struct nvmefs_engine *eng, unsigned dev);
+
+/* Snapshot of device dev's counters. */
+void nvmefs_engine_dev_stats(struct nvmefs_engine *eng, unsigned dev,
+			     struct nvmefs_engine_dev_stats *st);
+
+/* The engine's queue depth and block size after defaults were applied. */
+unsigned nvmefs_engine_queue_depth(const struct nvmefs_engine *eng);
+uint64_t nvmefs_engine_max_io(const struct nvmefs_engine *eng);
+
+#endif

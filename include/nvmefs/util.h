@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by every nvmefs program: logging with a switchable
+ * sink, and parsing of human sizes ("4K", "1M", "2G").
+ */
+#ifndef NVMEFS_UTIL_H
+#define NVMEFS_UTIL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+enum nvmefs_log_level {
+	NVMEFS_LOG_ERR = 3,
+	NVMEFS_LOG_WARN = 4,
+	NVMEFS_LOG_INFO = 6,
+	NVMEFS_LOG_DEBUG = 7,
+};
+
+/*
+ * Log one line (no trailing newline needed) at level. Goes to stderr as
+ * "nvmefs: <msg>" unless a sink was set. Messages above the current maximum
+ * level (default INFO) are dropped. Thread-safe.
+ */
+void nvmefs_log(enum nvmefs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Send log lines to sink instead of stderr (NULL restores stderr). */
+void nvmefs_log_set_sink(void (*sink)(enum nvmefs_log_level level, const char *msg));
+
+/* Drop messages above max (e.g. NVMEFS_LOG_DEBUG enables everything). */
+void nvmefs_log_set_level(enum nvmefs_log_level max);
+
+/* Prefix for stderr lines, normally the program name (default "nvmefs"). */
+void nvmefs_log_set_ident(const char *ident);
+
+#define nvmefs_err(...) nvmefs_log(NVMEFS_LOG_ERR, __VA_ARGS__)
+#define nvmefs_warn(...) nvmefs_log(NVMEFS_LOG_WARN, __VA_ARGS__)
+#define nvmefs_info(...) nvmefs_log(NVMEFS_LOG_INFO, __VA_ARGS__)
+#define nvmefs_debug(...) nvmefs_log(NVMEFS_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * Parse a size: decimal digits with an optional binary suffix K, M, G, T, P
+ * (powers of 1024; "KiB", "k" and "KB" are accepted and mean the same).
+ * Returns 0 and sets *out, or -EINVAL (not a size) / -ERANGE (overflows).
+ */
+int nvmefs_parse_size(const char *s, uint64_t *out);
+
+/* Format bytes as "512 B", "4 KiB", "1.50 GiB" into buf; returns buf. */
+const char *nvmefs_fmt_size(uint64_t bytes, char *buf, unsigned buflen);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t nvmefs_now_ns(void);
+
+#endif

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Device set: open, size, align and place the members of a volume.
+ *
+ * Members are classified with stat() before anything is opened so that a path
+ * given twice is reported as such (opening it twice would otherwise look like
+ * "busy": O_EXCL and flock both conflict with our own first open).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "nvmefs/devset.h"
+#include "nvmefs/util.h"
+
+#define DEFAULT_MIN_SIZE (1ull << 20)
+#define FALLBACK_ALIGN 4096u
+
+static int read_int_file(const char *path, int *out)
+{
+	char buf[32];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	*out = (int)strtol(buf, NULL, 10);
+	return 0;
+}
+
+/*
+ * NUMA node of the device behind d: walk up its sysfs path until a directory
+ * with a numa_node attribute (an NVMe controller or PCI function). Virtual
+ * devices (loop, tmpfs) have none, which counts as node 0, as does -1.
+ */
+static int sysfs_numa_node(dev_t d)
+{
+	char link[64], path[PATH_MAX], attr[PATH_MAX + 32];
+	char *slash;
+	int node;
+
+	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(d), minor(d));
+	if (!realpath(link, path))
+		return 0;
+	while (strncmp(path, "/sys/devices/", 13) == 0) {
+		snprintf(attr, sizeof(attr), "%s/numa_node", path);
+		if (read_int_file(attr, &node) == 0)
+			return node < 0 ? 0 : node;
+		snprintf(attr, sizeof(attr), "%s/device/numa_node", path);
+		if (read_int_file(attr, &node) == 0)
+			return node < 0 ? 0 : node;
+		slash = strrchr(path, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	return 0;
+}
+
+/* O_DIRECT alignment from statx (kernel >= 6.1), 0 when not reported. */
+static void statx_dio_align(int fd, uint32_t *off_align, uint32_t *mem_align)
+{
+	struct statx sx;
+
+	*off_align = *mem_align = 0;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+	    (sx.stx_mask & STATX_DIOALIGN)) {
+		*off_align = sx.stx_dio_offset_align;
+		*mem_align = sx.stx_dio_mem_align;
+	}
+}
+
+static int probe_blkdev(struct nvmefs_dev *dev, bool read_only)
+{
+	uint64_t bytes;
+	int ssz = 0, ro = 0;
+
+	if (ioctl(dev->fd, BLKGETSIZE64, &bytes) < 0 || ioctl(dev->fd, BLKSSZGET, &ssz) < 0) {
+		int err = -errno;
+
+		nvmefs_err("%s: cannot read the device's size: %s", dev->path, strerror(-err));
+		return err;
+	}
+	if (!read_only && ioctl(dev->fd, BLKROGET, &ro) == 0 && ro) {
+		nvmefs_err("%s: device is read-only", dev->path);
+		return -EROFS;
+	}
+	dev->block_size = ssz > 0 ? (uint32_t)ssz : FALLBACK_ALIGN;
+	dev->size = bytes;
+	return 0;
+}
+
+static int probe_file(struct nvmefs_dev *dev, const struct stat *st, bool read_only)
+{
+	if (flock(dev->fd, (read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+		int err = -errno;
+
+		if (err == -EWOULDBLOCK) {
+			nvmefs_err("%s: image file is busy (in use by another nvmefs process)",
+				   dev->path);
+			return -EBUSY;
+		}
+		nvmefs_err("%s: cannot lock: %s", dev->path, strerror(-err));
+		return err;
+	}
+	dev->block_size = 0;
+	dev->size = (uint64_t)st->st_size;
+	return 0;
+}
+
+static int open_flags(bool blk, bool read_only)
+{
+	return (read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC | (blk ? O_EXCL : 0);
+}
+
+static int open_error(const char *path, int err)
+{
+	switch (err) {
+	case -EROFS:
+	case -EACCES:
+	case -EPERM:
+		nvmefs_err("%s: cannot open for writing (read-only: %s)", path, strerror(-err));
+		return -EROFS;
+	case -EBUSY:
+		nvmefs_err("%s: device is busy (mounted, or held by another program)", path);
+		return -EBUSY;
+	case -EINVAL:
+		nvmefs_err("%s: does not support O_DIRECT", path);
+		return -EINVAL;
+	default:
+		nvmefs_err("%s: cannot open: %s", path, strerror(-err));
+		return err;
+	}
+}
+
+/* Open one member whose stat() is st; fills dev (path already set). */
+static int open_member(struct nvmefs_dev *dev, const struct stat *st,
+		       const struct nvmefs_devset_opts *o)
+{
+	uint32_t off_align, mem_align;
+	char a[32], b[32];
+	int err;
+
+	dev->is_blkdev = S_ISBLK(st->st_mode);
+	dev->fd = open(dev->path, open_flags(dev->is_blkdev, o->read_only));
+	if (dev->fd < 0)
+		return open_error(dev->path, -errno);
+	err = dev->is_blkdev ? probe_blkdev(dev, o->read_only) : probe_file(dev, st, o->read_only);
+	if (err)
+		goto err_close;
+	statx_dio_align(dev->fd, &off_align, &mem_align);
+	if (off_align > dev->block_size)
+		dev->block_size = off_align;
+	if (dev->block_size == 0)
+		dev->block_size = FALLBACK_ALIGN;
+	dev->mem_align = mem_align ? mem_align : dev->block_size;
+	dev->size -= dev->size % dev->block_size;
+	dev->numa_node = sysfs_numa_node(dev->is_blkdev ? st->st_rdev : st->st_dev);
+	if (dev->size < o->min_size) {
+		nvmefs_err("%s: too small (%s; needs at least %s)", dev->path,
+			   nvmefs_fmt_size(dev->size, a, sizeof(a)),
+			   nvmefs_fmt_size(o->min_size, b, sizeof(b)));
+		err = -ENOSPC;
+		goto err_close;
+	}
+	return 0;
+
+err_close:
+	close(dev->fd);
+	dev->fd = -1;
+	return err;
+}
+
+/* stat() a member and refuse what cannot be one, or what was given before. */
+static int classify(struct nvmefs_devset *set, unsigned i, struct stat *st)
+{
+	struct nvmefs_dev *dev = &set->devs[i];
+
+	if (stat(dev->path, st) < 0) {
+		int err = -errno;
+
+		if (err == -ENOENT)
+			nvmefs_err("%s: no such file or device", dev->path);
+		else
+			nvmefs_err("%s: cannot access: %s", dev->path, strerror(-err));
+		return err;
+	}
+	if (!S_ISBLK(st->st_mode) && !S_ISREG(st->st_mode)) {
+		nvmefs_err("%s: not a block device or regular file", dev->path);
+		return -ENODEV;
+	}
+	dev->id_dev = S_ISBLK(st->st_mode) ? st->st_rdev : st->st_dev;
+	dev->id_ino = S_ISBLK(st->st_mode) ? 0 : st->st_ino;
+	for (unsigned j = 0; j < i; j++) {
+		if (set->devs[j].id_dev == dev->id_dev && set->devs[j].id_ino == dev->id_ino) {
+			nvmefs_err("%s: given twice (same device as %s)", dev->path,
+				   set->devs[j].path);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, unsigned n,
+		       const struct nvmefs_devset_opts *opts)
+{
+	struct nvmefs_devset_opts o = {0};
+	struct nvmefs_devset *set;
+	struct stat st;
+	unsigned i;
+	int err;
+
+	if (opts)
+		o = *opts;
+	if (!o.min_size)
+		o.min_size = DEFAULT_MIN_SIZE;
+	if (n == 0 || n > NVMEFS_MAX_DEVICES) {
+		nvmefs_err(n ? "%u devices given; at most %d are supported" : "no devices given", n,
+			   NVMEFS_MAX_DEVICES);
+		return -EINVAL;
+	}
+	set = calloc(1, sizeof(*set) + n * sizeof(set->devs[0]));
+	if (!set)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		set->devs[i].fd = -1;
+	for (i = 0; i < n; i++) {
+		set->devs[i].path = strdup(paths[i]);
+		set->count = i + 1;
+		if (!set->devs[i].path) {
+			err = -ENOMEM;
+			goto err_close;
+		}
+		err = classify(set, i, &st);
+		if (err)
+			goto err_close;
+		err = open_member(&set->devs[i], &st, &o);
+		if (err)
+			goto err_close;
+	}
+	*out = set;
+	return 0;
+
+err_close:
+	nvmefs_devset_close(set);
+	return err;
+}
+
+void nvmefs_devset_close(struct nvmefs_devset *set)
+{
+	if (!set)
+		return;
+	for (unsigned i = 0; i < set->count; i++) {
+		if (set->devs[i].fd >= 0)
+			close(set->devs[i].fd);
+		free(set->devs[i].path);
+	}
+	free(set);
+}
+
+int nvmefs_dev_flush(struct nvmefs_dev *dev)
+{
+	if (fdatasync(dev->fd) < 0) {
+		int err = -errno;
+
+		nvmefs_err("%s: flush failed: %s", dev->path, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len)
+{
+	if (off % dev->block_size || len % dev->block_size || off > dev->size ||
+	    len > dev->size - off)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	if (dev->is_blkdev) {
+		uint64_t range[2] = {off, len};
+
+		if (ioctl(dev->fd, BLKDISCARD, range) < 0)
+			return -errno;
+		return 0;
+	}
+	if (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+uint32_t nvmefs_devset_block_size(const struct nvmefs_devset *set)
+{
+	uint32_t bs = 512;
+
+	for (unsigned i = 0; i < set->count; i++)
+		if (set->devs[i].block_size > bs)
+			bs = set->devs[i].block_size;
+	return bs;
+}
