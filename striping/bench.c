@@ -26,7 +26,7 @@
 #include "nvmefs/util.h"
 
 struct bench_opts {
-	int op;			/* NVMEFS_IO_READ / WRITE, -1 unset */
+	int op; /* NVMEFS_IO_READ / WRITE, -1 unset */
 	uint64_t block_size;
 	uint64_t chunk;
 	uint64_t size;
@@ -41,9 +41,9 @@ struct bench_opts {
 };
 
 enum pass_mode {
-	PASS_PLAIN,	/* move bytes only */
-	PASS_FILL,	/* write: fill each block with its pattern first */
-	PASS_CHECK,	/* read: compare each block with its pattern */
+	PASS_PLAIN, /* move bytes only */
+	PASS_FILL,  /* write: fill each block with its pattern first */
+	PASS_CHECK, /* read: compare each block with its pattern */
 };
 
 struct bench;
@@ -64,19 +64,19 @@ struct bench {
 	struct nvmefs_bufpool *pool;
 	struct nvmefs_layout layout;
 	uint64_t nblocks;
-	uint64_t *order;	/* block visiting order */
+	uint64_t *order; /* block visiting order */
 	unsigned nslots;
 	unsigned max_segs;
 	struct slot *slots;
 	enum pass_mode mode;
 	int op;
 
-	atomic_uint_fast64_t next;	/* next index into order */
-	atomic_int error;		/* first I/O error of the pass */
-	atomic_uint_fast64_t bad_off;	/* first mismatching byte + 1, 0: none */
+	atomic_uint_fast64_t next;    /* next index into order */
+	atomic_int error;	      /* first I/O error of the pass */
+	atomic_uint_fast64_t bad_off; /* first mismatching byte + 1, 0: none */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
-	unsigned active;		/* slots with a request out; protected by lock */
+	unsigned active; /* slots with a request out; protected by lock */
 };
 
 static void usage(FILE *f)
@@ -268,8 +268,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	};
 	int c, err = 0;
 
-	*o = (struct bench_opts){.op = -1, .block_size = 1 << 20, .size = 1ull << 30,
-				 .qd = 32, .loops = 3, .warmup = 1, .seed = 1};
+	*o = (struct bench_opts){.op = -1,
+				 .block_size = 1 << 20,
+				 .size = 1ull << 30,
+				 .qd = 32,
+				 .loops = 3,
+				 .warmup = 1,
+				 .seed = 1};
 	while (!err && (c = getopt_long(argc, argv, "wrb:c:q:s:o:l:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
@@ -280,19 +285,44 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			}
 			o->op = c == 'w' ? NVMEFS_IO_WRITE : NVMEFS_IO_READ;
 			break;
-		case 'b': err = parse_sz("--block-size", optarg, &o->block_size); break;
-		case 'c': err = parse_sz("--chunk", optarg, &o->chunk); break;
-		case 'q': err = parse_u("--queue-depth", optarg, &o->qd); break;
-		case 's': err = parse_sz("--size", optarg, &o->size); break;
-		case 'o': err = parse_sz("--offset", optarg, &o->offset); break;
-		case 'l': err = parse_u("--loops", optarg, &o->loops); break;
-		case OPT_WARMUP: err = parse_u("--warmup", optarg, &o->warmup); break;
-		case OPT_RANDOM: o->random = true; break;
-		case OPT_VALIDATE: o->validate = true; break;
-		case OPT_SEED: err = parse_sz("--seed", optarg, &o->seed); break;
-		case OPT_JSON: o->json = true; break;
-		case 'h': usage(stdout); exit(0);
-		default: return -EINVAL;
+		case 'b':
+			err = parse_sz("--block-size", optarg, &o->block_size);
+			break;
+		case 'c':
+			err = parse_sz("--chunk", optarg, &o->chunk);
+			break;
+		case 'q':
+			err = parse_u("--queue-depth", optarg, &o->qd);
+			break;
+		case 's':
+			err = parse_sz("--size", optarg, &o->size);
+			break;
+		case 'o':
+			err = parse_sz("--offset", optarg, &o->offset);
+			break;
+		case 'l':
+			err = parse_u("--loops", optarg, &o->loops);
+			break;
+		case OPT_WARMUP:
+			err = parse_u("--warmup", optarg, &o->warmup);
+			break;
+		case OPT_RANDOM:
+			o->random = true;
+			break;
+		case OPT_VALIDATE:
+			o->validate = true;
+			break;
+		case OPT_SEED:
+			err = parse_sz("--seed", optarg, &o->seed);
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -EINVAL;
 		}
 	}
 	if (err)
@@ -471,9 +501,9 @@ static void report(struct bench *b, double seconds)
 	struct json_object *jd = json_object_new_array();
 	char sz[32];
 
-	printf("total: %.3f GB/s (%.3f GiB/s), %s in %.3f s; GB = 1e9 bytes, GiB = 2^30\n",
-	       gbps, (double)bytes / seconds / (1 << 30),
-	       nvmefs_fmt_size(bytes, sz, sizeof(sz)), seconds);
+	printf("total: %.3f GB/s (%.3f GiB/s), %s in %.3f s; GB = 1e9 bytes, GiB = 2^30\n", gbps,
+	       (double)bytes / seconds / (1 << 30), nvmefs_fmt_size(bytes, sz, sizeof(sz)),
+	       seconds);
 	for (unsigned s = 0; s < b->layout.stripe_count; s++) {
 		unsigned di = b->layout.devs[s];
 		uint64_t db = nvmefs_layout_comp_size(&b->layout, s, per_loop) * b->o.loops;
@@ -482,23 +512,27 @@ static void report(struct bench *b, double seconds)
 		printf("  %-24s %.3f GB/s\n", b->set->devs[di].path, (double)db / seconds / 1e9);
 		json_object_object_add(o, "path", json_object_new_string(b->set->devs[di].path));
 		json_object_object_add(o, "bytes", json_object_new_int64((int64_t)db));
-		json_object_object_add(o, "gbps", json_object_new_double((double)db / seconds / 1e9));
+		json_object_object_add(o, "gbps",
+				       json_object_new_double((double)db / seconds / 1e9));
 		json_object_array_add(jd, o);
 	}
 	if (b->o.json) {
 		json_object_object_add(j, "op", json_object_new_string(op_name(b->o.op)));
-		json_object_object_add(j, "pattern",
-				       json_object_new_string(b->o.random ? "random" : "sequential"));
+		json_object_object_add(
+			j, "pattern",
+			json_object_new_string(b->o.random ? "random" : "sequential"));
 		json_object_object_add(j, "bytes", json_object_new_int64((int64_t)bytes));
 		json_object_object_add(j, "seconds", json_object_new_double(seconds));
 		json_object_object_add(j, "gbps", json_object_new_double(gbps));
-		json_object_object_add(j, "block_size", json_object_new_int64((int64_t)b->o.block_size));
+		json_object_object_add(j, "block_size",
+				       json_object_new_int64((int64_t)b->o.block_size));
 		json_object_object_add(j, "chunk", json_object_new_int64((int64_t)b->o.chunk));
 		json_object_object_add(j, "queue_depth", json_object_new_int((int)b->o.qd));
 		json_object_object_add(j, "loops", json_object_new_int((int)b->o.loops));
 		json_object_object_add(j, "validated", json_object_new_boolean(b->o.validate));
 		json_object_object_add(j, "devices", jd);
-		printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+		printf("%s\n", json_object_to_json_string_ext(
+				       j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	} else {
 		json_object_put(jd);
 	}
@@ -509,7 +543,7 @@ int main(int argc, char **argv)
 {
 	struct bench b = {.lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
 	double t, total = 0;
-	char sz[32], bs[32];
+	char sz[32], bs[32], ch[32];
 	int err;
 
 	nvmefs_log_set_ident("nvmefs-bench");
@@ -524,7 +558,7 @@ int main(int argc, char **argv)
 	       "%s per loop, %u loops after %u warm-up\n",
 	       op_name(b.o.op), b.set->count, b.o.random ? "random" : "sequential",
 	       nvmefs_fmt_size(b.o.block_size, bs, sizeof(bs)),
-	       nvmefs_fmt_size(b.o.chunk, sz, sizeof(sz)), b.o.qd,
+	       nvmefs_fmt_size(b.o.chunk, ch, sizeof(ch)), b.o.qd,
 	       nvmefs_fmt_size(b.nblocks * b.o.block_size, sz, sizeof(sz)), b.o.loops, b.o.warmup);
 	if (b.o.validate) {
 		err = validate(&b);

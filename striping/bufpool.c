@@ -25,13 +25,13 @@ struct nvmefs_bufpool {
 	size_t max_bufs;
 	int numa_node;
 	bool use_numa;
-	bool pinned;		/* protected by lock */
+	bool pinned; /* protected by lock */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
-	size_t allocated;	/* protected by lock */
-	size_t nfree;		/* protected by lock */
-	void **all;		/* every buffer allocated, [0, allocated) */
-	void **free;		/* stack of free buffers, [0, nfree) */
+	size_t allocated; /* protected by lock */
+	size_t nfree;	  /* protected by lock */
+	void **all;	  /* every buffer allocated, [0, allocated) */
+	void **free;	  /* stack of free buffers, [0, nfree) */
 };
 
 static void *alloc_buf(struct nvmefs_bufpool *p)
@@ -101,8 +101,7 @@ int nvmefs_bufpool_create(struct nvmefs_bufpool **out, const struct nvmefs_bufpo
 		return -EINVAL;
 	}
 	p->numa_node = o->numa_node;
-	p->use_numa = o->numa_node >= 0 && numa_available() >= 0 &&
-		      o->numa_node <= numa_max_node();
+	p->use_numa = o->numa_node >= 0 && numa_available() >= 0 && o->numa_node <= numa_max_node();
 	p->pinned = !o->no_pin;
 	p->all = calloc(p->max_bufs, sizeof(void *));
 	p->free = calloc(p->max_bufs, sizeof(void *));

@@ -24,7 +24,7 @@
 #include "nvmefs/util.h"
 
 #define DEFAULT_MIN_SIZE (1ull << 20)
-#define FALLBACK_ALIGN 4096u
+#define FALLBACK_ALIGN	 4096u
 
 static int read_int_file(const char *path, int *out)
 {
@@ -298,8 +298,8 @@ int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len)
 			return -errno;
 		return 0;
 	}
-	if (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-		      (off_t)len) < 0)
+	if (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) <
+	    0)
 		return -errno;
 	return 0;
 }

@@ -29,13 +29,13 @@
 #include "engine_i.h"
 #include "nvmefs/util.h"
 
-#define DEFAULT_QD 32
-#define MAX_QD 4096
-#define DEFAULT_MAX_IO (1ull << 20)
-#define SUBMIT_BATCH 64		/* iocbs per io_submit call */
-#define REAP_BATCH 128		/* events per io_getevents call */
-#define SLAB_UNITS 64
-#define EAGAIN_SLEEP_NS 100000	/* 100 us between retries of a refused submit */
+#define DEFAULT_QD	32
+#define MAX_QD		4096
+#define DEFAULT_MAX_IO	(1ull << 20)
+#define SUBMIT_BATCH	64  /* iocbs per io_submit call */
+#define REAP_BATCH	128 /* events per io_getevents call */
+#define SLAB_UNITS	64
+#define EAGAIN_SLEEP_NS 100000 /* 100 us between retries of a refused submit */
 
 static void wake(struct edev *d)
 {
@@ -292,7 +292,8 @@ static void *reaper(void *arg)
 		uint64_t now;
 		int n;
 
-		n = io_getevents(d->ctx, 1, REAP_BATCH, ev, d->poll_ok ? NULL : (struct timespec *)&tick);
+		n = io_getevents(d->ctx, 1, REAP_BATCH, ev,
+				 d->poll_ok ? NULL : (struct timespec *)&tick);
 		if (n < 0 && n != -EINTR)
 			nvmefs_err("%s: io_getevents failed: %s", d->dev->path, strerror(-n));
 		fault_delay(d);
@@ -358,8 +359,8 @@ static uint64_t nblocks(const struct nvmefs_engine *eng, uint64_t len)
 }
 
 /* Turn req's segments on device di into units taken from list. */
-static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
-			       unsigned di, struct unit *list, struct unit **tail)
+static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *req, unsigned di,
+			       struct unit *list, struct unit **tail)
 {
 	struct unit *head = NULL, *last = NULL;
 

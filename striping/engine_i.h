@@ -17,13 +17,13 @@
 
 /* One block of a request: one iocb on one device. */
 struct unit {
-	struct iocb cb;			/* first, so &unit->cb == unit */
+	struct iocb cb; /* first, so &unit->cb == unit */
 	struct nvmefs_io_req *req;
 	struct unit *next;
-	uint64_t expect;		/* bytes the block must transfer */
-	uint64_t t_submit;		/* ns, for latency stats */
-	int result;			/* 0 or -errno once complete */
-	bool synthetic;			/* completes without the kernel (result set) */
+	uint64_t expect;   /* bytes the block must transfer */
+	uint64_t t_submit; /* ns, for latency stats */
+	int result;	   /* 0 or -errno once complete */
+	bool synthetic;	   /* completes without the kernel (result set) */
 };
 
 struct unit_slab {
@@ -40,27 +40,27 @@ struct edev {
 	io_context_t ctx;
 	pthread_t thread;
 	bool thread_started;
-	int efd;			/* eventfd that wakes the reaper */
-	struct iocb poll_cb;		/* one-shot poll on efd */
-	bool poll_ok;			/* kernel supports IOCB_CMD_POLL */
+	int efd;	     /* eventfd that wakes the reaper */
+	struct iocb poll_cb; /* one-shot poll on efd */
+	bool poll_ok;	     /* kernel supports IOCB_CMD_POLL */
 
 	pthread_mutex_t lock;
-	struct unit *qhead, *qtail;	/* queued blocks; protected by lock */
-	struct unit *synth;		/* synthetic completions; protected by lock */
-	struct unit *free_units;	/* protected by lock */
-	struct unit_slab *slabs;	/* protected by lock */
-	unsigned inflight;		/* blocks in the kernel; protected by lock */
-	unsigned queued;		/* blocks in qhead list; protected by lock */
-	bool stopping;			/* protected by lock */
+	struct unit *qhead, *qtail; /* queued blocks; protected by lock */
+	struct unit *synth;	    /* synthetic completions; protected by lock */
+	struct unit *free_units;    /* protected by lock */
+	struct unit_slab *slabs;    /* protected by lock */
+	unsigned inflight;	    /* blocks in the kernel; protected by lock */
+	unsigned queued;	    /* blocks in qhead list; protected by lock */
+	bool stopping;		    /* protected by lock */
 
 	/* Written only by the reaper thread, read by anyone. */
 	atomic_uint_fast64_t read_ops, read_bytes, write_ops, write_bytes;
 	atomic_uint_fast64_t errors, busy_ns;
 
 #ifdef NVMEFS_FAULT_INJECTION
-	struct nvmefs_fault fault;	/* protected by lock */
-	uint64_t fault_seen;		/* matching blocks so far; protected by lock */
-	uint64_t fault_hits;		/* blocks failed so far; protected by lock */
+	struct nvmefs_fault fault; /* protected by lock */
+	uint64_t fault_seen;	   /* matching blocks so far; protected by lock */
+	uint64_t fault_hits;	   /* blocks failed so far; protected by lock */
 #endif
 };
 

@@ -28,8 +28,7 @@ int nvmefs_layout_check(const struct nvmefs_layout *l, unsigned ndevs)
 	if (!is_pow2(l->chunk_size) || l->chunk_size < NVMEFS_CHUNK_MIN ||
 	    l->chunk_size > NVMEFS_CHUNK_MAX)
 		return -EINVAL;
-	if (l->stripe_count < 1 || l->stripe_count > NVMEFS_MAX_DEVICES ||
-	    l->stripe_count > ndevs)
+	if (l->stripe_count < 1 || l->stripe_count > NVMEFS_MAX_DEVICES || l->stripe_count > ndevs)
 		return -EINVAL;
 	for (uint32_t i = 0; i < l->stripe_count; i++) {
 		if (l->devs[i] >= ndevs || (seen & (1ull << l->devs[i])))
@@ -39,8 +38,7 @@ int nvmefs_layout_check(const struct nvmefs_layout *l, unsigned ndevs)
 	return 0;
 }
 
-int nvmefs_layout_init(struct nvmefs_layout *l, uint32_t chunk_size, unsigned ndevs,
-		       unsigned first)
+int nvmefs_layout_init(struct nvmefs_layout *l, uint32_t chunk_size, unsigned ndevs, unsigned first)
 {
 	if (ndevs < 1 || ndevs > NVMEFS_MAX_DEVICES)
 		return -EINVAL;
@@ -105,8 +103,7 @@ uint64_t nvmefs_layout_file_off(const struct nvmefs_layout *l, uint32_t slot, ui
 	return ((row * l->stripe_count + slot) << shift) | (comp_off & mask);
 }
 
-uint64_t nvmefs_layout_comp_size(const struct nvmefs_layout *l, uint32_t slot,
-				 uint64_t file_size)
+uint64_t nvmefs_layout_comp_size(const struct nvmefs_layout *l, uint32_t slot, uint64_t file_size)
 {
 	const unsigned shift = chunk_shift(l);
 	const uint64_t mask = (uint64_t)l->chunk_size - 1;

@@ -45,8 +45,8 @@ static void check_byte(const struct nvmefs_layout *l, const struct nvmefs_segmen
 	struct model m = model_byte(l, pos + k);
 
 	CHECKF(m.slot == s->slot && m.comp_off == s->comp_off + k,
-	       "byte %" PRIu64 ": model slot %u comp %" PRIu64 ", map slot %u comp %" PRIu64, pos + k,
-	       m.slot, m.comp_off, s->slot, s->comp_off + k);
+	       "byte %" PRIu64 ": model slot %u comp %" PRIu64 ", map slot %u comp %" PRIu64,
+	       pos + k, m.slot, m.comp_off, s->slot, s->comp_off + k);
 	CHECK(nvmefs_layout_file_off(l, s->slot, s->comp_off + k) == pos + k);
 }
 
@@ -65,8 +65,9 @@ static void check_range(const struct nvmefs_layout *l, uint64_t off, uint64_t le
 
 	CHECK(segs);
 	n = nvmefs_layout_map(l, off, len, segs, need + 1);
-	CHECKF(n == need, "nsegs %" PRIu64 " != map %" PRIu64 " (off %" PRIu64 " len %" PRIu64
-			  " chunk %u count %u)",
+	CHECKF(n == need,
+	       "nsegs %" PRIu64 " != map %" PRIu64 " (off %" PRIu64 " len %" PRIu64
+	       " chunk %u count %u)",
 	       need, n, off, len, l->chunk_size, l->stripe_count);
 	/* Too small an array: the count is still right and nothing overflows. */
 	if (need > 1)
@@ -77,9 +78,9 @@ static void check_range(const struct nvmefs_layout *l, uint64_t off, uint64_t le
 		uint64_t probes[3] = {0, s->len / 2, s->len - 1};
 
 		CHECKF(s->len > 0, "empty segment %" PRIu64, i);
-		CHECKF(s->buf_off == pos - off, "segment %" PRIu64 " buf_off %" PRIu64
-						" expected %" PRIu64,
-		       i, s->buf_off, pos - off);
+		CHECKF(s->buf_off == pos - off,
+		       "segment %" PRIu64 " buf_off %" PRIu64 " expected %" PRIu64, i, s->buf_off,
+		       pos - off);
 		CHECK(s->dev == l->devs[s->slot]);
 		/* Never crosses a chunk, and is maximal: ends at a chunk end or the range end. */
 		CHECK(s->comp_off / l->chunk_size == (s->comp_off + s->len - 1) / l->chunk_size);
@@ -112,8 +113,8 @@ static void check_comp_size(const struct nvmefs_layout *l, uint64_t size)
 	}
 	for (uint32_t s = 0; s < l->stripe_count; s++)
 		CHECKF(nvmefs_layout_comp_size(l, s, size) == want[s],
-		       "comp_size(slot %u, size %" PRIu64 ") = %" PRIu64 ", model %" PRIu64, s, size,
-		       nvmefs_layout_comp_size(l, s, size), want[s]);
+		       "comp_size(slot %u, size %" PRIu64 ") = %" PRIu64 ", model %" PRIu64, s,
+		       size, nvmefs_layout_comp_size(l, s, size), want[s]);
 }
 
 static void test_check_and_init(void)
@@ -122,20 +123,20 @@ static void test_check_and_init(void)
 
 	CHECK(nvmefs_layout_init(&l, 1 << 20, 4, 1) == 0);
 	CHECK(l.devs[0] == 1 && l.devs[1] == 2 && l.devs[2] == 3 && l.devs[3] == 0);
-	CHECK(nvmefs_layout_init(&l, 3 << 20, 4, 0) == -EINVAL);	/* not a power of two */
-	CHECK(nvmefs_layout_init(&l, 2048, 4, 0) == -EINVAL);	/* below the minimum */
+	CHECK(nvmefs_layout_init(&l, 3 << 20, 4, 0) == -EINVAL); /* not a power of two */
+	CHECK(nvmefs_layout_init(&l, 2048, 4, 0) == -EINVAL);	 /* below the minimum */
 	CHECK(nvmefs_layout_init(&l, 1 << 20, 0, 0) == -EINVAL);
 	CHECK(nvmefs_layout_init(&l, 1 << 20, NVMEFS_MAX_DEVICES + 1, 0) == -EINVAL);
 	CHECK(nvmefs_layout_init(&l, 1 << 20, 4, 0) == 0);
 	l.devs[2] = l.devs[1];
-	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL);		/* device used twice */
+	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL); /* device used twice */
 	l.devs[2] = 7;
-	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL);		/* device out of range */
+	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL); /* device out of range */
 	l.devs[2] = 2;
 	l.stripe_count = 5;
-	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL);		/* more slots than devices */
+	CHECK(nvmefs_layout_check(&l, 4) == -EINVAL); /* more slots than devices */
 	l.stripe_count = 2;
-	CHECK(nvmefs_layout_check(&l, 4) == 0);			/* 2 of 4 devices */
+	CHECK(nvmefs_layout_check(&l, 4) == 0); /* 2 of 4 devices */
 }
 
 static void test_grid(void)
@@ -150,10 +151,20 @@ static void test_grid(void)
 			uint64_t c = chunks[ci], stripe = c * devs[di];
 			/* Aligned, unaligned, empty, 1 byte, across chunk and stripe ends. */
 			const uint64_t ranges[][2] = {
-				{0, 0}, {0, 1}, {c - 1, 1}, {c - 1, 2}, {c, c},
-				{0, stripe}, {stripe - 1, 2}, {stripe, stripe * 2},
-				{4096, 4096}, {7, 8193}, {c / 2, c}, {c / 2, stripe + 3},
-				{stripe * 3 + 5, stripe - 10}, {12345, 262144},
+				{0, 0},
+				{0, 1},
+				{c - 1, 1},
+				{c - 1, 2},
+				{c, c},
+				{0, stripe},
+				{stripe - 1, 2},
+				{stripe, stripe * 2},
+				{4096, 4096},
+				{7, 8193},
+				{c / 2, c},
+				{c / 2, stripe + 3},
+				{stripe * 3 + 5, stripe - 10},
+				{12345, 262144},
 				{c * 5 - 1, c * 2 + 2},
 			};
 

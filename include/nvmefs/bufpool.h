@@ -18,18 +18,18 @@
 struct nvmefs_bufpool;
 
 struct nvmefs_bufpool_opts {
-	size_t buf_size;	/* bytes per buffer, rounded up to the page size */
-	size_t max_bytes;	/* cap on all buffers together (0: 64 buffers) */
-	int numa_node;		/* node to allocate on; -1: no preference */
-	bool no_pin;		/* do not even try to mlock */
+	size_t buf_size;  /* bytes per buffer, rounded up to the page size */
+	size_t max_bytes; /* cap on all buffers together (0: 64 buffers) */
+	int numa_node;	  /* node to allocate on; -1: no preference */
+	bool no_pin;	  /* do not even try to mlock */
 };
 
 struct nvmefs_bufpool_stats {
-	size_t buf_size;	/* bytes per buffer (page multiple) */
-	size_t max_bufs;	/* buffers the cap allows */
-	size_t allocated;	/* buffers that exist */
-	size_t in_use;		/* buffers handed out */
-	bool pinned;		/* buffers are mlock'ed */
+	size_t buf_size;  /* bytes per buffer (page multiple) */
+	size_t max_bufs;  /* buffers the cap allows */
+	size_t allocated; /* buffers that exist */
+	size_t in_use;	  /* buffers handed out */
+	bool pinned;	  /* buffers are mlock'ed */
 };
 
 /*

@@ -19,20 +19,20 @@
 #include "nvmefs/limits.h"
 
 struct nvmefs_dev {
-	char *path;		/* as given by the caller; owned by the set */
-	int fd;			/* O_DIRECT descriptor */
-	bool is_blkdev;		/* block device (else regular file) */
-	uint64_t size;		/* usable bytes, a multiple of block_size */
-	uint32_t block_size;	/* offset/length alignment for O_DIRECT */
-	uint32_t mem_align;	/* buffer address alignment for O_DIRECT */
-	int numa_node;		/* node of the device (0 if unknown) */
-	dev_t id_dev;		/* st_rdev of a block device, st_dev of a file */
-	ino_t id_ino;		/* 0 for a block device, st_ino of a file */
+	char *path;	     /* as given by the caller; owned by the set */
+	int fd;		     /* O_DIRECT descriptor */
+	bool is_blkdev;	     /* block device (else regular file) */
+	uint64_t size;	     /* usable bytes, a multiple of block_size */
+	uint32_t block_size; /* offset/length alignment for O_DIRECT */
+	uint32_t mem_align;  /* buffer address alignment for O_DIRECT */
+	int numa_node;	     /* node of the device (0 if unknown) */
+	dev_t id_dev;	     /* st_rdev of a block device, st_dev of a file */
+	ino_t id_ino;	     /* 0 for a block device, st_ino of a file */
 };
 
 struct nvmefs_devset_opts {
-	uint64_t min_size;	/* refuse members smaller than this (0: 1 MiB) */
-	bool read_only;		/* open O_RDONLY (fsck -n, inspection) */
+	uint64_t min_size; /* refuse members smaller than this (0: 1 MiB) */
+	bool read_only;	   /* open O_RDONLY (fsck -n, inspection) */
 };
 
 struct nvmefs_devset {

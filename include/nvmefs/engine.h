@@ -32,10 +32,10 @@ enum nvmefs_io_op {
 /* A piece of a request on one device. All three of off, len and buf must be
  * aligned for O_DIRECT on that device (block_size, mem_align). */
 struct nvmefs_io_seg {
-	uint32_t dev;		/* index in the device set */
-	uint64_t off;		/* byte offset on the device */
-	uint64_t len;		/* bytes, > 0 */
-	void *buf;		/* source (write) or destination (read) */
+	uint32_t dev; /* index in the device set */
+	uint64_t off; /* byte offset on the device */
+	uint64_t len; /* bytes, > 0 */
+	void *buf;    /* source (write) or destination (read) */
 };
 
 struct nvmefs_io_req;
@@ -52,7 +52,7 @@ struct nvmefs_io_req {
 	/* Called once from a completion thread with 0 or the first -errno.
 	 * It may submit new requests; it must not block for long. */
 	nvmefs_io_done_fn done;
-	void *priv;		/* for the caller */
+	void *priv; /* for the caller */
 
 	/* Private to the engine. */
 	atomic_uint_fast64_t pending;
@@ -60,9 +60,9 @@ struct nvmefs_io_req {
 };
 
 struct nvmefs_engine_opts {
-	unsigned queue_depth;	/* blocks in flight per device (0: 32) */
-	uint64_t max_io;	/* split segments into blocks of at most this
-				 * (0: 1 MiB); a multiple of every block size */
+	unsigned queue_depth; /* blocks in flight per device (0: 32) */
+	uint64_t max_io;      /* split segments into blocks of at most this
+			       * (0: 1 MiB); a multiple of every block size */
 };
 
 /* Per-device counters, updated as completions are reaped. */
@@ -70,9 +70,9 @@ struct nvmefs_engine_dev_stats {
 	uint64_t read_ops, read_bytes;
 	uint64_t write_ops, write_bytes;
 	uint64_t errors;
-	uint64_t busy_ns;	/* sum of block latencies (submit to reap) */
-	unsigned in_flight;	/* blocks in the kernel now */
-	unsigned queued;	/* blocks waiting for a slot */
+	uint64_t busy_ns;   /* sum of block latencies (submit to reap) */
+	unsigned in_flight; /* blocks in the kernel now */
+	unsigned queued;    /* blocks waiting for a slot */
 };
 
 /*

@@ -25,17 +25,17 @@ enum nvmefs_fault_kind {
 	NVMEFS_FAULT_SHORT,
 };
 
-#define NVMEFS_FAULT_READS (1u << 0)
+#define NVMEFS_FAULT_READS  (1u << 0)
 #define NVMEFS_FAULT_WRITES (1u << 1)
 
 struct nvmefs_fault {
 	enum nvmefs_fault_kind kind;
-	unsigned ops;		/* NVMEFS_FAULT_READS | _WRITES; 0 means both */
-	uint64_t off_lo;	/* a block matches if it overlaps [off_lo, off_hi) */
-	uint64_t off_hi;	/* 0: to the end of the device */
-	uint64_t after;		/* let this many matching blocks through first */
-	uint64_t count;		/* then fail this many (0: all of them) */
-	unsigned latency_us;	/* delay before each reap on this device */
+	unsigned ops;	     /* NVMEFS_FAULT_READS | _WRITES; 0 means both */
+	uint64_t off_lo;     /* a block matches if it overlaps [off_lo, off_hi) */
+	uint64_t off_hi;     /* 0: to the end of the device */
+	uint64_t after;	     /* let this many matching blocks through first */
+	uint64_t count;	     /* then fail this many (0: all of them) */
+	unsigned latency_us; /* delay before each reap on this device */
 };
 
 /* Set (or with kind NONE and no latency, clear) device dev's fault. */

@@ -23,18 +23,18 @@
 #define NVMEFS_CHUNK_MAX (1u << 30)
 
 struct nvmefs_layout {
-	uint32_t chunk_size;			/* power of two, CHUNK_MIN..CHUNK_MAX */
-	uint32_t stripe_count;			/* 1..NVMEFS_MAX_DEVICES */
-	uint8_t devs[NVMEFS_MAX_DEVICES];	/* slot -> device index, distinct */
+	uint32_t chunk_size;		  /* power of two, CHUNK_MIN..CHUNK_MAX */
+	uint32_t stripe_count;		  /* 1..NVMEFS_MAX_DEVICES */
+	uint8_t devs[NVMEFS_MAX_DEVICES]; /* slot -> device index, distinct */
 };
 
 /* One contiguous piece of a file range that lives on one device. */
 struct nvmefs_segment {
-	uint32_t slot;		/* stripe slot, 0..stripe_count-1 */
-	uint32_t dev;		/* device index: layout->devs[slot] */
-	uint64_t comp_off;	/* offset inside the slot's component */
-	uint64_t len;		/* bytes, > 0, never crosses a chunk boundary */
-	uint64_t buf_off;	/* offset of these bytes in the caller's buffer */
+	uint32_t slot;	   /* stripe slot, 0..stripe_count-1 */
+	uint32_t dev;	   /* device index: layout->devs[slot] */
+	uint64_t comp_off; /* offset inside the slot's component */
+	uint64_t len;	   /* bytes, > 0, never crosses a chunk boundary */
+	uint64_t buf_off;  /* offset of these bytes in the caller's buffer */
 };
 
 /*
@@ -75,7 +75,6 @@ uint64_t nvmefs_layout_file_off(const struct nvmefs_layout *l, uint32_t slot, ui
  * Bytes of slot's component that a file of file_size bytes covers, that is
  * one past the highest component offset that holds file data (0 if none).
  */
-uint64_t nvmefs_layout_comp_size(const struct nvmefs_layout *l, uint32_t slot,
-				 uint64_t file_size);
+uint64_t nvmefs_layout_comp_size(const struct nvmefs_layout *l, uint32_t slot, uint64_t file_size);
 
 #endif

@@ -33,9 +33,9 @@ void nvmefs_log_set_level(enum nvmefs_log_level max);
 /* Prefix for stderr lines, normally the program name (default "nvmefs"). */
 void nvmefs_log_set_ident(const char *ident);
 
-#define nvmefs_err(...) nvmefs_log(NVMEFS_LOG_ERR, __VA_ARGS__)
-#define nvmefs_warn(...) nvmefs_log(NVMEFS_LOG_WARN, __VA_ARGS__)
-#define nvmefs_info(...) nvmefs_log(NVMEFS_LOG_INFO, __VA_ARGS__)
+#define nvmefs_err(...)	  nvmefs_log(NVMEFS_LOG_ERR, __VA_ARGS__)
+#define nvmefs_warn(...)  nvmefs_log(NVMEFS_LOG_WARN, __VA_ARGS__)
+#define nvmefs_info(...)  nvmefs_log(NVMEFS_LOG_INFO, __VA_ARGS__)
 #define nvmefs_debug(...) nvmefs_log(NVMEFS_LOG_DEBUG, __VA_ARGS__)
 
 /*

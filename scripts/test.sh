@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole default test suite, from a fresh Debian 12 machine (as root):
+# install packages, build with -Werror, run every test that is not labelled
+# stress or bench, then rebuild with ASan+UBSan and run the unit tests again,
+# and check the C sources' formatting against .clang-format.
+#
+# usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
+# Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+bash scripts/deps.sh
+
+echo "== format check (clang-format, .clang-format)"
+bad=$(git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run --Werror 2>&1 | grep -o '^[^:]*\.[ch]' | sort -u || true)
+if [ -n "$bad" ]; then
+	echo "not formatted per .clang-format (run clang-format -i):" $bad >&2
+	exit 1
+fi
+
+echo "== build (gcc, -Werror)"
+bash scripts/build.sh "$top/build"
+echo "== tests"
+ctest --test-dir build --output-on-failure --timeout 600 -LE 'stress|bench'
+
+echo "== build (ASan + UBSan)"
+bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+echo "== unit tests under ASan + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ctest --test-dir build-asan --output-on-failure --timeout 600 -L unit
