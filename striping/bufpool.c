@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nvmefs/bufpool.h"
@@ -34,6 +35,21 @@ struct nvmefs_bufpool {
 	void **free;	  /* stack of free buffers, [0, nfree) */
 };
 
+/*
+ * mlock/munlock by system call: AddressSanitizer turns the libc calls into
+ * no-ops, which would make the sanitizer build silently unpinned (and blind
+ * to RLIMIT_MEMLOCK) while the release build is not.
+ */
+static int sys_mlock(const void *addr, size_t len)
+{
+	return (int)syscall(SYS_mlock, addr, len);
+}
+
+static int sys_munlock(const void *addr, size_t len)
+{
+	return (int)syscall(SYS_munlock, addr, len);
+}
+
 static void *alloc_buf(struct nvmefs_bufpool *p)
 {
 	void *b;
@@ -47,7 +63,7 @@ static void *alloc_buf(struct nvmefs_bufpool *p)
 static void free_buf(struct nvmefs_bufpool *p, void *b)
 {
 	if (p->pinned)
-		munlock(b, p->buf_size);
+		sys_munlock(b, p->buf_size);
 	if (p->use_numa)
 		numa_free(b, p->buf_size);
 	else
@@ -66,13 +82,13 @@ static void pin_buf(struct nvmefs_bufpool *p, void *b)
 
 	if (!p->pinned)
 		return;
-	if (mlock(b, p->buf_size) == 0)
+	if (sys_mlock(b, p->buf_size) == 0)
 		return;
 	err = errno;
 	p->pinned = false;
 	/* Unpin what was pinned so every buffer is in the same state. */
 	for (size_t i = 0; i < p->allocated; i++)
-		munlock(p->all[i], p->buf_size);
+		sys_munlock(p->all[i], p->buf_size);
 	if (atomic_exchange(&memlock_warned, true))
 		return;
 	getrlimit(RLIMIT_MEMLOCK, &rl);

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pinned buffer pool: alignment, the cap, reuse, blocking get, NUMA
+ * placement (checked with get_mempolicy), pinning (checked in VmLck), and the
+ * fallback to unpinned buffers when RLIMIT_MEMLOCK is too low, which must be
+ * announced exactly once per process and never fail an allocation.
+ */
+#define _GNU_SOURCE
+#include <numa.h>
+#include <numaif.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nvmefs/bufpool.h"
+#include "nvmefs/util.h"
+#include "test_util.h"
+
+#define MiB (1u << 20)
+
+/* Locked memory of this process in KiB, from /proc/self/status. */
+static long vm_locked_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static void test_bad_options(void)
+{
+	struct nvmefs_bufpool *p;
+	struct nvmefs_bufpool_opts o = {.buf_size = 0, .numa_node = -1};
+
+	CHECK_ERR(nvmefs_bufpool_create(&p, &o), -EINVAL);
+	o.buf_size = 2 * MiB;
+	o.max_bytes = MiB; /* not even one buffer */
+	CHECK_ERR(nvmefs_bufpool_create(&p, &o), -EINVAL);
+	CHECK_ERR(nvmefs_bufpool_create(&p, NULL), -EINVAL);
+}
+
+static void test_cap_align_reuse(void)
+{
+	struct nvmefs_bufpool_opts o = {.buf_size = MiB, .max_bytes = 8 * MiB, .numa_node = -1};
+	struct nvmefs_bufpool_stats st;
+	struct nvmefs_bufpool *p;
+	void *bufs[8];
+	long lck0 = vm_locked_kb();
+
+	CHECK(nvmefs_bufpool_create(&p, &o) == 0);
+	nvmefs_bufpool_stats(p, &st);
+	CHECK(st.allocated == 0 && st.max_bufs == 8); /* lazy: nothing yet */
+	for (int i = 0; i < 8; i++) {
+		bufs[i] = nvmefs_bufpool_tryget(p);
+		CHECKF(bufs[i] != NULL, "buffer %d", i);
+		if (!bufs[i])
+			return;
+		CHECK(((uintptr_t)bufs[i] & 4095) == 0);
+		memset(bufs[i], i, MiB); /* writable, all of it */
+		for (int j = 0; j < i; j++)
+			CHECK(bufs[i] != bufs[j]);
+	}
+	CHECK(nvmefs_bufpool_tryget(p) == NULL); /* at the cap */
+	nvmefs_bufpool_stats(p, &st);
+	CHECK(st.allocated == 8 && st.in_use == 8 && st.buf_size == MiB);
+	if (geteuid() == 0) {
+		CHECK(st.pinned);
+		CHECKF(vm_locked_kb() - lck0 >= 8 * 1024, "VmLck grew by %ld kB",
+		       vm_locked_kb() - lck0);
+	}
+	nvmefs_bufpool_put(p, bufs[3]);
+	CHECK(nvmefs_bufpool_tryget(p) == bufs[3]); /* reused, not a new one */
+	nvmefs_bufpool_stats(p, &st);
+	CHECK(st.allocated == 8);
+	for (int i = 0; i < 8; i++)
+		nvmefs_bufpool_put(p, bufs[i]);
+	nvmefs_bufpool_stats(p, &st);
+	CHECK(st.in_use == 0);
+	nvmefs_bufpool_destroy(p);
+	CHECKF(vm_locked_kb() <= lck0, "VmLck %ld kB after destroy, %ld before", vm_locked_kb(),
+	       lck0);
+}
+
+static void test_rounding(void)
+{
+	struct nvmefs_bufpool_opts o = {.buf_size = 5000, .max_bytes = 3 * 8192, .numa_node = -1};
+	struct nvmefs_bufpool_stats st;
+	struct nvmefs_bufpool *p;
+
+	CHECK(nvmefs_bufpool_create(&p, &o) == 0);
+	nvmefs_bufpool_stats(p, &st);
+	CHECK(st.buf_size == 8192 && st.max_bufs == 3);
+	nvmefs_bufpool_destroy(p);
+}
+
+struct blocker {
+	struct nvmefs_bufpool *pool;
+	void *got;
+	atomic_bool done;
+};
+
+static void *blocked_get(void *arg)
+{
+	struct blocker *b = arg;
+
+	b->got = nvmefs_bufpool_get(b->pool);
+	atomic_store(&b->done, true);
+	return NULL;
+}
+
+/* get() at the cap waits until a buffer comes back, then returns that one. */
+static void test_blocking_get(void)
+{
+	struct nvmefs_bufpool_opts o = {.buf_size = 4096, .max_bytes = 2 * 4096, .numa_node = -1};
+	struct blocker b = {0};
+	pthread_t t;
+	void *a, *c;
+
+	CHECK(nvmefs_bufpool_create(&b.pool, &o) == 0);
+	a = nvmefs_bufpool_get(b.pool);
+	c = nvmefs_bufpool_get(b.pool);
+	CHECK(a && c);
+	pthread_create(&t, NULL, blocked_get, &b);
+	usleep(100 * 1000);
+	CHECK(!atomic_load(&b.done)); /* still waiting */
+	nvmefs_bufpool_put(b.pool, c);
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&b.done) && b.got == c);
+	nvmefs_bufpool_put(b.pool, a);
+	nvmefs_bufpool_put(b.pool, b.got);
+	nvmefs_bufpool_destroy(b.pool);
+}
+
+/* Buffers asked for on node 0 really sit on node 0 once touched. */
+static void test_numa_node(void)
+{
+	struct nvmefs_bufpool_opts o = {
+		.buf_size = 64 << 10, .max_bytes = 256 << 10, .numa_node = 0};
+	struct nvmefs_bufpool *p;
+	int node = -1;
+	void *b;
+
+	if (numa_available() < 0) {
+		printf("numa: libnuma sees no NUMA here; node placement not checked\n");
+		return;
+	}
+	CHECK(nvmefs_bufpool_create(&p, &o) == 0);
+	b = nvmefs_bufpool_get(p);
+	CHECK(b != NULL);
+	memset(b, 1, 64 << 10);
+	CHECK(get_mempolicy(&node, NULL, 0, b, MPOL_F_NODE | MPOL_F_ADDR) == 0);
+	CHECKF(node == 0, "buffer on node %d", node);
+	printf("numa: %d node(s), buffer on node %d\n", numa_max_node() + 1, node);
+	nvmefs_bufpool_put(p, b);
+	nvmefs_bufpool_destroy(p);
+}
+
+static atomic_int memlock_warnings;
+
+static void count_sink(enum nvmefs_log_level level, const char *msg)
+{
+	if (level == NVMEFS_LOG_WARN && strstr(msg, "RLIMIT_MEMLOCK"))
+		atomic_fetch_add(&memlock_warnings, 1);
+	fprintf(stderr, "(logged) %s\n", msg);
+}
+
+/* In a child: low memlock limit, no CAP_IPC_LOCK; pools must still work. */
+static int unpinned_child(void)
+{
+	struct rlimit rl = {64 << 10, 64 << 10};
+	struct nvmefs_bufpool_opts o = {.buf_size = MiB, .max_bytes = 4 * MiB, .numa_node = -1};
+	struct nvmefs_bufpool_stats st;
+	struct nvmefs_bufpool *p1, *p2;
+	void *b[4];
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		return 2;
+	/* Root ignores the limit (CAP_IPC_LOCK): become nobody. */
+	if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+		return 3;
+	nvmefs_log_set_sink(count_sink);
+	if (nvmefs_bufpool_create(&p1, &o) || nvmefs_bufpool_create(&p2, &o))
+		return 4;
+	for (int i = 0; i < 4; i++) {
+		b[i] = nvmefs_bufpool_get(i % 2 ? p2 : p1);
+		if (!b[i])
+			return 5;
+		memset(b[i], 0x5a, MiB);
+	}
+	nvmefs_bufpool_stats(p1, &st);
+	if (st.pinned || st.allocated != 2)
+		return 6;
+	if (atomic_load(&memlock_warnings) != 1)
+		return 7; /* said once, for both pools */
+	for (int i = 0; i < 4; i++)
+		nvmefs_bufpool_put(i % 2 ? p2 : p1, b[i]);
+	nvmefs_bufpool_destroy(p1);
+	nvmefs_bufpool_destroy(p2);
+	return 0;
+}
+
+static void test_unpinned_fallback(void)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(unpinned_child());
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child exit %d (2 setrlimit, 3 setuid, 4 create, 5 get, 6 pinned/count, 7 warnings)",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+int main(void)
+{
+	test_bad_options();
+	test_cap_align_reuse();
+	test_rounding();
+	test_blocking_get();
+	test_numa_node();
+	test_unpinned_fallback();
+	return test_result();
+}
