@@ -128,8 +128,12 @@ static int open_flags(bool blk, bool read_only)
 	return (read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC | (blk ? O_EXCL : 0);
 }
 
-static int open_error(const char *path, int err)
+static int open_error(const char *path, int err, bool read_only)
 {
+	if (read_only && (err == -EACCES || err == -EPERM)) {
+		nvmefs_err("%s: cannot open: permission denied", path);
+		return -EACCES;
+	}
 	switch (err) {
 	case -EROFS:
 	case -EACCES:
@@ -153,13 +157,21 @@ static int open_member(struct nvmefs_dev *dev, const struct stat *st,
 		       const struct nvmefs_devset_opts *o)
 {
 	uint32_t off_align, mem_align;
+	struct stat now;
 	char a[32], b[32];
 	int err;
 
 	dev->is_blkdev = S_ISBLK(st->st_mode);
 	dev->fd = open(dev->path, open_flags(dev->is_blkdev, o->read_only));
 	if (dev->fd < 0)
-		return open_error(dev->path, -errno);
+		return open_error(dev->path, -errno, o->read_only);
+	/* The path may have been swapped since stat(): insist on the same object. */
+	if (fstat(dev->fd, &now) < 0 || (now.st_mode & S_IFMT) != (st->st_mode & S_IFMT) ||
+	    now.st_rdev != st->st_rdev || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		nvmefs_err("%s: changed while being opened", dev->path);
+		err = -EAGAIN;
+		goto err_close;
+	}
 	err = dev->is_blkdev ? probe_blkdev(dev, o->read_only) : probe_file(dev, st, o->read_only);
 	if (err)
 		goto err_close;
@@ -287,8 +299,12 @@ int nvmefs_dev_flush(struct nvmefs_dev *dev)
 int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len)
 {
 	if (off % dev->block_size || len % dev->block_size || off > dev->size ||
-	    len > dev->size - off)
+	    len > dev->size - off) {
+		nvmefs_err("%s: bad discard range: offset %llu, length %llu (size %llu, block %u)",
+			   dev->path, (unsigned long long)off, (unsigned long long)len,
+			   (unsigned long long)dev->size, dev->block_size);
 		return -EINVAL;
+	}
 	if (len == 0)
 		return 0;
 	if (dev->is_blkdev) {

@@ -138,11 +138,15 @@ static void fail_submitted(struct edev *d, struct iocb *cb, int err)
 	wake(d);
 }
 
-/*
- * io_submit cbs[0..n), all already counted in flight. Returns -EAGAIN if the
- * kernel refused some for now while nothing else is in flight, else 0.
- */
-static int submit_batch(struct edev *d, struct iocb **cbs, unsigned n)
+/* What submit_batch() did with a batch. */
+enum submit_outcome {
+	SUBMIT_ALL,   /* every iocb went to the kernel (or failed hard) */
+	SUBMIT_WAIT,  /* refused for now; a completion will retry */
+	SUBMIT_RETRY, /* refused for now and nothing in flight: retry */
+};
+
+/* io_submit cbs[0..n), all already counted in flight. */
+static enum submit_outcome submit_batch(struct edev *d, struct iocb **cbs, unsigned n)
 {
 	uint64_t now = nvmefs_now_ns();
 	unsigned done = 0;
@@ -150,18 +154,19 @@ static int submit_batch(struct edev *d, struct iocb **cbs, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		((struct unit *)cbs[i])->t_submit = now;
 	while (done < n) {
-		int r = io_submit(d->ctx, (long)(n - done), cbs + done);
+		int r = fault_refuse_submit(d) ? -EAGAIN
+					       : io_submit(d->ctx, (long)(n - done), cbs + done);
 
 		if (r > 0) {
 			done += (unsigned)r;
 		} else if (r == -EAGAIN || r == 0) {
-			return requeue(d, cbs + done, n - done) ? -EAGAIN : 0;
+			return requeue(d, cbs + done, n - done) ? SUBMIT_RETRY : SUBMIT_WAIT;
 		} else if (r != -EINTR) {
 			fail_submitted(d, cbs[done], r);
 			done++;
 		}
 	}
-	return 0;
+	return SUBMIT_ALL;
 }
 
 static void kick(struct edev *d)
@@ -195,8 +200,15 @@ static void kick(struct edev *d)
 			wake(d);
 		if (n == 0)
 			return;
-		if (submit_batch(d, cbs, n) == -EAGAIN)
+		switch (submit_batch(d, cbs, n)) {
+		case SUBMIT_ALL:
+			break;
+		case SUBMIT_WAIT:
+			return;
+		case SUBMIT_RETRY:
 			nanosleep(&pause, NULL);
+			break;
+		}
 	}
 }
 

@@ -58,9 +58,11 @@ struct edev {
 	atomic_uint_fast64_t errors, busy_ns;
 
 #ifdef NVMEFS_FAULT_INJECTION
-	struct nvmefs_fault fault; /* protected by lock */
-	uint64_t fault_seen;	   /* matching blocks so far; protected by lock */
-	uint64_t fault_hits;	   /* blocks failed so far; protected by lock */
+	struct nvmefs_fault fault;   /* protected by lock */
+	uint64_t fault_seen;	     /* matching blocks so far; protected by lock */
+	uint64_t fault_hits;	     /* blocks failed so far; protected by lock */
+	uint64_t fault_eagain_until; /* ns; protected by lock */
+	uint64_t fault_refusals;     /* protected by lock */
 #endif
 };
 
@@ -78,6 +80,8 @@ struct nvmefs_engine {
 void fault_apply_locked(struct edev *d, struct unit *u);
 /* Delay the reaper of d if a latency fault is set. */
 void fault_delay(struct edev *d);
+/* True if an eagain fault refuses this io_submit on d. */
+bool fault_refuse_submit(struct edev *d);
 #else
 static inline void fault_apply_locked(struct edev *d, struct unit *u)
 {
@@ -87,6 +91,11 @@ static inline void fault_apply_locked(struct edev *d, struct unit *u)
 static inline void fault_delay(struct edev *d)
 {
 	(void)d;
+}
+static inline bool fault_refuse_submit(struct edev *d)
+{
+	(void)d;
+	return false;
 }
 #endif
 

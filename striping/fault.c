@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine_i.h"
+#include "nvmefs/util.h"
 
 #ifndef NVMEFS_FAULT_INJECTION
 #error "fault.c is only built with NVMEFS_FAULT_INJECTION"
@@ -57,6 +58,17 @@ void fault_delay(struct edev *d)
 		usleep(us);
 }
 
+bool fault_refuse_submit(struct edev *d)
+{
+	bool refuse;
+
+	pthread_mutex_lock(&d->lock);
+	refuse = d->fault_eagain_until && nvmefs_now_ns() < d->fault_eagain_until;
+	d->fault_refusals += refuse;
+	pthread_mutex_unlock(&d->lock);
+	return refuse;
+}
+
 int nvmefs_engine_inject(struct nvmefs_engine *eng, unsigned dev, const struct nvmefs_fault *f)
 {
 	struct edev *d;
@@ -68,6 +80,8 @@ int nvmefs_engine_inject(struct nvmefs_engine *eng, unsigned dev, const struct n
 	d->fault = *f;
 	d->fault_seen = 0;
 	d->fault_hits = 0;
+	d->fault_refusals = 0;
+	d->fault_eagain_until = f->eagain_ms ? nvmefs_now_ns() + f->eagain_ms * 1000000ull : 0;
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
@@ -81,4 +95,15 @@ uint64_t nvmefs_engine_fault_hits(struct nvmefs_engine *eng, unsigned dev)
 	hits = d->fault_hits;
 	pthread_mutex_unlock(&d->lock);
 	return hits;
+}
+
+uint64_t nvmefs_engine_fault_refusals(struct nvmefs_engine *eng, unsigned dev)
+{
+	struct edev *d = &eng->devs[dev];
+	uint64_t n;
+
+	pthread_mutex_lock(&d->lock);
+	n = d->fault_refusals;
+	pthread_mutex_unlock(&d->lock);
+	return n;
 }

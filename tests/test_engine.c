@@ -432,6 +432,44 @@ static void test_fault_latency(struct nvmefs_engine *e, const struct nvmefs_layo
 	CHECK(nvmefs_now_ns() - t0 >= 30000000ull);
 }
 
+static void count_done(struct nvmefs_io_req *req, int res)
+{
+	atomic_int *n = req->priv;
+
+	CHECK_ERR(res, 0);
+	atomic_fetch_add(n, 1);
+}
+
+/*
+ * io_submit refused with -EAGAIN while another block is in flight: the
+ * engine must wait for that completion and retry, without spinning on
+ * io_submit meanwhile, and lose nothing.
+ */
+static void test_fault_eagain(struct nvmefs_engine *e, const struct nvmefs_layout *l, char *buf)
+{
+	struct nvmefs_fault slow = {.latency_us = 60000};
+	struct nvmefs_fault refuse = {.latency_us = 60000, .eagain_ms = 30};
+	struct xfer a, b;
+	atomic_int done = 0;
+
+	CHECK(nvmefs_engine_inject(e, 0, &slow) == 0);
+	xfer_init(&a, l, NVMEFS_IO_READ, 0, 4096, buf);
+	xfer_init(&b, l, NVMEFS_IO_READ, 8192, MiB - 8192, buf + MiB);
+	a.req.done = b.req.done = count_done;
+	a.req.priv = b.req.priv = &done;
+	CHECK(nvmefs_engine_submit(e, &a.req) == 0); /* in flight, reaped 60 ms later */
+	CHECK(nvmefs_engine_inject(e, 0, &refuse) == 0);
+	CHECK(nvmefs_engine_submit(e, &b.req) == 0); /* refused: must wait, not spin */
+	while (atomic_load(&done) < 2)
+		usleep(1000);
+	CHECKF(nvmefs_engine_fault_refusals(e, 0) < 20,
+	       "io_submit refused %" PRIu64 " times: the engine spun instead of waiting",
+	       nvmefs_engine_fault_refusals(e, 0));
+	CHECK(nvmefs_engine_fault_refusals(e, 0) >= 1);
+	free(a.segs);
+	free(b.segs);
+}
+
 /* Hundreds of requests in flight while a member fails them all: each is
  * reported once, as -EIO if it touched that member. */
 static void test_fault_storm(struct nvmefs_engine *e, char *buf)
@@ -478,6 +516,7 @@ static void test_faults(struct nvmefs_devset *set)
 	test_fault_after(e, &l, buf);
 	test_fault_short(e, &l, buf);
 	test_fault_latency(e, &l, buf);
+	test_fault_eagain(e, &l, buf);
 	for (unsigned i = 0; i < NDEV; i++)
 		CHECK(nvmefs_engine_inject(e, i, &none) == 0);
 	test_fault_storm(e, buf);

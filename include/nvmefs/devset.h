@@ -45,8 +45,10 @@ struct nvmefs_devset {
  * success *out owns one descriptor per member and must be closed with
  * nvmefs_devset_close(). Refusals are logged naming the path:
  * -ENOENT missing, -ENODEV neither a block device nor a regular file,
- * -ENOSPC too small, -EROFS read-only, -EBUSY in use, -EINVAL given twice or
- * n not within 1..NVMEFS_MAX_DEVICES. Returns 0 or that -errno.
+ * -ENOSPC too small, -EROFS read-only (for writing), -EACCES no permission
+ * (read_only), -EBUSY in use, -EINVAL given twice, no O_DIRECT support, or
+ * n not within 1..NVMEFS_MAX_DEVICES, -EAGAIN the path changed while being
+ * opened. Returns 0 or that -errno.
  */
 int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, unsigned n,
 		       const struct nvmefs_devset_opts *opts);

@@ -10,7 +10,10 @@
  *  - NVMEFS_FAULT_SHORT: matching blocks are sent one device block shorter
  *    than asked, so the kernel really returns a short transfer, which the
  *    engine must turn into -EIO;
- *  - latency_us: the device's reaper sleeps that long before each reap.
+ *  - latency_us: the device's reaper sleeps that long before each reap;
+ *  - eagain_ms: io_submit on the device is refused with -EAGAIN (nothing
+ *    submitted) until that long after the fault was set, as the kernel does
+ *    when it is short of aio resources; the engine must retry, not spin.
  */
 #ifndef NVMEFS_FAULT_H
 #define NVMEFS_FAULT_H
@@ -36,6 +39,7 @@ struct nvmefs_fault {
 	uint64_t after;	     /* let this many matching blocks through first */
 	uint64_t count;	     /* then fail this many (0: all of them) */
 	unsigned latency_us; /* delay before each reap on this device */
+	unsigned eagain_ms;  /* refuse io_submit with -EAGAIN for this long */
 };
 
 /* Set (or with kind NONE and no latency, clear) device dev's fault. */
@@ -43,5 +47,8 @@ int nvmefs_engine_inject(struct nvmefs_engine *eng, unsigned dev, const struct n
 
 /* How many blocks device dev's fault has failed so far. */
 uint64_t nvmefs_engine_fault_hits(struct nvmefs_engine *eng, unsigned dev);
+
+/* How many io_submit calls device dev's eagain fault has refused so far. */
+uint64_t nvmefs_engine_fault_refusals(struct nvmefs_engine *eng, unsigned dev);
 
 #endif
