@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The whole default test suite, from a fresh Debian 12 machine (as root):
 # install packages, build with -Werror, run every test that is not labelled
-# stress or bench, then rebuild with ASan+UBSan and run the unit tests again,
-# and check the C sources' formatting against .clang-format.
+# stress or bench, then rebuild with ASan+UBSan and with TSan and run the unit
+# tests under each, and check the C sources' formatting against .clang-format.
 #
 # usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
 # Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
@@ -30,3 +30,8 @@ bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=
 echo "== unit tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --test-dir build-asan --output-on-failure --timeout 600 -L unit
+
+echo "== build (TSan)"
+bash scripts/build.sh "$top/build-tsan" -DNVMEFS_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+echo "== unit tests under TSan"
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure --timeout 600 -L unit

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <numa.h>
+#include <sched.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,11 +252,34 @@ static void reap_one(struct edev *d, struct unit *u, long res, uint64_t now)
 	atomic_fetch_add_explicit(&d->busy_ns, now - u->t_submit, memory_order_relaxed);
 }
 
-static void pin_to_node(struct edev *d)
+/*
+ * Thread attributes that start a reaper on the CPUs of its device's NUMA node.
+ * Computed on the creating thread: libnuma's node-to-CPU cache is filled
+ * lazily without a lock, so reapers must not call into it concurrently
+ * (ThreadSanitizer caught exactly that with numa_run_on_node()).
+ */
+static void node_affinity(const struct edev *d, pthread_attr_t *attr)
 {
+	struct bitmask *cpus;
+	cpu_set_t set;
+	unsigned ncpu = 0;
+
 	if (numa_available() < 0 || d->dev->numa_node > numa_max_node())
 		return;
-	if (numa_run_on_node(d->dev->numa_node) < 0)
+	cpus = numa_allocate_cpumask();
+	if (!cpus)
+		return;
+	CPU_ZERO(&set);
+	if (numa_node_to_cpus(d->dev->numa_node, cpus) == 0) {
+		for (unsigned c = 0; c < cpus->size && c < CPU_SETSIZE; c++) {
+			if (numa_bitmask_isbitset(cpus, c)) {
+				CPU_SET(c, &set);
+				ncpu++;
+			}
+		}
+	}
+	numa_free_cpumask(cpus);
+	if (ncpu && pthread_attr_setaffinity_np(attr, sizeof(set), &set) != 0)
 		nvmefs_warn("%s: cannot run on NUMA node %d", d->dev->path, d->dev->numa_node);
 }
 
@@ -295,7 +319,6 @@ static void *reaper(void *arg)
 	const struct timespec tick = {0, 10000000};
 	bool stopping = false;
 
-	pin_to_node(d);
 	for (;;) {
 		struct unit *done = NULL;
 		unsigned nk = 0;
@@ -549,6 +572,7 @@ uint64_t nvmefs_engine_max_io(const struct nvmefs_engine *eng)
 static int edev_init(struct nvmefs_engine *eng, unsigned i)
 {
 	struct edev *d = &eng->devs[i];
+	pthread_attr_t attr;
 	char name[16];
 	int err;
 
@@ -571,7 +595,10 @@ static int edev_init(struct nvmefs_engine *eng, unsigned i)
 	if (d->efd < 0)
 		return -errno;
 	d->poll_ok = arm_poll(d) == 1;
-	err = -pthread_create(&d->thread, NULL, reaper, d);
+	pthread_attr_init(&attr);
+	node_affinity(d, &attr);
+	err = -pthread_create(&d->thread, &attr, reaper, d);
+	pthread_attr_destroy(&attr);
 	if (err)
 		return err;
 	d->thread_started = true;

@@ -17,7 +17,10 @@
  *    and no leak (run under ASan in CI).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
+#include <numa.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -528,6 +531,64 @@ static void test_faults(struct nvmefs_devset *set)
 	free(buf);
 }
 
+/* Each reaper thread (named nvmefs-cqN) runs only on its device's node's CPUs. */
+static void test_reaper_affinity(struct nvmefs_devset *set)
+{
+	struct nvmefs_engine *e;
+	struct bitmask *node_cpus;
+	struct dirent *de;
+	unsigned found = 0;
+	cpu_set_t mine, one;
+	DIR *tasks;
+
+	if (numa_available() < 0) {
+		printf("affinity: libnuma sees no NUMA here; not checked\n");
+		return;
+	}
+	/*
+	 * Create the engine from a thread narrowed to CPU 0: reapers that merely
+	 * inherited their creator's affinity would then differ from the node's
+	 * CPUs (on any node with more than one CPU, as here).
+	 */
+	CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+	CHECK(nvmefs_engine_create(&e, set, NULL) == 0);
+	CHECK(sched_setaffinity(0, sizeof(mine), &mine) == 0);
+	node_cpus = numa_allocate_cpumask();
+	tasks = opendir("/proc/self/task");
+	while (tasks && (de = readdir(tasks))) {
+		char path[300], comm[32] = "";
+		cpu_set_t cs;
+		FILE *f;
+		int tid = atoi(de->d_name);
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!tid || !f || !fgets(comm, sizeof(comm), f) || strncmp(comm, "nvmefs-cq", 9)) {
+			if (f)
+				fclose(f);
+			continue;
+		}
+		fclose(f);
+		CHECK(sched_getaffinity(tid, sizeof(cs), &cs) == 0);
+		/* Every member here is on node 0 (no NUMA hardware behind files). */
+		CHECK(numa_node_to_cpus(set->devs[atoi(comm + 9)].numa_node, node_cpus) == 0);
+		for (unsigned c = 0; c < node_cpus->size && c < CPU_SETSIZE; c++)
+			CHECKF(!!CPU_ISSET(c, &cs) == !!numa_bitmask_isbitset(node_cpus, c),
+			       "reaper %s: cpu %u", comm, c);
+		found++;
+	}
+	if (tasks)
+		closedir(tasks);
+	printf("affinity: %u reapers on their node's %d CPU(s)\n", found,
+	       numa_bitmask_weight(node_cpus));
+	CHECKF(found == set->count, "found %u reaper threads, want %u", found, set->count);
+	numa_free_cpumask(node_cpus);
+	nvmefs_engine_destroy(e);
+}
+
 static void watchdog(int sig)
 {
 	static const char msg[] = "test_engine: FAIL: hung (watchdog)\n";
@@ -551,6 +612,7 @@ int main(void)
 	printf("members: %u, block size %u, in %s\n", set->count, nvmefs_devset_block_size(set),
 	       dir);
 	test_bad_segments(set);
+	test_reaper_affinity(set);
 	test_round_trips(set);
 	test_threads(set);
 	test_many_in_flight(set);
