@@ -21,11 +21,14 @@
 #   sudo scripts/emu-drives.sh -n 4 -s 1G -c 200 -- sh -c 'echo $EMU_DEVS'
 #
 # Cleanup: an EXIT/INT/TERM/HUP trap always removes what was set up: processes
-# that CMD left in the cgroup are terminated, the cgroup is removed, every
-# loop device attached to one of our image files is detached and the files are
-# deleted. On INT/TERM the signal is forwarded to CMD first; the script then
-# exits with 128+signal. The "+io" that may have been written to the cgroup v2
-# root's cgroup.subtree_control is left enabled (other cgroups may use it).
+# that CMD left running (found through the cgroup and through the variable
+# EMU_DRIVES_TAG that all of CMD's processes inherit) are terminated, the
+# cgroup is removed, every loop device attached to one of our image files is
+# detached and the files are deleted. On INT/TERM/HUP the signal is first
+# forwarded to all of CMD's processes (5 s to exit, then SIGTERM, 5 s more,
+# then SIGKILL) and the script exits with 128+signal. The "+io" that may have been written to the
+# cgroup v2 root's cgroup.subtree_control is left enabled (other cgroups may
+# use it).
 #
 # How the cap works: the subshell that becomes CMD writes itself into the
 # new cgroup's cgroup.procs and then execs CMD, so CMD and all its threads and
@@ -37,17 +40,24 @@
 # device capped at 200 MiB/s gave 200.1 MiB/s write and 200.4 MiB/s read
 # (1 GiB each, ~5.1 s). The loop worker that then copies the data to the
 # backing file is not throttled (the file is on tmpfs, no block device).
-# Buffered (non-O_DIRECT) writes are NOT reliably capped under cgroup v1:
-# they are issued later by writeback, outside CMD's cgroup.
+# Buffered (non-O_DIRECT) writes are not reliably capped under cgroup v1
+# (known v1 limitation, not measured here): writeback issues them later,
+# outside CMD's cgroup.
 #
 # Loop direct I/O: loop devices are attached WITHOUT --direct-io=on. The
-# backing files are in tmpfs, where O_DIRECT (supported since 6.6) is just a
-# copy to/from the same shmem pages as buffered I/O, so it cannot save a copy.
-# Measured with fio (libaio, direct=1, 1 MiB, QD 32, 4 loop devices of 2 GiB,
-# after a warm-up write; 3 x 3 runs each, load from other jobs on the box):
-# direct-io=off write 3.9-5.7 GB/s, read 4.5-6.8 GB/s; direct-io=on write
-# 3.5-6.1 GB/s, read 4.3-6.7 GB/s: no difference beyond noise, so we keep the
-# simpler default, which also works on kernels whose tmpfs rejects O_DIRECT.
+# backing files are in tmpfs, where O_DIRECT (accepted by this kernel:
+# loop/dio reads 1) is still a copy to/from the same shmem pages as buffered
+# I/O, so it cannot save a copy. Measured with fio (libaio, direct=1, 1 MiB,
+# QD 32, 4 loop devices of 2 GiB, 2 loops, after a warm-up write; 3 x 3 runs
+# each, with load from other jobs on the 2-core box): direct-io=off write
+# 3.9-5.7 GB/s, read 4.5-6.4 GB/s; direct-io=on write 3.5-5.5 GB/s, read
+# 4.3-6.5 GB/s. No difference beyond noise, so we keep the simpler default,
+# which also works on kernels whose tmpfs rejects O_DIRECT.
+#
+# Environment (for tests): EMU_CGROUP_V1_ROOT (default /sys/fs/cgroup/blkio)
+# and EMU_CGROUP_V2_ROOT (default: /sys/fs/cgroup or /sys/fs/cgroup/unified,
+# whichever is a cgroup2 root) say where to make the cgroup. v1 is used when
+# its blkio throttle files exist, else v2 when its root offers "io".
 
 set -euo pipefail
 
@@ -162,40 +172,63 @@ cg=          # cgroup directory we created
 cg_back=     # cgroup.procs to move leftover tasks to
 child=       # PID of CMD
 
+# Every process started by CMD inherits EMU_DRIVES_TAG=$TAG, so leftovers
+# (a daemon CMD left running that still holds a device) can be found even
+# without a cgroup.
+TAG="$$.$RANDOM$RANDOM"
+
 # The functions below run from traps; shellcheck cannot see that.
 # shellcheck disable=SC2317
-cg_tasks() { # pids still in our cgroup
+leftovers() { # pids of CMD's processes that are still alive
+	local f
 	if [[ -n $cg && -r $cg/cgroup.procs ]]; then
-		cat "$cg/cgroup.procs" 2>/dev/null || true
+		cat "$cg/cgroup.procs" 2>/dev/null
 	fi
+	# One grep over all environments (cheap enough to poll).
+	grep -lsxzF "EMU_DRIVES_TAG=$TAG" /proc/[0-9]*/environ |
+		while read -r f; do
+			f=${f#/proc/}
+			echo "${f%/environ}"
+		done
+	return 0
+}
+
+# shellcheck disable=SC2317
+loop_bound_to() { # DEV FILE: is DEV still attached to FILE?
+	local bf
+	bf=$(cat "/sys/block/${1##*/}/loop/backing_file" 2>/dev/null) || return 1
+	[[ ${bf% (deleted)} == "$(realpath -m -- "$2")" ]]
 }
 
 # shellcheck disable=SC2317
 cleanup() {
 	[[ $BASHPID == "$MAIN_PID" ]] || return 0
 	set +e
-	trap - EXIT INT TERM HUP
+	# Finish even if signalled again (e.g. a second ^C).
+	trap "" INT TERM HUP
+	trap - EXIT
 	local f d i pids
+	# Normally nothing is left: CMD has exited. Anything left would keep
+	# the cgroup and maybe the devices busy.
+	pids=$(leftovers | sort -u)
+	if [[ -n $pids ]]; then
+		printf '%s: terminating processes CMD left behind: %s\n' "$PROG" "${pids//$'\n'/ }" >&2
+		# shellcheck disable=SC2086 # word splitting wanted
+		kill -TERM $pids 2>/dev/null
+		for ((i = 0; i < 50; i++)); do
+			[[ -z $(leftovers) ]] && break
+			sleep 0.1
+		done
+		pids=$(leftovers | sort -u)
+		# shellcheck disable=SC2086
+		[[ -n $pids ]] && kill -KILL $pids 2>/dev/null && sleep 0.5
+	fi
 	if [[ -n $cg && -d $cg ]]; then
-		# Normally empty: CMD has exited. Anything left is CMD's leftovers
-		# and would keep the cgroup (and maybe the devices) busy.
-		pids=$(cg_tasks)
-		if [[ -n $pids ]]; then
-			# shellcheck disable=SC2086 # word splitting wanted
-			kill -TERM $pids 2>/dev/null
-			for ((i = 0; i < 50; i++)); do
-				[[ -z $(cg_tasks) ]] && break
-				sleep 0.1
-			done
-			pids=$(cg_tasks)
-			# shellcheck disable=SC2086
-			[[ -n $pids ]] && kill -KILL $pids 2>/dev/null && sleep 0.2
-			# Whatever survives (e.g. stuck in D state) goes back out of
-			# the cgroup so that it can be removed.
-			for d in $(cg_tasks); do
-				echo "$d" >"$cg_back" 2>/dev/null
-			done
-		fi
+		# Whatever survives (e.g. stuck in D state) goes back out of the
+		# cgroup so that the cgroup can be removed.
+		while read -r d; do
+			echo "$d" >"$cg_back" 2>/dev/null
+		done < <(cat "$cg/cgroup.procs" 2>/dev/null)
 		for ((i = 0; i < 50; i++)); do
 			rmdir "$cg" 2>/dev/null && break
 			sleep 0.1
@@ -210,27 +243,46 @@ cleanup() {
 	for f in "${images[@]}"; do
 		[[ -e $f ]] || continue
 		while read -r d; do
-			[[ -n $d ]] && losetup -d "$d" 2>/dev/null
+			[[ -n $d ]] && losetup -d "$d" 2>/dev/null && devs+=("$d")
 		done < <(losetup -n -O NAME -j "$f" 2>/dev/null)
-		rm -f -- "$f"
 	done
+	# A device still open (e.g. by udev probing it) is only marked for
+	# autoclear and goes away on last close: give that a moment.
 	for f in "${images[@]}"; do
+		for d in "${devs[@]}"; do
+			for ((i = 0; i < 30; i++)); do
+				loop_bound_to "$d" "$f" || break
+				sleep 0.1
+			done
+			loop_bound_to "$d" "$f" &&
+				printf '%s: warning: %s is still open, it will be detached on last close\n' "$PROG" "$d" >&2
+		done
+		rm -f -- "$f"
 		[[ -e $f ]] && printf '%s: warning: could not remove %s\n' "$PROG" "$f" >&2
-		[[ -n $(losetup -n -O NAME -j "$f" 2>/dev/null) ]] &&
-			printf '%s: warning: loop device still attached to %s\n' "$PROG" "$f" >&2
 	done
+	return 0
 }
 
 # shellcheck disable=SC2317
 on_signal() {
-	local sig=$1 num=$2 i
-	if [[ -n $child ]] && kill -0 "$child" 2>/dev/null; then
-		kill "-$sig" "$child" 2>/dev/null
-		for ((i = 0; i < 100; i++)); do
-			kill -0 "$child" 2>/dev/null || break
-			sleep 0.1
+	local sig=$1 num=$2 i pids pass
+	set +e
+	trap "" INT TERM HUP # once is enough
+	if [[ -n $child ]]; then
+		# Like a terminal's ^C: the signal goes to all of CMD's processes
+		# and they get 5 s to exit; then SIGTERM (in case they ignore
+		# SIGINT), 5 s more, then SIGKILL. Waiting for all of them here
+		# (not just CMD) lets cleanup find none left.
+		for pass in "$sig" TERM KILL; do
+			pids=$(leftovers | sort -u)
+			[[ -z $pids && $pass != "$sig" ]] && break
+			# shellcheck disable=SC2086 # word splitting wanted
+			kill "-$pass" "$child" $pids 2>/dev/null
+			for ((i = 0; i < 50; i++)); do
+				[[ -z $(leftovers) ]] && ! kill -0 "$child" 2>/dev/null && break
+				sleep 0.1
+			done
 		done
-		kill -0 "$child" 2>/dev/null && kill -KILL "$child" 2>/dev/null
 		wait "$child" 2>/dev/null
 	fi
 	exit $((128 + num))
@@ -309,9 +361,14 @@ printf '%s: %d x %s loop devices (direct-io off), images in %s: %s; %s\n' \
 
 # -------------------------------------------------------------------- run --
 # Bash gives background jobs /dev/null as stdin; hand CMD our real stdin.
+# A "( ... ) &" subshell, unlike "cmd &", does not make bash ignore SIGINT
+# and SIGQUIT in CMD (bash 5.2), and "trap -" undoes our own traps, so CMD
+# gets a terminal's ^C as usual (unless we ourselves were started ignoring
+# it, e.g. by "emu-drives.sh ... &" from a script).
 exec 3<&0
 (
 	trap - INT TERM HUP QUIT
+	export EMU_DRIVES_TAG=$TAG
 	if [[ -n $cg ]]; then
 		echo "$BASHPID" >"$cg/cgroup.procs"
 	fi
