@@ -16,7 +16,7 @@ bash scripts/deps.sh
 echo "== format check (clang-format, .clang-format)"
 bad=$(git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run --Werror 2>&1 | grep -o '^[^:]*\.[ch]' | sort -u || true)
 if [ -n "$bad" ]; then
-	echo "not formatted per .clang-format (run clang-format -i):" $bad >&2
+	echo "not formatted per .clang-format (run clang-format -i): $bad" >&2
 	exit 1
 fi
 

@@ -9,6 +9,12 @@
  * queue-depth x devices blocks are kept in flight: every completion callback
  * issues the next block from the reaper thread, so no thread sits between
  * a completion and the next submit.
+ *
+ * When every block lies on one device (block size <= chunk, the default) the
+ * blocks are dealt into one lane per device and each in-flight slot serves one
+ * lane, so every device keeps its own queue depth full, as fio's job per
+ * device does. With one global window instead, a device that falls behind
+ * gathers the window's slots and starves the others.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,6 +60,7 @@ struct slot {
 	struct nvmefs_segment *map;
 	void *buf;
 	uint64_t block;
+	unsigned lane;
 	struct bench *b;
 };
 
@@ -64,15 +71,18 @@ struct bench {
 	struct nvmefs_bufpool *pool;
 	struct nvmefs_layout layout;
 	uint64_t nblocks;
-	uint64_t *order; /* block visiting order */
+	uint64_t *order;			 /* block visiting order, lane after lane */
+	unsigned nlanes;			 /* one per device, or 1 when blocks span devices */
+	uint64_t lane_start[NVMEFS_MAX_DEVICES]; /* first index in order */
+	uint64_t lane_len[NVMEFS_MAX_DEVICES];
 	unsigned nslots;
 	unsigned max_segs;
 	struct slot *slots;
 	enum pass_mode mode;
 	int op;
 
-	atomic_uint_fast64_t next;    /* next index into order */
-	atomic_int error;	      /* first I/O error of the pass */
+	atomic_uint_fast64_t lane_next[NVMEFS_MAX_DEVICES]; /* next index in lane */
+	atomic_int error;				    /* first I/O error of the pass */
 	atomic_uint_fast64_t bad_off; /* first mismatching byte + 1, 0: none */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
@@ -152,15 +162,15 @@ static void slot_done(struct nvmefs_io_req *req, int res);
 static void slot_issue(struct slot *s)
 {
 	struct bench *b = s->b;
-	uint64_t idx = atomic_fetch_add(&b->next, 1);
+	uint64_t idx = atomic_fetch_add(&b->lane_next[s->lane], 1);
 	uint64_t n;
 	int err;
 
-	if (idx >= b->nblocks || atomic_load(&b->error)) {
+	if (idx >= b->lane_len[s->lane] || atomic_load(&b->error)) {
 		slot_retire(b);
 		return;
 	}
-	s->block = b->order[idx];
+	s->block = b->order[b->lane_start[s->lane] + idx];
 	if (b->mode == PASS_FILL)
 		fill_block(b, s->buf, s->block);
 	n = nvmefs_layout_map(&b->layout, s->block * b->o.block_size, b->o.block_size, s->map,
@@ -205,12 +215,13 @@ static void slot_done(struct nvmefs_io_req *req, int res)
 /* One pass over every block; returns 0 or the first error. */
 static int run_pass(struct bench *b, int op, enum pass_mode mode, double *seconds)
 {
-	unsigned n = b->nblocks < b->nslots ? (unsigned)b->nblocks : b->nslots;
+	unsigned n = b->nslots;
 	uint64_t t0;
 
 	b->op = op;
 	b->mode = mode;
-	atomic_store(&b->next, 0);
+	for (unsigned l = 0; l < b->nlanes; l++)
+		atomic_store(&b->lane_next[l], 0);
 	atomic_store(&b->error, 0);
 	b->active = n;
 	t0 = nvmefs_now_ns();
@@ -358,20 +369,39 @@ static uint64_t rnd(uint64_t *s)
 	return *s * 0x2545f4914f6cdd1dull;
 }
 
+/* The lane of block k: its device when blocks never span devices. */
+static unsigned block_lane(const struct bench *b, uint64_t k)
+{
+	return b->nlanes == 1 ? 0 : (unsigned)(k * b->o.block_size / b->o.chunk % b->nlanes);
+}
+
+/* Deal the blocks into lanes, in order or shuffled within each lane. */
 static int make_order(struct bench *b)
 {
-	uint64_t s = b->o.seed | 1;
+	uint64_t s = b->o.seed | 1, fill[NVMEFS_MAX_DEVICES] = {0};
 
+	b->nlanes = b->o.block_size <= b->o.chunk ? b->set->count : 1;
 	b->order = malloc(b->nblocks * sizeof(*b->order));
 	if (!b->order)
 		return -ENOMEM;
-	for (uint64_t i = 0; i < b->nblocks; i++)
-		b->order[i] = i;
-	for (uint64_t i = b->nblocks - 1; b->o.random && i > 0; i--) {
-		uint64_t j = rnd(&s) % (i + 1), t = b->order[i];
+	for (uint64_t k = 0; k < b->nblocks; k++)
+		b->lane_len[block_lane(b, k)]++;
+	for (unsigned l = 1; l < b->nlanes; l++)
+		b->lane_start[l] = b->lane_start[l - 1] + b->lane_len[l - 1];
+	for (uint64_t k = 0; k < b->nblocks; k++) {
+		unsigned l = block_lane(b, k);
 
-		b->order[i] = b->order[j];
-		b->order[j] = t;
+		b->order[b->lane_start[l] + fill[l]++] = k;
+	}
+	for (unsigned l = 0; b->o.random && l < b->nlanes; l++) {
+		uint64_t *o = b->order + b->lane_start[l];
+
+		for (uint64_t i = b->lane_len[l]; i-- > 1;) {
+			uint64_t j = rnd(&s) % (i + 1), t = o[i];
+
+			o[i] = o[j];
+			o[j] = t;
+		}
 	}
 	return 0;
 }
@@ -395,6 +425,7 @@ static int make_slots(struct bench *b)
 		struct slot *s = &b->slots[i];
 
 		s->b = b;
+		s->lane = i % b->nlanes;
 		s->segs = calloc(b->max_segs, sizeof(*s->segs));
 		s->map = calloc(b->max_segs, sizeof(*s->map));
 		s->buf = nvmefs_bufpool_get(b->pool);
@@ -485,7 +516,7 @@ static int validate(struct bench *b)
 			   (unsigned long long)(b->o.offset + seg.comp_off));
 	} else if (err) {
 		nvmefs_err("validate: I/O failed: %s", strerror(-err));
-	} else if (!b->o.json) {
+	} else {
 		printf("validate: wrote and read back %llu bytes: OK\n",
 		       (unsigned long long)(b->nblocks * b->o.block_size));
 	}
