@@ -55,6 +55,8 @@
 set -euo pipefail
 
 PROG=${0##*/}
+# shellcheck source=scripts/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 SELF=$(realpath -- "${BASH_SOURCE[0]}")
 HERE=$(dirname -- "$SELF")
 TOP=$(dirname -- "$HERE")
@@ -77,31 +79,7 @@ N drives capped at $CAP_MIBPS MiB/s each, 1 drive capped at $CAP_MIBPS MiB/s.
 EOF
 }
 
-die() {
-	printf '%s: %s\n' "$PROG" "$*" >&2
-	exit 1
-}
-
-bad_arg() {
-	printf '%s: %s\n' "$PROG" "$*" >&2
-	printf "Try '%s -h' for help.\n" "$PROG" >&2
-	exit 2
-}
-
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
-
-# parse_size STR -> bytes on stdout; returns 1 if STR is not a size.
-parse_size() {
-	local s=$1 num mult=1
-	[[ $s =~ ^([0-9]+)([KkMmGg]?)$ ]] || return 1
-	num=$((10#${BASH_REMATCH[1]}))
-	case ${BASH_REMATCH[2]} in
-	K | k) mult=1024 ;;
-	M | m) mult=$((1024 * 1024)) ;;
-	G | g) mult=$((1024 * 1024 * 1024)) ;;
-	esac
-	printf '%d\n' $((num * mult))
-}
 
 # quote ARGS... -> one shell-quoted command line
 quote() {

@@ -62,6 +62,8 @@
 set -euo pipefail
 
 PROG=${0##*/}
+# shellcheck source=scripts/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 EMU_CGROUP_V1_ROOT=${EMU_CGROUP_V1_ROOT:-/sys/fs/cgroup/blkio}
 # Empty: auto-detect (/sys/fs/cgroup or /sys/fs/cgroup/unified).
 EMU_CGROUP_V2_ROOT=${EMU_CGROUP_V2_ROOT:-}
@@ -78,30 +80,6 @@ EMU_DEVS="/dev/loopA /dev/loopB ..." set, tear down, exit with CMD's status.
   -c MIBPS  cap each device at MIBPS MiB/s, read and write (default: no cap)
   -h        show this help
 EOF
-}
-
-die() {
-	printf '%s: %s\n' "$PROG" "$*" >&2
-	exit 1
-}
-
-bad_arg() {
-	printf '%s: %s\n' "$PROG" "$*" >&2
-	printf "Try '%s -h' for help.\n" "$PROG" >&2
-	exit 2
-}
-
-# parse_size STR -> bytes on stdout; returns 1 if STR is not a size.
-parse_size() {
-	local s=$1 num mult=1
-	[[ $s =~ ^([0-9]+)([KkMmGg]?)$ ]] || return 1
-	num=$((10#${BASH_REMATCH[1]}))
-	case ${BASH_REMATCH[2]} in
-	K | k) mult=1024 ;;
-	M | m) mult=$((1024 * 1024)) ;;
-	G | g) mult=$((1024 * 1024 * 1024)) ;;
-	esac
-	printf '%d\n' $((num * mult))
 }
 
 human() { # bytes -> short 1024-based string
