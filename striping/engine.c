@@ -38,6 +38,27 @@
 #define SLAB_UNITS	64
 #define EAGAIN_SLEEP_NS 100000 /* 100 us between retries of a refused submit */
 
+/*
+ * An iocb is written by the submitting thread and read by the reaper; the
+ * kernel orders the two (io_submit, then io_getevents), but ThreadSanitizer
+ * cannot see through system calls. Tell it about the hand-off.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define NVMEFS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NVMEFS_TSAN 1
+#endif
+#endif
+#ifdef NVMEFS_TSAN
+#include <sanitizer/tsan_interface.h>
+#define to_kernel(p)   __tsan_release(p)
+#define from_kernel(p) __tsan_acquire(p)
+#else
+#define to_kernel(p)   ((void)(p))
+#define from_kernel(p) ((void)(p))
+#endif
+
 static void wake(struct edev *d)
 {
 	uint64_t one = 1;
@@ -152,8 +173,10 @@ static enum submit_outcome submit_batch(struct edev *d, struct iocb **cbs, unsig
 	uint64_t now = nvmefs_now_ns();
 	unsigned done = 0;
 
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		((struct unit *)cbs[i])->t_submit = now;
+		to_kernel(cbs[i]);
+	}
 	while (done < n) {
 		int r = fault_refuse_submit(d) ? -EAGAIN
 					       : io_submit(d->ctx, (long)(n - done), cbs + done);
@@ -336,6 +359,7 @@ static void *reaper(void *arg)
 		for (int i = 0; i < n; i++) {
 			struct unit *u = ev[i].data;
 
+			from_kernel(ev[i].obj);
 			if (ev[i].obj == &d->poll_cb) {
 				woke = true;
 				continue;
