@@ -93,6 +93,22 @@ quote() {
 # ------------------------------------------------------------ inner mode --
 # Runs inside emu-drives.sh (so inside the cgroup): the passes of one setup.
 # Appends "OP TOOL GBPS" lines to $BE_RESULTS and the commands to $BE_CMDLOG.
+# record OP TOOL NAME OUTPUT VALUE: append "OP TOOL VALUE" to the results, or
+# "OP TOOL FAIL" with the end of OUTPUT when VALUE is empty (sets failed=1 in
+# the caller, inner).
+record() {
+	local op=$1 tool=$2 name=$3 out=$4 val=$5
+	if [[ -n $val ]]; then
+		echo "$op $tool $val" >>"$BE_RESULTS"
+		log "$BE_SETUP: $name $op $val GB/s"
+	else
+		log "$BE_SETUP: $name $op failed; the end of its output:"
+		tail -n 5 "$out" >&2 || true
+		echo "$op $tool FAIL" >>"$BE_RESULTS"
+		failed=1
+	fi
+}
+
 inner() {
 	local -a devs fio_common jobs
 	local n k op json val failed=0
@@ -123,30 +139,19 @@ inner() {
 
 	for op in write read; do
 		json=$BE_TMP/fio-$op.json
-		if run "$json" "${fio_common[@]}" --rw="$op" --loops="$BE_LOOPS" "${jobs[@]}" &&
-			val=$(jq -er --arg op "$op" '.jobs[0][$op].bw_bytes / 1e9' "$json"); then
-			echo "$op fio $val" >>"$BE_RESULTS"
-			log "$BE_SETUP: fio $op $val GB/s"
-		else
-			log "$BE_SETUP: fio $op failed; the end of its output:"
-			tail -n 5 "$json" >&2 || true
-			echo "$op fio FAIL" >>"$BE_RESULTS"
-			failed=1
-		fi
+		val=
+		run "$json" "${fio_common[@]}" --rw="$op" --loops="$BE_LOOPS" "${jobs[@]}" &&
+			val=$(jq -er --arg op "$op" '.jobs[0][$op].bw_bytes / 1e9' "$json") || val=
+		record "$op" fio fio "$json" "$val"
 
 		json=$BE_TMP/nvmefs-$op.out
-		if run "$json" "$BE_BIN" "--$op" --block-size "$BE_BLOCK" --queue-depth "$BE_QD" \
+		val=
+		run "$json" "$BE_BIN" "--$op" --block-size "$BE_BLOCK" --queue-depth "$BE_QD" \
 			--size $((BE_PER_DEV * n)) --loops "$BE_LOOPS" --json "${devs[@]}" &&
 			val=$(tail -n 1 "$json" | jq -er --arg op "$op" \
-				'if .op == $op and (.gbps | type) == "number" then .gbps else error("bad JSON") end'); then
-			echo "$op nvmefs $val" >>"$BE_RESULTS"
-			log "$BE_SETUP: nvmefs-bench $op $val GB/s"
-		else
-			log "$BE_SETUP: nvmefs-bench $op failed; the end of its stdout:"
-			tail -n 5 "$json" >&2 || true
-			echo "$op nvmefs FAIL" >>"$BE_RESULTS"
-			failed=1
-		fi
+				'if .op == $op and (.gbps | type) == "number" then .gbps else error("bad JSON") end') ||
+			val=
+		record "$op" nvmefs nvmefs-bench "$json" "$val"
 	done
 	return "$failed"
 }

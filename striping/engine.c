@@ -116,9 +116,6 @@ static void put_units_locked(struct edev *d, struct unit *list)
 	}
 }
 
-/* Move queued units of d into the kernel until the window is full. */
-static void kick(struct edev *d);
-
 /*
  * Put cbs[0..n) back at the head of the queue after io_submit refused them
  * with -EAGAIN. Returns true if nothing is in flight (no completion will come
@@ -193,6 +190,7 @@ static enum submit_outcome submit_batch(struct edev *d, struct iocb **cbs, unsig
 	return SUBMIT_ALL;
 }
 
+/* Move queued units of d into the kernel until the window is full. */
 static void kick(struct edev *d)
 {
 	const struct timespec pause = {0, EAGAIN_SLEEP_NS};
