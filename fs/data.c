@@ -1,0 +1,727 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The data path: file ranges mapped through the file's layout to slot
+ * components, through the extent maps to device ranges, and moved by the
+ * engine in one request per FUSE request (every device at once). I/O is in
+ * 4 KiB blocks: unaligned writes read-modify-write their edge blocks, which
+ * the caller's exclusive io_lock protects. New space is reserved in memory,
+ * written, and only then recorded (EXTENT); fallocate records UNWRITTEN
+ * extents that read as zeros. One invariant keeps truncate simple: bytes past
+ * EOF inside an allocated block are always zero.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvmefs/util.h"
+
+#define BLK	      NVMEFS_BLOCK
+#define EXT_COST      48u
+#define REC_NEW	      0x80000000u /* plan-only mark: space reserved by this plan */
+#define ROUND_DOWN(x) ((x) & ~(uint64_t)(BLK - 1))
+#define ROUND_UP(x)   ROUND_DOWN((x) + BLK - 1)
+
+/* ---- extent maps ---- */
+
+size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off)
+{
+	size_t lo = 0, hi = m->n;
+
+	/* First extent that ends after comp_off. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->v[mid].comp_off + m->v[mid].len <= comp_off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
+{
+	if (n > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 4;
+		void *v;
+
+		while (cap < n)
+			cap *= 2;
+		v = realloc(m->v, cap * sizeof(*m->v));
+		if (!v)
+			return -ENOMEM;
+		m->v = v;
+		m->cap = cap;
+	}
+	return 0;
+}
+
+static bool ext_joins(const struct nvmefs_ext *a, const struct nvmefs_ext *b)
+{
+	return a->comp_off + a->len == b->comp_off && a->dev_off + a->len == b->dev_off &&
+	       a->flags == b->flags;
+}
+
+int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 const struct nvmefs_ext *e)
+{
+	struct nvmefs_extmap *m = &in->slots[slot];
+	size_t i = nvmefs_extmap_find(m, e->comp_off);
+	bool left = i > 0 && ext_joins(&m->v[i - 1], e);
+	bool right = i < m->n && ext_joins(e, &m->v[i]);
+
+	in->alloc_bytes += e->len;
+	if (left && right) {
+		m->v[i - 1].len += e->len + m->v[i].len;
+		memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof(*m->v));
+		m->n--;
+		vol->meta_bytes -= EXT_COST;
+	} else if (left) {
+		m->v[i - 1].len += e->len;
+	} else if (right) {
+		m->v[i].comp_off = e->comp_off;
+		m->v[i].dev_off = e->dev_off;
+		m->v[i].len += e->len;
+	} else {
+		if (extmap_reserve(m, m->n + 1)) {
+			in->alloc_bytes -= e->len;
+			return -ENOMEM;
+		}
+		memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof(*m->v));
+		m->v[i] = *e;
+		m->n++;
+		vol->meta_bytes += EXT_COST;
+	}
+	return 0;
+}
+
+static void release(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+		    uint64_t dev_off, uint64_t len, bool rel)
+{
+	in->alloc_bytes -= len;
+	/* Out of memory here leaks the space until the next mount's rebuild. */
+	if (rel && nvmefs_alloc_defer(vol, in->layout.devs[slot], dev_off, len))
+		nvmefs_warn("out of memory: freed space unusable until remount");
+}
+
+int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 uint64_t lo, uint64_t hi, bool rel)
+{
+	struct nvmefs_extmap *m = &in->slots[slot];
+	size_t i = nvmefs_extmap_find(m, lo);
+
+	while (i < m->n && m->v[i].comp_off < hi) {
+		struct nvmefs_ext *e = &m->v[i];
+		uint64_t end = e->comp_off + e->len;
+
+		if (e->comp_off < lo && end > hi) {
+			/* The range is inside one extent: split it in two. */
+			struct nvmefs_ext tail = *e;
+
+			if (extmap_reserve(m, m->n + 1))
+				return -ENOMEM;
+			e = &m->v[i];
+			tail.comp_off = hi;
+			tail.dev_off = e->dev_off + (hi - e->comp_off);
+			tail.len = end - hi;
+			release(vol, in, slot, e->dev_off + (lo - e->comp_off), hi - lo, rel);
+			e->len = lo - e->comp_off;
+			memmove(&m->v[i + 2], &m->v[i + 1], (m->n - i - 1) * sizeof(*m->v));
+			m->v[i + 1] = tail;
+			m->n++;
+			vol->meta_bytes += EXT_COST;
+			return 0;
+		}
+		if (e->comp_off < lo) { /* keep the head */
+			release(vol, in, slot, e->dev_off + (lo - e->comp_off), end - lo, rel);
+			e->len = lo - e->comp_off;
+			i++;
+		} else if (end > hi) { /* keep the tail */
+			release(vol, in, slot, e->dev_off, hi - e->comp_off, rel);
+			e->dev_off += hi - e->comp_off;
+			e->len = end - hi;
+			e->comp_off = hi;
+			i++;
+		} else { /* all of it */
+			release(vol, in, slot, e->dev_off, e->len, rel);
+			memmove(e, e + 1, (m->n - i - 1) * sizeof(*m->v));
+			m->n--;
+			vol->meta_bytes -= EXT_COST;
+		}
+	}
+	return 0;
+}
+
+/* ---- walking a block-aligned file range ---- */
+
+enum piece_state { P_HOLE, P_UNWRITTEN, P_WRITTEN };
+
+struct piece {
+	uint64_t buf_off; /* from the start of the walked range */
+	uint32_t slot, dev;
+	uint64_t comp_off, dev_off, len;
+	enum piece_state state;
+	const struct nvmefs_ext *prev; /* the extent before a hole, if any */
+};
+
+typedef int (*piece_fn)(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+			void *ctx);
+
+/* Call fn for every piece of [off, off + len) in file order. meta held. */
+static int walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
+		piece_fn fn, void *ctx)
+{
+	uint64_t n = nvmefs_layout_nsegs(&in->layout, off, len);
+	struct nvmefs_segment *segs = malloc(n * sizeof(*segs));
+	int ret = 0;
+
+	if (!segs)
+		return -ENOMEM;
+	nvmefs_layout_map(&in->layout, off, len, segs, n);
+	for (uint64_t k = 0; k < n && !ret; k++) {
+		const struct nvmefs_extmap *m = &in->slots[segs[k].slot];
+		uint64_t comp = segs[k].comp_off, end = comp + segs[k].len;
+		size_t i = nvmefs_extmap_find(m, comp);
+
+		while (comp < end && !ret) {
+			struct piece p = {.buf_off = segs[k].buf_off + (comp - segs[k].comp_off),
+					  .slot = segs[k].slot,
+					  .dev = segs[k].dev,
+					  .comp_off = comp};
+
+			if (i < m->n && m->v[i].comp_off <= comp) {
+				const struct nvmefs_ext *e = &m->v[i];
+				uint64_t e_end = e->comp_off + e->len;
+
+				p.len = (e_end < end ? e_end : end) - comp;
+				p.dev_off = e->dev_off + (comp - e->comp_off);
+				p.state = e->flags & NVMEFS_EXT_UNWRITTEN ? P_UNWRITTEN : P_WRITTEN;
+				if (e_end <= comp + p.len)
+					i++;
+			} else {
+				uint64_t next = i < m->n ? m->v[i].comp_off : UINT64_MAX;
+
+				p.len = (next < end ? next : end) - comp;
+				p.state = P_HOLE;
+				p.prev = i > 0 ? &m->v[i - 1] : NULL;
+			}
+			ret = fn(vol, in, &p, ctx);
+			comp += p.len;
+		}
+	}
+	free(segs);
+	return ret;
+}
+
+/* A growing list of engine segments. */
+struct plan {
+	uint8_t *buf;
+	struct nvmefs_io_seg *io;
+	size_t nio, io_cap;
+	struct nvmefs_rec *recs; /* EXTENT records to log after the I/O */
+	size_t nrecs, rec_cap;
+	uint64_t last_end[NVMEFS_MAX_DEVICES]; /* slot -> end of its last allocation */
+	bool zero_holes;
+	bool allocate;
+	uint32_t ext_flags; /* for new extents */
+};
+
+static int plan_io(struct plan *pl, uint32_t dev, uint64_t dev_off, uint64_t len, uint64_t buf_off)
+{
+	if (pl->nio == pl->io_cap) {
+		size_t cap = pl->io_cap ? pl->io_cap * 2 : 16;
+		void *v = realloc(pl->io, cap * sizeof(*pl->io));
+
+		if (!v)
+			return -ENOMEM;
+		pl->io = v;
+		pl->io_cap = cap;
+	}
+	/* Merge with the previous segment when both sides are contiguous. */
+	if (pl->nio) {
+		struct nvmefs_io_seg *s = &pl->io[pl->nio - 1];
+
+		if (s->dev == dev && s->off + s->len == dev_off &&
+		    (uint8_t *)s->buf + s->len == pl->buf + buf_off) {
+			s->len += len;
+			return 0;
+		}
+	}
+	pl->io[pl->nio++] = (struct nvmefs_io_seg){
+		.dev = dev, .off = dev_off, .len = len, .buf = pl->buf ? pl->buf + buf_off : NULL};
+	return 0;
+}
+
+static int plan_rec(struct plan *pl, uint64_t ino, uint32_t slot, uint64_t comp_off,
+		    uint64_t dev_off, uint64_t len, uint32_t flags)
+{
+	struct nvmefs_rec *r;
+
+	if (pl->nrecs == pl->rec_cap) {
+		size_t cap = pl->rec_cap ? pl->rec_cap * 2 : 8;
+		void *v = realloc(pl->recs, cap * sizeof(*pl->recs));
+
+		if (!v)
+			return -ENOMEM;
+		pl->recs = v;
+		pl->rec_cap = cap;
+	}
+	r = &pl->recs[pl->nrecs++];
+	memset(r, 0, sizeof(*r));
+	r->type = NVMEFS_REC_EXTENT;
+	r->extent.ino = ino;
+	r->extent.slot = slot;
+	r->extent.comp_off = comp_off;
+	r->extent.dev_off = dev_off;
+	r->extent.len = len;
+	r->extent.flags = flags;
+	return 0;
+}
+
+static void plan_free(struct plan *pl)
+{
+	free(pl->io);
+	free(pl->recs);
+}
+
+/* Give back space a failed write had reserved (never recorded). meta held. */
+static void plan_unreserve(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct plan *pl)
+{
+	for (size_t i = 0; i < pl->nrecs; i++) {
+		const struct nvmefs_rec *r = &pl->recs[i];
+
+		if (r->extent.flags & REC_NEW)
+			nvmefs_alloc_put(vol, in->layout.devs[r->extent.slot], r->extent.dev_off,
+					 r->extent.len);
+	}
+	pl->nrecs = 0;
+}
+
+static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+			 struct plan *pl, bool io)
+{
+	uint64_t comp = p->comp_off, left = p->len, buf_off = p->buf_off;
+	uint64_t goal = pl->last_end[p->slot];
+
+	if (!goal && p->prev)
+		goal = p->prev->dev_off + p->prev->len +
+		       (comp - (p->prev->comp_off + p->prev->len));
+	while (left) {
+		uint64_t off, got = nvmefs_alloc_get(vol, p->dev, goal, left, &off);
+		int ret;
+
+		if (!got)
+			return -ENOSPC;
+		ret = plan_rec(pl, in->ino, p->slot, comp, off, got, pl->ext_flags | REC_NEW);
+		if (ret) {
+			nvmefs_alloc_put(vol, p->dev, off, got);
+			return ret;
+		}
+		/* From here the plan owns the space (plan_unreserve gives it back). */
+		if (io && (ret = plan_io(pl, p->dev, off, got, buf_off)))
+			return ret;
+		goal = off + got;
+		comp += got;
+		buf_off += got;
+		left -= got;
+	}
+	pl->last_end[p->slot] = goal;
+	return 0;
+}
+
+static int read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+		      void *ctx)
+{
+	struct plan *pl = ctx;
+
+	if (p->state == P_WRITTEN)
+		return plan_io(pl, p->dev, p->dev_off, p->len, p->buf_off);
+	memset(pl->buf + p->buf_off, 0, p->len);
+	return 0;
+}
+
+static int write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+		       void *ctx)
+{
+	struct plan *pl = ctx;
+	int ret;
+
+	switch (p->state) {
+	case P_WRITTEN:
+		pl->last_end[p->slot] = p->dev_off + p->len;
+		return plan_io(pl, p->dev, p->dev_off, p->len, p->buf_off);
+	case P_UNWRITTEN:
+		pl->last_end[p->slot] = p->dev_off + p->len;
+		ret = plan_rec(pl, in->ino, p->slot, p->comp_off, p->dev_off, p->len, 0);
+		return ret ? ret : plan_io(pl, p->dev, p->dev_off, p->len, p->buf_off);
+	case P_HOLE:
+		return allocate_hole(vol, in, p, pl, true);
+	}
+	return -EINVAL;
+}
+
+static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
+{
+	struct nvmefs_io_req req = {.op = op};
+	int ret;
+
+	if (!pl->nio)
+		return 0;
+	req.nr_segs = (unsigned)pl->nio;
+	req.segs = pl->io;
+	ret = nvmefs_engine_run(vol->eng, &req);
+	if (ret)
+		nvmefs_err("inode %s of %zu segment(s) failed: %s",
+			   op == NVMEFS_IO_READ ? "read" : "write", pl->nio, strerror(-ret));
+	return ret;
+}
+
+/* Read the block-aligned range [off, off + len) into buf (zeros for holes). */
+static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t off,
+		       uint64_t len)
+{
+	struct plan pl = {.buf = buf};
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = walk(vol, in, off, len, read_piece, &pl);
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret)
+		ret = run_io(vol, NVMEFS_IO_READ, &pl);
+	plan_free(&pl);
+	return ret;
+}
+
+/* Buffers: from the pinned pool when the range fits, else plain aligned. */
+static uint8_t *buf_get(struct nvmefs_vol *vol, size_t len)
+{
+	if (len <= vol->buf_size)
+		return nvmefs_bufpool_get(vol->pool);
+	return nvmefs_aligned_alloc(len);
+}
+
+static void buf_put(struct nvmefs_vol *vol, uint8_t *buf, size_t len)
+{
+	if (len <= vol->buf_size)
+		nvmefs_bufpool_put(vol->pool, buf);
+	else
+		free(buf);
+}
+
+int nvmefs_data_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t len, uint64_t off,
+		     nvmefs_reply_fn reply, void *ctx)
+{
+	uint64_t size, a, e;
+	uint8_t *buf;
+	int ret;
+
+	pthread_rwlock_rdlock(&in->io_lock);
+	pthread_mutex_lock(&vol->lock);
+	size = in->size;
+	pthread_mutex_unlock(&vol->lock);
+	if (off >= size || !len) {
+		pthread_rwlock_unlock(&in->io_lock);
+		return reply(ctx, NULL, 0);
+	}
+	if (len > size - off)
+		len = (size_t)(size - off);
+	a = ROUND_DOWN(off);
+	e = ROUND_UP(off + len);
+	buf = buf_get(vol, e - a);
+	if (!buf) {
+		pthread_rwlock_unlock(&in->io_lock);
+		return -ENOMEM;
+	}
+	ret = read_blocks(vol, in, buf, a, e - a);
+	/* Reply outside the lock; the buffer stays ours until put. */
+	pthread_rwlock_unlock(&in->io_lock);
+	if (!ret)
+		ret = reply(ctx, buf + (off - a), len);
+	buf_put(vol, buf, e - a);
+	return ret;
+}
+
+/* Log the plan's EXTENT records (the data they reach is written). */
+static int log_extents(struct nvmefs_vol *vol, struct plan *pl)
+{
+	for (size_t i = 0; i < pl->nrecs; i++) {
+		int ret;
+
+		pl->recs[i].extent.flags &= ~REC_NEW;
+		ret = nvmefs_meta_log(vol, &pl->recs[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void touch_mc(struct nvmefs_inode *in)
+{
+	nvmefs_timespec_now(&in->mtime);
+	in->ctime = in->mtime;
+}
+
+/* Write the aligned buffer buf over the block range [a, e). */
+static int write_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t a,
+			uint64_t e, uint64_t new_size)
+{
+	struct plan pl = {.buf = buf};
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = walk(vol, in, a, e - a, write_piece, &pl);
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret)
+		ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
+	pthread_mutex_lock(&vol->lock);
+	if (ret) {
+		plan_unreserve(vol, in, &pl);
+	} else {
+		ret = log_extents(vol, &pl);
+		if (new_size > in->size)
+			in->size = new_size;
+		touch_mc(in);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	plan_free(&pl);
+	return ret;
+}
+
+ssize_t nvmefs_data_write(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *data,
+			  size_t len, uint64_t off)
+{
+	uint64_t a = ROUND_DOWN(off), e = ROUND_UP(off + len);
+	uint8_t *buf;
+	int ret = 0;
+
+	if (!len)
+		return 0;
+	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off)
+		return -EFBIG;
+	buf = buf_get(vol, e - a);
+	if (!buf)
+		return -ENOMEM;
+	/* Edge blocks: their old contents (zeros past EOF by the invariant). */
+	if (off != a)
+		ret = read_blocks(vol, in, buf, a, BLK);
+	if (!ret && (off + len) != e && (e - BLK != a || off == a))
+		ret = read_blocks(vol, in, buf + (e - BLK - a), e - BLK, BLK);
+	if (!ret) {
+		memcpy(buf + (off - a), data, len);
+		ret = write_blocks(vol, in, buf, a, e, off + len);
+	}
+	buf_put(vol, buf, e - a);
+	return ret ? ret : (ssize_t)len;
+}
+
+/* Zero [from, to) inside one block if that block holds written data. */
+static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t from,
+			 uint64_t to)
+{
+	uint64_t a = ROUND_DOWN(from);
+	uint8_t *buf;
+	int ret;
+
+	if (from >= to)
+		return 0;
+	buf = buf_get(vol, BLK);
+	if (!buf)
+		return -ENOMEM;
+	ret = read_blocks(vol, in, buf, a, BLK);
+	if (!ret) {
+		struct plan pl = {.buf = buf};
+
+		memset(buf + (from - a), 0, to - from);
+		/* Only blocks that hold data need rewriting; holes stay holes. */
+		pthread_mutex_lock(&vol->lock);
+		ret = walk(vol, in, a, BLK, read_piece, &pl);
+		pthread_mutex_unlock(&vol->lock);
+		if (!ret)
+			ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
+		plan_free(&pl);
+	}
+	buf_put(vol, buf, BLK);
+	return ret;
+}
+
+static int log_punch(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_PUNCH};
+
+	r.punch.ino = in->ino;
+	r.punch.off = off;
+	r.punch.len = len;
+	return nvmefs_meta_log(vol, &r);
+}
+
+int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size)
+{
+	uint64_t old;
+	int ret = 0;
+
+	if (size > NVMEFS_MAX_FILE_SIZE)
+		return -EFBIG;
+	pthread_mutex_lock(&vol->lock);
+	old = in->size;
+	pthread_mutex_unlock(&vol->lock);
+	if (size < old && size % BLK)
+		ret = zero_in_block(vol, in, size, ROUND_UP(size));
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&vol->lock);
+	if (size < old)
+		ret = log_punch(vol, in, ROUND_UP(size), UINT64_MAX);
+	if (!ret) {
+		in->size = size;
+		touch_mc(in);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static int falloc_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+			void *ctx)
+{
+	struct plan *pl = ctx;
+
+	if (p->state != P_HOLE) {
+		pl->last_end[p->slot] = p->dev_off + p->len;
+		return 0;
+	}
+	return allocate_hole(vol, in, p, pl, false);
+}
+
+static int punch(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len, a = ROUND_UP(off), e = ROUND_DOWN(end);
+	int ret;
+
+	if (ROUND_DOWN(off) == ROUND_DOWN(end - 1) && (off % BLK || end % BLK))
+		return zero_in_block(vol, in, off, end); /* inside one block */
+	ret = zero_in_block(vol, in, off, a);
+	if (!ret)
+		ret = zero_in_block(vol, in, e, end);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&vol->lock);
+	if (e > a)
+		ret = log_punch(vol, in, a, e - a);
+	if (!ret) {
+		touch_mc(in);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
+			  uint64_t len)
+{
+	struct plan pl = {.ext_flags = NVMEFS_EXT_UNWRITTEN};
+	uint64_t a = ROUND_DOWN(off), e;
+	int ret;
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		return -EOPNOTSUPP;
+	if (!len)
+		return -EINVAL;
+	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off)
+		return -EFBIG;
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		return mode & FALLOC_FL_KEEP_SIZE ? punch(vol, in, off, len) : -EOPNOTSUPP;
+	e = ROUND_UP(off + len);
+	pthread_mutex_lock(&vol->lock);
+	ret = walk(vol, in, a, e - a, falloc_piece, &pl);
+	if (ret)
+		plan_unreserve(vol, in, &pl);
+	else
+		ret = log_extents(vol, &pl);
+	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->size) {
+		in->size = off + len;
+		touch_mc(in);
+	} else if (!ret) {
+		nvmefs_timespec_now(&in->ctime);
+	}
+	if (!ret)
+		nvmefs_inode_dirty(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	plan_free(&pl);
+	return ret;
+}
+
+/* The first written byte at or after off (data), or the first byte at or
+ * after off that is not written (hole). UNWRITTEN counts as a hole. */
+int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, int whence,
+		     uint64_t *res)
+{
+	const struct nvmefs_layout *l = &in->layout;
+	uint64_t size, o;
+	int ret = -ENXIO;
+
+	pthread_mutex_lock(&vol->lock);
+	size = in->size;
+	if (off >= size)
+		goto out;
+	if (!in->slots) {
+		*res = whence == SEEK_DATA ? off : size;
+		ret = 0;
+		goto out;
+	}
+	for (o = off; o < size;) {
+		uint64_t chunk_end = (o | (l->chunk_size - 1)) + 1;
+		struct nvmefs_segment seg;
+		const struct nvmefs_extmap *m;
+		const struct nvmefs_ext *x = NULL;
+		size_t i;
+
+		nvmefs_layout_map(l, o, chunk_end - o, &seg, 1);
+		m = &in->slots[seg.slot];
+		i = nvmefs_extmap_find(m, seg.comp_off);
+		/* skip unwritten extents */
+		while (i < m->n && m->v[i].flags & NVMEFS_EXT_UNWRITTEN &&
+		       m->v[i].comp_off < seg.comp_off + seg.len)
+			i++;
+		if (i < m->n && m->v[i].comp_off < seg.comp_off + seg.len)
+			x = &m->v[i];
+		if (whence == SEEK_DATA && x) {
+			uint64_t start = x->comp_off > seg.comp_off ? x->comp_off : seg.comp_off;
+
+			*res = o + (start - seg.comp_off);
+			ret = 0;
+			goto out;
+		}
+		if (whence == SEEK_HOLE) {
+			uint64_t pos = seg.comp_off;
+
+			/* Follow written extents that continue from pos. */
+			for (; i < m->n && m->v[i].comp_off <= pos && pos < seg.comp_off + seg.len;
+			     i++) {
+				if (m->v[i].flags & NVMEFS_EXT_UNWRITTEN)
+					break;
+				pos = m->v[i].comp_off + m->v[i].len;
+			}
+			if (pos < seg.comp_off + seg.len) {
+				*res = o + (pos - seg.comp_off);
+				ret = 0;
+				goto out;
+			}
+		}
+		o = chunk_end;
+	}
+	if (whence == SEEK_HOLE) {
+		*res = size;
+		ret = 0;
+	}
+out:
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret && *res > size)
+		*res = size;
+	return ret;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvmefs on-disk format v1 (docs/FORMAT.md): the label on every member, the
+ * superblocks, checkpoint blocks and journal transactions on the metadata
+ * member, and the metadata records both of them carry.
+ *
+ * Everything on disk is little-endian with fixed-width fields; every block
+ * carries a magic and a crc32c. The encoders fill a caller's 4 KiB block; the
+ * decoders check magic, version and crc and return -EINVAL (bad content) or
+ * -EPROTO (a newer version) without trusting any field first. Shared by
+ * mkfs.nvmefs, the nvmefs daemon and (later) fsck.nvmefs.
+ */
+#ifndef NVMEFS_FORMAT_H
+#define NVMEFS_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvmefs/layout.h"
+#include "nvmefs/limits.h"
+
+#define NVMEFS_BLOCK	       4096u /* metadata block and allocation unit */
+#define NVMEFS_FORMAT_VERSION  1u
+#define NVMEFS_NAME_MAX	       255u
+#define NVMEFS_SYMLINK_MAX     4095u
+#define NVMEFS_XATTR_NAME_MAX  255u
+#define NVMEFS_XATTR_VALUE_MAX 65536u
+#define NVMEFS_ROOT_INO	       1u
+
+/* Per-member label, in block 0 and again in the member's last block. */
+struct nvmefs_label {
+	uint8_t uuid[16];
+	char name[64];			       /* NUL-terminated volume label, may be empty */
+	uint32_t index;			       /* this member's place in the volume */
+	uint32_t count;			       /* members in the volume */
+	uint32_t chunk_size;		       /* default stripe unit */
+	uint64_t created_ns;		       /* CLOCK_REALTIME at mkfs */
+	uint64_t dev_size[NVMEFS_MAX_DEVICES]; /* every member's formatted size */
+	uint64_t data_start;		       /* this member's data area [data_start, data_end) */
+	uint64_t data_end;
+	uint64_t meta_off; /* metadata area on member 0: offset, size */
+	uint64_t meta_size;
+	uint64_t ckpt_slot_size; /* each of the two checkpoint slots */
+	uint64_t journal_size;	 /* the journal ring */
+};
+
+/* Superblock: where the current checkpoint is and where replay starts. */
+struct nvmefs_super {
+	uint8_t uuid[16];
+	uint64_t seq;	       /* higher wins among the two copies */
+	uint32_t ckpt_slot;    /* 0 or 1 */
+	uint64_t ckpt_seq;     /* checkpoint blocks carry it */
+	uint64_t ckpt_len;     /* bytes of record stream in the checkpoint */
+	uint64_t journal_tail; /* logical byte position where replay starts */
+	uint64_t journal_seq;  /* sequence number expected there */
+	uint32_t clean;	       /* 1 after a clean unmount */
+};
+
+/* Journal transaction header, at the start of its first block. */
+struct nvmefs_txn {
+	uint64_t seq;
+	uint32_t nblocks;     /* blocks including the header block */
+	uint32_t payload_len; /* bytes of records after the header */
+	uint32_t pad;	      /* 1: skip to the ring's start, no payload */
+};
+
+#define NVMEFS_TXN_HDR	    64u /* bytes of header before the payload */
+#define NVMEFS_CKPT_HDR	    64u /* bytes of header in every checkpoint block */
+#define NVMEFS_CKPT_PAYLOAD (NVMEFS_BLOCK - NVMEFS_CKPT_HDR)
+
+/* Byte offsets of the metadata area's parts, relative to meta_off. */
+static inline uint64_t nvmefs_meta_super_off(unsigned which)
+{
+	return (uint64_t)which * NVMEFS_BLOCK;
+}
+static inline uint64_t nvmefs_meta_ckpt_off(const struct nvmefs_label *l, unsigned slot)
+{
+	return 2ull * NVMEFS_BLOCK + slot * l->ckpt_slot_size;
+}
+static inline uint64_t nvmefs_meta_journal_off(const struct nvmefs_label *l)
+{
+	return 2ull * NVMEFS_BLOCK + 2 * l->ckpt_slot_size;
+}
+
+/* crc32c (Castagnoli) seeded so that an all-zero buffer does not check out. */
+uint32_t nvmefs_crc32c(const void *buf, size_t len);
+
+/*
+ * Encode into / decode from a full NVMEFS_BLOCK-byte block. Decoders return
+ * 0, -EINVAL (no label, bad crc, impossible fields) or -EPROTO (version).
+ */
+void nvmefs_label_encode(const struct nvmefs_label *l, void *block);
+int nvmefs_label_decode(struct nvmefs_label *l, const void *block);
+/* True when block starts with the label magic (whatever its crc says). */
+bool nvmefs_label_magic(const void *block);
+void nvmefs_super_encode(const struct nvmefs_super *s, void *block);
+int nvmefs_super_decode(struct nvmefs_super *s, const void *block);
+
+/*
+ * Journal transactions: txn_encode_hdr() writes the header into the first
+ * NVMEFS_TXN_HDR bytes of buf, which holds the payload right after it, and
+ * sets the crc over header and payload. txn_decode() checks a transaction in
+ * buf (len bytes available from its start) against the volume's journal id
+ * (the first 8 bytes of the UUID): returns 0 when it is whole and valid,
+ * -EINVAL otherwise (the end of the log).
+ */
+void nvmefs_txn_encode(const struct nvmefs_txn *t, const uint8_t uuid[16], void *buf);
+int nvmefs_txn_decode(struct nvmefs_txn *t, const uint8_t uuid[16], const void *buf, size_t len);
+/* The block count a header claims (unchecked: to know how much to read). */
+uint32_t nvmefs_txn_nblocks(const void *hdr);
+
+/* Checkpoint block: header + up to NVMEFS_CKPT_PAYLOAD bytes of stream. */
+void nvmefs_ckpt_encode(void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
+			uint32_t used);
+int nvmefs_ckpt_decode(const void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
+		       uint32_t *used);
+
+/* Metadata records: the journal's and the checkpoint's common language. */
+enum nvmefs_rec_type {
+	NVMEFS_REC_INODE = 1,
+	NVMEFS_REC_INODE_FREE = 2,
+	NVMEFS_REC_DIRENT_ADD = 3,
+	NVMEFS_REC_DIRENT_DEL = 4,
+	NVMEFS_REC_EXTENT = 5,
+	NVMEFS_REC_PUNCH = 6,
+	NVMEFS_REC_XATTR_SET = 7,
+	NVMEFS_REC_XATTR_DEL = 8,
+	NVMEFS_REC_ORPHAN_ADD = 9,
+	NVMEFS_REC_ORPHAN_DEL = 10,
+};
+
+#define NVMEFS_EXT_UNWRITTEN 1u /* allocated, reads as zeros */
+
+struct nvmefs_time {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+/* A decoded record. Pointers point into the buffer it was decoded from. */
+struct nvmefs_rec {
+	uint16_t type;
+	union {
+		struct {
+			uint64_t ino;
+			uint32_t mode, uid, gid, nlink, flags;
+			uint64_t size, rdev;
+			struct nvmefs_time atime, mtime, ctime, crtime;
+			struct nvmefs_layout layout;
+			uint16_t target_len; /* symlink target */
+			const char *target;
+		} inode;
+		struct {
+			uint64_t ino; /* INODE_FREE, ORPHAN_ADD, ORPHAN_DEL */
+		} ino;
+		struct {
+			uint64_t parent, child;
+			uint8_t type; /* DT_* of the child */
+			uint16_t name_len;
+			const char *name;
+		} dirent;
+		struct {
+			uint64_t ino, comp_off, dev_off, len;
+			uint32_t slot, flags;
+		} extent;
+		struct {
+			uint64_t ino, off, len; /* file range; len UINT64_MAX: to the end */
+		} punch;
+		struct {
+			uint64_t ino;
+			uint16_t name_len;
+			uint32_t value_len;
+			const char *name, *value;
+		} xattr;
+	};
+};
+
+/* Largest encoded record (an inode with the longest symlink target). */
+#define NVMEFS_REC_MAX (512u + NVMEFS_XATTR_NAME_MAX + NVMEFS_XATTR_VALUE_MAX)
+
+/* Bytes rec takes encoded. */
+size_t nvmefs_rec_size(const struct nvmefs_rec *rec);
+/* Encode rec at buf (room for nvmefs_rec_size bytes); returns that size. */
+size_t nvmefs_rec_encode(const struct nvmefs_rec *rec, void *buf);
+/*
+ * Decode one record at buf with len bytes available. Returns its encoded
+ * size (> 0), or -EINVAL when the bytes are not a well-formed record (bad
+ * type, length, name, layout...). Never reads past len.
+ */
+long nvmefs_rec_decode(struct nvmefs_rec *rec, const void *buf, size_t len);
+
+#endif

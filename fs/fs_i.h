@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private interfaces of fs/: the mounted volume, its in-memory metadata
+ * (inodes, directories, extent maps, xattrs), the space allocator, the
+ * journal, and the data path. See docs/FORMAT.md for the model: all metadata
+ * lives in memory while mounted and reaches the devices as journal records
+ * (group-committed) and periodic checkpoints.
+ *
+ * Locking: vol->lock (the metadata lock) protects every field marked
+ * "meta"; it is never held across device I/O or a FUSE reply. An inode's
+ * io_lock orders data I/O on that file against truncate and punch (writers
+ * exclusive for now). The journal's commit_lock serializes commits and
+ * checkpoints. Order: io_lock, then commit_lock, then vol->lock.
+ */
+#ifndef NVMEFS_FS_I_H
+#define NVMEFS_FS_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "format.h"
+#include "nvmefs/bufpool.h"
+#include "nvmefs/devset.h"
+#include "nvmefs/engine.h"
+#include "nvmefs/layout.h"
+
+/* One mapped run of a slot's component on its device. */
+struct nvmefs_ext {
+	uint64_t comp_off, dev_off, len;
+	uint32_t flags; /* NVMEFS_EXT_UNWRITTEN */
+};
+
+/* A slot's extents, sorted by comp_off, non-overlapping. */
+struct nvmefs_extmap {
+	struct nvmefs_ext *v;
+	size_t n, cap;
+};
+
+struct nvmefs_xattr {
+	char *name;
+	void *value;
+	uint32_t name_len, value_len;
+};
+
+struct nvmefs_dirent {
+	struct nvmefs_dirent *hnext; /* volume-wide (parent, name) hash chain */
+	uint64_t parent, child;
+	uint64_t cookie; /* readdir offset, increasing within a directory */
+	uint8_t type;	 /* DT_* */
+	uint16_t name_len;
+	char name[]; /* NUL-terminated */
+};
+
+/* A directory's entries in cookie order; removed ones leave NULL holes. */
+struct nvmefs_dir {
+	struct nvmefs_dirent **v;
+	size_t n, cap, live;
+	uint64_t next_cookie;
+};
+
+struct nvmefs_inode {
+	struct nvmefs_inode *hnext; /* meta: inode hash chain */
+	uint64_t ino;
+	/* meta: attributes, as in the INODE record */
+	uint32_t mode, uid, gid, nlink, flags;
+	uint64_t size, rdev;
+	struct timespec atime, mtime, ctime, crtime;
+	struct nvmefs_layout layout; /* regular files */
+	char *target;		     /* symlinks */
+	struct nvmefs_extmap *slots; /* regular files: layout.stripe_count maps */
+	uint64_t alloc_bytes;	     /* bytes mapped, for st_blocks */
+	struct nvmefs_dir *dir;	     /* directories */
+	uint64_t parent;	     /* directories: the parent (root: itself) */
+	struct nvmefs_xattr *xattrs;
+	unsigned nxattrs;
+	/* meta: runtime state, never on disk */
+	uint64_t lookup; /* the kernel's lookup count */
+	uint32_t opens;	 /* open file handles */
+	bool orphan;	 /* nlink 0 while open: ORPHAN_ADD logged */
+	bool dead;	 /* storage freed, INODE_FREE logged */
+	bool dirty;	 /* attributes to log at the next commit */
+	struct nvmefs_inode *dirty_next;
+	pthread_rwlock_t io_lock;
+};
+
+/* Free space of one member: sorted, coalesced byte ranges. */
+struct nvmefs_range {
+	uint64_t off, len;
+};
+struct nvmefs_freemap {
+	struct nvmefs_range *v;
+	size_t n, cap;
+};
+
+struct nvmefs_pfree {
+	uint32_t dev;
+	uint64_t off, len;
+};
+
+struct nvmefs_journal {
+	pthread_mutex_t commit_lock; /* one commit or checkpoint at a time */
+	/* meta: the open transaction */
+	uint8_t *buf;
+	size_t len, cap;
+	struct nvmefs_pfree *pf; /* space its records release */
+	size_t npf, pfcap;
+	uint64_t open_gen; /* generation the open transaction commits as */
+	struct nvmefs_inode *dirty;
+	/* commit_lock: positions on disk */
+	uint64_t head, tail, next_seq;
+	uint64_t super_seq, ckpt_seq;
+	unsigned ckpt_slot;
+	uint64_t since_ckpt; /* journal bytes written since the checkpoint */
+	/* state_lock: what is durable */
+	pthread_mutex_t state_lock;
+	pthread_cond_t state_cond;
+	uint64_t durable_gen;
+	int error; /* sticky: a metadata write failed, volume is read-only */
+	/* the committer thread */
+	pthread_t thread;
+	bool running, stop, kick; /* state_lock */
+	unsigned interval_ms;
+};
+
+struct nvmefs_vol_opts {
+	unsigned queue_depth; /* engine, per device (0: 32) */
+	size_t pool_bytes;    /* pinned buffer pool (0: 64 MiB) */
+	size_t max_io;	      /* largest FUSE read or write (0: 1 MiB) */
+	unsigned commit_ms;   /* group commit interval (0: 5000) */
+	bool read_only;
+	bool direct; /* direct mode: no page cache for file data */
+};
+
+struct nvmefs_vol {
+	struct nvmefs_devset *set;
+	struct nvmefs_engine *eng; /* NULL until nvmefs_vol_start */
+	struct nvmefs_bufpool *pool;
+	struct nvmefs_vol_opts opts;
+	struct nvmefs_label label; /* member 0's; uuid, sizes, chunk, metadata area */
+	unsigned ndevs;		   /* members, in label order: set->devs[i] is member i */
+	uint64_t data_start[NVMEFS_MAX_DEVICES], data_end[NVMEFS_MAX_DEVICES];
+	uint64_t total_bytes; /* sum of data areas */
+	size_t buf_size;      /* bytes per pool buffer */
+
+	pthread_mutex_t lock; /* the metadata lock ("meta") */
+	struct nvmefs_inode **itab;
+	size_t itab_size, ninodes;
+	struct nvmefs_dirent **dtab;
+	size_t dtab_size, ndirents;
+	uint64_t next_ino;
+	unsigned rotor; /* first device of the next new file */
+	struct nvmefs_freemap free[NVMEFS_MAX_DEVICES];
+	uint64_t free_bytes;
+	uint64_t meta_bytes; /* size of a checkpoint of the current state */
+	uint64_t meta_cap;   /* what one checkpoint slot holds */
+	size_t norphans;
+	bool replaying; /* records come from disk: apply without logging */
+	struct nvmefs_journal j;
+};
+
+/* ---- meta.c: the in-memory model and record application ---- */
+int nvmefs_meta_init(struct nvmefs_vol *vol);
+void nvmefs_meta_exit(struct nvmefs_vol *vol);
+struct nvmefs_inode *nvmefs_iget(struct nvmefs_vol *vol, uint64_t ino);
+struct nvmefs_dirent *nvmefs_dir_find(struct nvmefs_vol *vol, uint64_t parent, const char *name);
+/* Apply one decoded record to the in-memory state (replay and live ops
+ * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
+int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Apply rec and append it to the open transaction. */
+int nvmefs_meta_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
+void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
+int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
+/* Check the loaded state is whole: every entry's child exists, link counts. */
+int nvmefs_meta_verify(struct nvmefs_vol *vol);
+/* Remove the inode from the table and free its memory (lookup 0, dead). */
+void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Extent map of a slot: the extent containing or following comp_off. */
+size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off);
+/* Estimated checkpoint bytes of a new inode with a name of name_len. */
+uint64_t nvmefs_meta_cost_inode(size_t name_len);
+void nvmefs_timespec_now(struct timespec *ts);
+
+/* ---- alloc.c: per-member free space ---- */
+int nvmefs_alloc_rebuild(struct nvmefs_vol *vol);
+/* Take up to want bytes on dev, near goal if it can; 0 when dev is full. */
+uint64_t nvmefs_alloc_get(struct nvmefs_vol *vol, unsigned dev, uint64_t goal, uint64_t want,
+			  uint64_t *off);
+void nvmefs_alloc_put(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len);
+/* Space released by the open transaction: reusable once it commits. */
+int nvmefs_alloc_defer(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len);
+void nvmefs_freemap_exit(struct nvmefs_freemap *m);
+
+/* ---- journal.c ---- */
+int nvmefs_journal_init(struct nvmefs_vol *vol);
+void nvmefs_journal_exit(struct nvmefs_vol *vol);
+/* Append an encoded record to the open transaction (meta held). */
+int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Read the superblocks and checkpoint and replay the journal into vol. */
+int nvmefs_journal_load(struct nvmefs_vol *vol);
+/* Make every change so far durable (data flushed, records committed). */
+int nvmefs_journal_commit(struct nvmefs_vol *vol);
+/* Commit by writing a checkpoint; clean marks a clean unmount. */
+int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);
+int nvmefs_journal_start(struct nvmefs_vol *vol);
+void nvmefs_journal_stop(struct nvmefs_vol *vol);
+/* Write a fresh checkpoint and superblock at mkfs time. */
+int nvmefs_journal_format(struct nvmefs_vol *vol);
+/* Sticky metadata error: non-zero when the volume went read-only. */
+int nvmefs_journal_error(struct nvmefs_vol *vol);
+
+/* ---- volume.c ---- */
+/* Aligned synchronous I/O on a member (metadata, labels). */
+int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
+		   size_t len);
+void *nvmefs_aligned_alloc(size_t len);
+/* Open the members (any order), check labels, load metadata. */
+int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
+		    const struct nvmefs_vol_opts *opts);
+/* Create the engine, pool and committer (after daemonizing). */
+int nvmefs_vol_start(struct nvmefs_vol *vol);
+/* Checkpoint (clean) and release everything. */
+int nvmefs_vol_close(struct nvmefs_vol *vol);
+
+/* ---- data.c ---- */
+/* Read [off, off + len) (clamped at EOF) under the io_lock, then hand it to
+ * reply with no lock held: the caller replies straight from the I/O buffer.
+ * Returns reply's result or -errno (reply not called). */
+typedef int (*nvmefs_reply_fn)(void *ctx, const void *data, size_t len);
+int nvmefs_data_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t len, uint64_t off,
+		     nvmefs_reply_fn reply, void *ctx);
+ssize_t nvmefs_data_write(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *data,
+			  size_t len, uint64_t off);
+/* Change the size (io_lock held for writing). */
+int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size);
+int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
+			  uint64_t len);
+int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, int whence,
+		     uint64_t *res);
+/* Remove the mapping of slot comp range [lo, hi). With release, the space
+ * goes to the open transaction's pending-free list (live) or nowhere
+ * (replay: free space is rebuilt after). meta held. */
+int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 uint64_t lo, uint64_t hi, bool release);
+/* Map e into slot (the range must be unmapped); merges with neighbours. */
+int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 const struct nvmefs_ext *e);
+
+/* Largest file: far below 2^64 so offset arithmetic cannot overflow. */
+#define NVMEFS_MAX_FILE_SIZE (1ull << 60)
+
+/* ---- ops.c ---- */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops nvmefs_ops;
+
+#endif

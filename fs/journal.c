@@ -1,0 +1,638 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The metadata journal (docs/FORMAT.md): records of live operations collect
+ * in an open transaction; a commit flushes the data members (so no record
+ * reaches data that is not durable), appends the transaction to the ring on
+ * member 0 and flushes it. When the ring is half used, the commit instead
+ * writes a checkpoint (the whole state) to the spare slot and moves the
+ * replay start with a superblock write. Released space becomes allocatable
+ * once the transaction releasing it is durable. A committer thread commits
+ * every interval; fsync commits at once. A failed metadata write makes the
+ * volume read-only for good (until remount): better than a journal with a
+ * hole in it.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvmefs/util.h"
+
+#define TXN_KICK_BYTES (1u << 20) /* wake the committer past this much */
+#define IO_CHUNK       (4u << 20)
+
+static uint64_t journal_base(const struct nvmefs_vol *vol)
+{
+	return vol->label.meta_off + nvmefs_meta_journal_off(&vol->label);
+}
+
+int nvmefs_journal_init(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+
+	pthread_mutex_init(&j->commit_lock, NULL);
+	pthread_mutex_init(&j->state_lock, NULL);
+	pthread_cond_init(&j->state_cond, NULL);
+	j->open_gen = 1;
+	j->interval_ms = vol->opts.commit_ms ? vol->opts.commit_ms : 5000;
+	return 0;
+}
+
+void nvmefs_journal_exit(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+
+	free(j->buf);
+	free(j->pf);
+	j->buf = NULL;
+	j->pf = NULL;
+	pthread_cond_destroy(&j->state_cond);
+	pthread_mutex_destroy(&j->state_lock);
+	pthread_mutex_destroy(&j->commit_lock);
+}
+
+int nvmefs_journal_error(struct nvmefs_vol *vol)
+{
+	int err;
+
+	pthread_mutex_lock(&vol->j.state_lock);
+	err = vol->j.error;
+	pthread_mutex_unlock(&vol->j.state_lock);
+	return err;
+}
+
+int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
+{
+	struct nvmefs_journal *j = &vol->j;
+	size_t need = nvmefs_rec_size(rec);
+
+	if (vol->replaying)
+		return 0;
+	if (j->len + need > j->cap) {
+		size_t cap = j->cap ? j->cap : 64 << 10;
+		void *v;
+
+		while (cap < j->len + need)
+			cap *= 2;
+		v = realloc(j->buf, cap);
+		if (!v)
+			return -ENOMEM;
+		j->buf = v;
+		j->cap = cap;
+	}
+	j->len += nvmefs_rec_encode(rec, j->buf + j->len);
+	if (j->len > TXN_KICK_BYTES) {
+		pthread_mutex_lock(&j->state_lock);
+		if (!j->kick) {
+			j->kick = true;
+			pthread_cond_broadcast(&j->state_cond);
+		}
+		pthread_mutex_unlock(&j->state_lock);
+	}
+	return 0;
+}
+
+/* ---- writing ---- */
+
+static int write_super(struct nvmefs_vol *vol, uint64_t ckpt_len, bool clean)
+{
+	struct nvmefs_journal *j = &vol->j;
+	struct nvmefs_super s = {0};
+	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	int ret;
+
+	if (!blk)
+		return -ENOMEM;
+	memcpy(s.uuid, vol->label.uuid, 16);
+	s.seq = j->super_seq + 1;
+	s.ckpt_slot = j->ckpt_slot;
+	s.ckpt_seq = j->ckpt_seq;
+	s.ckpt_len = ckpt_len;
+	s.journal_tail = j->tail;
+	s.journal_seq = j->next_seq;
+	s.clean = clean;
+	nvmefs_super_encode(&s, blk);
+	ret = nvmefs_vol_pio(vol, 0, true, vol->label.meta_off + nvmefs_meta_super_off(s.seq & 1),
+			     blk, NVMEFS_BLOCK);
+	if (!ret)
+		ret = nvmefs_dev_flush(&vol->set->devs[0]);
+	if (!ret)
+		j->super_seq = s.seq;
+	free(blk);
+	return ret;
+}
+
+/* Write stream (len bytes) as checkpoint blocks into the spare slot, then
+ * point a superblock at it. commit_lock held. */
+static int write_checkpoint(struct nvmefs_vol *vol, const uint8_t *stream, size_t len, bool clean)
+{
+	struct nvmefs_journal *j = &vol->j;
+	unsigned slot = j->ckpt_slot ^ 1;
+	uint64_t nblocks = (len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD;
+	uint64_t base = vol->label.meta_off + nvmefs_meta_ckpt_off(&vol->label, slot);
+	uint64_t seq = j->ckpt_seq + 1;
+	uint8_t *buf = nvmefs_aligned_alloc(IO_CHUNK);
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
+		nvmefs_err("metadata full: a checkpoint needs %llu bytes, a slot holds %llu",
+			   (unsigned long long)(nblocks * NVMEFS_BLOCK),
+			   (unsigned long long)vol->label.ckpt_slot_size);
+		free(buf);
+		return -ENOSPC;
+	}
+	for (uint64_t b = 0; b < nblocks && !ret;) {
+		size_t n = 0;
+
+		for (; b < nblocks && n < IO_CHUNK; b++, n += NVMEFS_BLOCK) {
+			size_t off = b * NVMEFS_CKPT_PAYLOAD;
+			size_t used =
+				len - off < NVMEFS_CKPT_PAYLOAD ? len - off : NVMEFS_CKPT_PAYLOAD;
+
+			memset(buf + n, 0, NVMEFS_BLOCK);
+			memcpy(buf + n + NVMEFS_CKPT_HDR, stream + off, used);
+			nvmefs_ckpt_encode(buf + n, vol->label.uuid, seq, b, (uint32_t)used);
+		}
+		ret = nvmefs_vol_pio(vol, 0, true, base + (b * NVMEFS_BLOCK - n), buf, n);
+	}
+	free(buf);
+	if (!ret)
+		ret = nvmefs_dev_flush(&vol->set->devs[0]);
+	if (ret)
+		return ret;
+	j->ckpt_slot = slot;
+	j->ckpt_seq = seq;
+	j->tail = j->head;
+	j->since_ckpt = 0;
+	return write_super(vol, len, clean);
+}
+
+/* Append one transaction at the head; wrap with a pad transaction when it
+ * does not fit before the ring's end. commit_lock held. */
+static int write_txn(struct nvmefs_vol *vol, const uint8_t *payload, size_t plen)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint64_t jsize = vol->label.journal_size;
+	uint32_t nblocks = (uint32_t)((NVMEFS_TXN_HDR + plen + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK);
+	uint64_t phys = j->head % jsize;
+	size_t bytes = (size_t)nblocks * NVMEFS_BLOCK;
+	uint8_t *buf = nvmefs_aligned_alloc(bytes);
+	struct nvmefs_txn t = {0};
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	if (phys + bytes > jsize) {
+		t.seq = j->next_seq;
+		t.nblocks = 1;
+		t.pad = 1;
+		memset(buf, 0, NVMEFS_BLOCK);
+		nvmefs_txn_encode(&t, vol->label.uuid, buf);
+		ret = nvmefs_vol_pio(vol, 0, true, journal_base(vol) + phys, buf, NVMEFS_BLOCK);
+		if (ret)
+			goto out;
+		j->next_seq++;
+		j->head += jsize - phys;
+		j->since_ckpt += jsize - phys;
+		phys = 0;
+	}
+	memset(buf, 0, bytes);
+	memcpy(buf + NVMEFS_TXN_HDR, payload, plen);
+	t = (struct nvmefs_txn){
+		.seq = j->next_seq, .nblocks = nblocks, .payload_len = (uint32_t)plen};
+	nvmefs_txn_encode(&t, vol->label.uuid, buf);
+	ret = nvmefs_vol_pio(vol, 0, true, journal_base(vol) + phys, buf, bytes);
+	if (!ret)
+		ret = nvmefs_dev_flush(&vol->set->devs[0]);
+	if (ret)
+		goto out;
+	j->next_seq++;
+	j->head += bytes;
+	j->since_ckpt += bytes;
+out:
+	free(buf);
+	return ret;
+}
+
+static void emit_dirty(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	struct nvmefs_rec r;
+
+	while (j->dirty) {
+		struct nvmefs_inode *in = j->dirty;
+
+		j->dirty = in->dirty_next;
+		in->dirty = false;
+		in->dirty_next = NULL;
+		nvmefs_inode_to_rec(in, &r);
+		if (nvmefs_journal_append(vol, &r))
+			break; /* out of memory: left dirty for the next commit */
+	}
+}
+
+static int flush_data(struct nvmefs_vol *vol)
+{
+	for (unsigned d = 0; d < vol->ndevs; d++) {
+		int ret = nvmefs_dev_flush(&vol->set->devs[d]);
+
+		if (ret) {
+			nvmefs_err("%s: flush failed: %s", vol->set->devs[d].path, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static void set_error(struct nvmefs_vol *vol, int err)
+{
+	struct nvmefs_journal *j = &vol->j;
+
+	pthread_mutex_lock(&j->state_lock);
+	if (!j->error) {
+		j->error = err;
+		nvmefs_err("metadata write failed (%s): the volume is now read-only; "
+			   "unmount, check the devices and mount again",
+			   strerror(-err));
+	}
+	pthread_cond_broadcast(&j->state_cond);
+	pthread_mutex_unlock(&j->state_lock);
+}
+
+/* One commit (or a checkpoint when the ring is half used or one is asked
+ * for). commit_lock held. */
+static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint8_t *payload = NULL, *snap = NULL;
+	struct nvmefs_pfree *pf;
+	size_t plen, npf, snap_len = 0;
+	uint64_t gen;
+	int ret;
+
+	if ((ret = nvmefs_journal_error(vol)))
+		return ret;
+	pthread_mutex_lock(&vol->lock);
+	emit_dirty(vol);
+	gen = j->open_gen++;
+	payload = j->buf;
+	plen = j->len;
+	pf = j->pf;
+	npf = j->npf;
+	j->buf = NULL;
+	j->len = j->cap = 0;
+	j->pf = NULL;
+	j->npf = j->pfcap = 0;
+	if (j->since_ckpt + plen + 2 * NVMEFS_BLOCK + NVMEFS_TXN_HDR > vol->label.journal_size / 2)
+		ckpt = true;
+	if (ckpt)
+		ret = nvmefs_meta_snapshot(vol, &snap, &snap_len);
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret)
+		ret = flush_data(vol);
+	if (!ret && ckpt)
+		ret = write_checkpoint(vol, snap, snap_len, clean);
+	else if (!ret && plen)
+		ret = write_txn(vol, payload, plen);
+	free(payload);
+	free(snap);
+	if (ret) {
+		free(pf);
+		set_error(vol, ret);
+		return ret;
+	}
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < npf; i++)
+		nvmefs_alloc_put(vol, pf[i].dev, pf[i].off, pf[i].len);
+	pthread_mutex_unlock(&vol->lock);
+	free(pf);
+	pthread_mutex_lock(&j->state_lock);
+	if (gen > j->durable_gen)
+		j->durable_gen = gen;
+	pthread_cond_broadcast(&j->state_cond);
+	pthread_mutex_unlock(&j->state_lock);
+	return 0;
+}
+
+int nvmefs_journal_commit(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint64_t want;
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	want = j->open_gen;
+	pthread_mutex_unlock(&vol->lock);
+	pthread_mutex_lock(&j->commit_lock);
+	pthread_mutex_lock(&j->state_lock);
+	/* Someone else's commit since we looked may already cover us. */
+	if (j->durable_gen >= want)
+		want = 0;
+	pthread_mutex_unlock(&j->state_lock);
+	if (want)
+		ret = commit_locked(vol, false, false);
+	pthread_mutex_unlock(&j->commit_lock);
+	return ret;
+}
+
+int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
+{
+	int ret;
+
+	pthread_mutex_lock(&vol->j.commit_lock);
+	ret = commit_locked(vol, true, clean);
+	pthread_mutex_unlock(&vol->j.commit_lock);
+	return ret;
+}
+
+int nvmefs_journal_format(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint8_t *snap = NULL, *zero = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	size_t len;
+	int ret;
+
+	if (!zero)
+		return -ENOMEM;
+	memset(zero, 0, NVMEFS_BLOCK);
+	/* Stale superblocks and journal blocks must not outlive the format. */
+	ret = nvmefs_vol_pio(vol, 0, true, vol->label.meta_off, zero, NVMEFS_BLOCK);
+	if (!ret)
+		ret = nvmefs_vol_pio(vol, 0, true, vol->label.meta_off + NVMEFS_BLOCK, zero,
+				     NVMEFS_BLOCK);
+	if (!ret)
+		ret = nvmefs_vol_pio(vol, 0, true, journal_base(vol), zero, NVMEFS_BLOCK);
+	free(zero);
+	if (ret)
+		return ret;
+	j->ckpt_slot = 1; /* so the first checkpoint goes to slot 0 */
+	j->ckpt_seq = 0;
+	j->super_seq = 0;
+	j->head = j->tail = 0;
+	j->next_seq = 1;
+	ret = nvmefs_meta_snapshot(vol, &snap, &len);
+	if (!ret)
+		ret = write_checkpoint(vol, snap, len, true);
+	free(snap);
+	return ret;
+}
+
+/* ---- loading ---- */
+
+static int read_super(struct nvmefs_vol *vol, struct nvmefs_super *best)
+{
+	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	bool found = false;
+	int ret = 0;
+
+	if (!blk)
+		return -ENOMEM;
+	for (unsigned w = 0; w < 2; w++) {
+		struct nvmefs_super s;
+
+		ret = nvmefs_vol_pio(vol, 0, false, vol->label.meta_off + nvmefs_meta_super_off(w),
+				     blk, NVMEFS_BLOCK);
+		if (ret)
+			break;
+		if (nvmefs_super_decode(&s, blk) || memcmp(s.uuid, vol->label.uuid, 16)) {
+			nvmefs_debug("superblock %c is not valid", 'A' + w);
+			continue;
+		}
+		if (!found || s.seq > best->seq)
+			*best = s;
+		found = true;
+	}
+	free(blk);
+	if (!ret && !found) {
+		nvmefs_err("%s: no valid superblock (both copies damaged)", vol->set->devs[0].path);
+		ret = -EUCLEAN;
+	}
+	return ret;
+}
+
+static int apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what)
+{
+	size_t pos = 0;
+
+	while (pos < len) {
+		struct nvmefs_rec r;
+		long n = nvmefs_rec_decode(&r, p + pos, len - pos);
+		int ret;
+
+		if (n < 0) {
+			nvmefs_err("%s: %s: malformed record at byte %zu", vol->set->devs[0].path,
+				   what, pos);
+			return -EUCLEAN;
+		}
+		ret = nvmefs_meta_apply(vol, &r);
+		if (ret) {
+			nvmefs_err("%s: %s: record at byte %zu (type %u) contradicts the metadata",
+				   vol->set->devs[0].path, what, pos, r.type);
+			return ret == -ENOMEM ? ret : -EUCLEAN;
+		}
+		pos += (size_t)n;
+	}
+	return 0;
+}
+
+static int load_checkpoint(struct nvmefs_vol *vol, const struct nvmefs_super *s)
+{
+	uint64_t nblocks = (s->ckpt_len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD;
+	uint64_t base = vol->label.meta_off + nvmefs_meta_ckpt_off(&vol->label, s->ckpt_slot);
+	uint8_t *stream = NULL, *buf = NULL;
+	size_t pos = 0;
+	int ret = -ENOMEM;
+
+	if (nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
+		nvmefs_err("%s: superblock: checkpoint length %llu does not fit its slot",
+			   vol->set->devs[0].path, (unsigned long long)s->ckpt_len);
+		return -EUCLEAN;
+	}
+	stream = malloc(s->ckpt_len + 1);
+	buf = nvmefs_aligned_alloc(IO_CHUNK);
+	if (!stream || !buf)
+		goto out;
+	for (uint64_t b = 0; b < nblocks;) {
+		uint64_t n = nblocks - b < IO_CHUNK / NVMEFS_BLOCK ? nblocks - b
+								   : IO_CHUNK / NVMEFS_BLOCK;
+
+		ret = nvmefs_vol_pio(vol, 0, false, base + b * NVMEFS_BLOCK, buf, n * NVMEFS_BLOCK);
+		if (ret)
+			goto out;
+		for (uint64_t k = 0; k < n; k++, b++) {
+			uint32_t used;
+			size_t want = s->ckpt_len - pos < NVMEFS_CKPT_PAYLOAD ? s->ckpt_len - pos
+									      : NVMEFS_CKPT_PAYLOAD;
+
+			if (nvmefs_ckpt_decode(buf + k * NVMEFS_BLOCK, vol->label.uuid, s->ckpt_seq,
+					       b, &used) ||
+			    used != want) {
+				nvmefs_err("%s: checkpoint block %llu of slot %c is damaged",
+					   vol->set->devs[0].path, (unsigned long long)b,
+					   'A' + s->ckpt_slot);
+				ret = -EUCLEAN;
+				goto out;
+			}
+			memcpy(stream + pos, buf + k * NVMEFS_BLOCK + NVMEFS_CKPT_HDR, used);
+			pos += used;
+		}
+	}
+	ret = apply_stream(vol, stream, s->ckpt_len, "checkpoint");
+out:
+	free(buf);
+	free(stream);
+	return ret;
+}
+
+/* Replay transactions from the tail until the first one that is not whole,
+ * valid and next in sequence. Returns the count replayed or -errno. */
+static long replay(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint64_t jsize = vol->label.journal_size;
+	uint8_t *buf = nvmefs_aligned_alloc(jsize < IO_CHUNK ? jsize : IO_CHUNK);
+	size_t bufsize = jsize < IO_CHUNK ? jsize : IO_CHUNK;
+	long count = 0;
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (j->head - j->tail < jsize) {
+		uint64_t phys = j->head % jsize;
+		struct nvmefs_txn t;
+		uint32_t nb;
+
+		ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys, buf, NVMEFS_BLOCK);
+		if (ret)
+			break;
+		nb = nvmefs_txn_nblocks(buf);
+		if (nb == 0 || phys + (uint64_t)nb * NVMEFS_BLOCK > jsize)
+			break;
+		if ((size_t)nb * NVMEFS_BLOCK > bufsize) {
+			void *big = nvmefs_aligned_alloc((size_t)nb * NVMEFS_BLOCK);
+
+			if (!big) {
+				ret = -ENOMEM;
+				break;
+			}
+			memcpy(big, buf, NVMEFS_BLOCK);
+			free(buf);
+			buf = big;
+			bufsize = (size_t)nb * NVMEFS_BLOCK;
+		}
+		if (nb > 1) {
+			ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys + NVMEFS_BLOCK,
+					     buf + NVMEFS_BLOCK, (size_t)(nb - 1) * NVMEFS_BLOCK);
+			if (ret)
+				break;
+		}
+		if (nvmefs_txn_decode(&t, vol->label.uuid, buf, (size_t)nb * NVMEFS_BLOCK) ||
+		    t.seq != j->next_seq)
+			break;
+		if (t.pad) {
+			j->head += jsize - phys;
+		} else {
+			ret = apply_stream(vol, buf + NVMEFS_TXN_HDR, t.payload_len, "journal");
+			if (ret)
+				break;
+			j->head += (uint64_t)nb * NVMEFS_BLOCK;
+		}
+		j->next_seq++;
+		count++;
+	}
+	free(buf);
+	j->since_ckpt = j->head - j->tail;
+	return ret ? ret : count;
+}
+
+int nvmefs_journal_load(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	struct nvmefs_super s = {0};
+	long n;
+	int ret = read_super(vol, &s);
+
+	if (ret)
+		return ret;
+	vol->replaying = true;
+	ret = load_checkpoint(vol, &s);
+	if (ret)
+		goto out;
+	j->super_seq = s.seq;
+	j->ckpt_slot = s.ckpt_slot;
+	j->ckpt_seq = s.ckpt_seq;
+	j->tail = j->head = s.journal_tail;
+	j->next_seq = s.journal_seq;
+	n = replay(vol);
+	if (n < 0) {
+		ret = (int)n;
+		goto out;
+	}
+	nvmefs_log(s.clean ? NVMEFS_LOG_DEBUG : NVMEFS_LOG_INFO,
+		   "loaded checkpoint %llu (%llu bytes), replayed %ld journal transaction(s)%s",
+		   (unsigned long long)s.ckpt_seq, (unsigned long long)s.ckpt_len, n,
+		   s.clean ? "" : " after an unclean shutdown");
+	ret = nvmefs_meta_verify(vol);
+out:
+	vol->replaying = false;
+	return ret;
+}
+
+/* ---- the committer thread ---- */
+
+static void *committer(void *arg)
+{
+	struct nvmefs_vol *vol = arg;
+	struct nvmefs_journal *j = &vol->j;
+
+	pthread_mutex_lock(&j->state_lock);
+	while (!j->stop) {
+		struct timespec ts;
+
+		if (!j->kick) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += j->interval_ms / 1000;
+			ts.tv_nsec += (long)(j->interval_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&j->state_cond, &j->state_lock, &ts);
+		}
+		if (j->stop)
+			break;
+		j->kick = false;
+		pthread_mutex_unlock(&j->state_lock);
+		nvmefs_journal_commit(vol);
+		pthread_mutex_lock(&j->state_lock);
+	}
+	pthread_mutex_unlock(&j->state_lock);
+	return NULL;
+}
+
+int nvmefs_journal_start(struct nvmefs_vol *vol)
+{
+	int ret = pthread_create(&vol->j.thread, NULL, committer, vol);
+
+	if (ret)
+		return -ret;
+	vol->j.running = true;
+	return 0;
+}
+
+void nvmefs_journal_stop(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+
+	if (!j->running)
+		return;
+	pthread_mutex_lock(&j->state_lock);
+	j->stop = true;
+	pthread_cond_broadcast(&j->state_cond);
+	pthread_mutex_unlock(&j->state_lock);
+	pthread_join(j->thread, NULL);
+	j->running = false;
+}

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+/*
+ * nvmefs: mount an nvmefs volume.
+ *
+ *   nvmefs DEV[,DEV...] MOUNTPOINT [-o OPTS] [-f] [-d]
+ *
+ * Opens and checks the members and loads the metadata before mounting, so
+ * every refusal reaches the terminal with a non-zero exit; then mounts,
+ * daemonizes (unless -f), starts the I/O engine and serves requests with
+ * libfuse's multithreaded loop until unmounted, and writes a final
+ * checkpoint so the next mount replays nothing.
+ */
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "nvmefs/util.h"
+
+struct cfg {
+	char *devs, *mountpoint;
+	char *queue_depth, *threads, *pool, *mode, *commit;
+	int foreground, debug, help, version, noallow_other, ro;
+};
+
+#define OPT(t, p)                                                                                  \
+	{                                                                                          \
+		t, offsetof(struct cfg, p), 1                                                      \
+	}
+static const struct fuse_opt opt_spec[] = {
+	OPT("queue_depth=%s", queue_depth),
+	OPT("threads=%s", threads),
+	OPT("pool=%s", pool),
+	OPT("mode=%s", mode),
+	OPT("commit=%s", commit),
+	OPT("-f", foreground),
+	OPT("debug", debug),
+	OPT("-d", debug),
+	OPT("noallow_other", noallow_other),
+	OPT("ro", ro),
+	OPT("-h", help),
+	OPT("--help", help),
+	OPT("-V", version),
+	OPT("--version", version),
+	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: nvmefs DEV[,DEV...] MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+		   "\n"
+		   "Mount the nvmefs volume whose members are DEV... (any order).\n"
+		   "\n"
+		   "  -f                   stay in the foreground, log to stderr\n"
+		   "  -d, -o debug         foreground with debug logging (and FUSE's)\n"
+		   "  -o mode=cached|direct  cached: page cache and mmap (default);\n"
+		   "                       direct: every read and write goes to the devices\n"
+		   "  -o queue_depth=N     I/Os in flight per device (default 32)\n"
+		   "  -o threads=N         FUSE worker threads (default 16)\n"
+		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
+		   "  -o commit=SECONDS    group commit interval (default 5)\n"
+		   "  -o ro                mount read-only\n"
+		   "  -o noallow_other     only the mounting user may access (root mounts\n"
+		   "                       allow other users by default)\n"
+		   "  other -o options are passed to FUSE (see mount.fuse3(8))\n"
+		   "\n"
+		   "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT)\n");
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cfg *c = data;
+
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	if (!c->devs) {
+		c->devs = strdup(arg);
+		return 0;
+	}
+	if (!c->mountpoint) {
+		c->mountpoint = strdup(arg);
+		return 0;
+	}
+	fprintf(stderr, "nvmefs: unexpected argument '%s'\n", arg);
+	return -1;
+}
+
+static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi) {
+		nvmefs_err("bad %s '%s': want a number from %u to %u", name, s, lo, hi);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsigned *threads)
+{
+	uint64_t v;
+	unsigned secs;
+
+	if (c->queue_depth && parse_uint("queue_depth", c->queue_depth, 1, 4096, &o->queue_depth))
+		return -EINVAL;
+	if (c->threads && parse_uint("threads", c->threads, 1, 1024, threads))
+		return -EINVAL;
+	if (c->commit) {
+		if (parse_uint("commit", c->commit, 1, 3600, &secs))
+			return -EINVAL;
+		o->commit_ms = secs * 1000;
+	}
+	if (c->pool) {
+		if (nvmefs_parse_size(c->pool, &v) || v < (4u << 20) || v > (64ull << 30)) {
+			nvmefs_err("bad pool '%s': want a size from 4M to 64G", c->pool);
+			return -EINVAL;
+		}
+		o->pool_bytes = v;
+	}
+	if (c->mode) {
+		if (!strcmp(c->mode, "direct"))
+			o->direct = true;
+		else if (strcmp(c->mode, "cached")) {
+			nvmefs_err("bad mode '%s': want cached or direct", c->mode);
+			return -EINVAL;
+		}
+	}
+	o->read_only = c->ro;
+	return 0;
+}
+
+/* Split "a,b,c" in place into paths[]. */
+static unsigned split_devs(char *devs, const char **paths, unsigned max)
+{
+	unsigned n = 0;
+
+	for (char *save = NULL, *p = strtok_r(devs, ",", &save); p;
+	     p = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return max + 1;
+		paths[n++] = p;
+	}
+	return n;
+}
+
+static void syslog_sink(enum nvmefs_log_level level, const char *msg)
+{
+	syslog((int)level, "%s", msg);
+}
+
+static int serve(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads)
+{
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	int ret;
+
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_max_threads(lc, threads);
+	fuse_loop_cfg_set_idle_threads(lc, threads / 2 ? threads / 2 : 1);
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	ret = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return ret;
+}
+
+static int add_mount_opts(struct fuse_args *args, const struct cfg *c, const char *first_dev)
+{
+	char buf[4200];
+
+	snprintf(buf, sizeof(buf), "-ofsname=nvmefs:%s,subtype=nvmefs,default_permissions%s%s",
+		 first_dev, (geteuid() == 0 && !c->noallow_other) ? ",allow_other" : "",
+		 c->ro ? ",ro" : "");
+	if (strchr(first_dev, ',') || strlen(first_dev) > 4000)
+		snprintf(buf, sizeof(buf), "-ofsname=nvmefs,subtype=nvmefs,default_permissions%s%s",
+			 (geteuid() == 0 && !c->noallow_other) ? ",allow_other" : "",
+			 c->ro ? ",ro" : "");
+	if (fuse_opt_add_arg(args, buf))
+		return -ENOMEM;
+	if (c->debug && fuse_opt_add_arg(args, "-d"))
+		return -ENOMEM;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct nvmefs_vol_opts vopts = {0};
+	const char *paths[NVMEFS_MAX_DEVICES];
+	struct fuse_session *se = NULL;
+	struct nvmefs_vol *vol = NULL;
+	struct cfg c = {0};
+	unsigned threads = 16, n;
+	int ret = 1;
+
+	nvmefs_log_set_ident("nvmefs");
+	if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
+		goto out;
+	if (c.help) {
+		usage(stdout);
+		ret = 0;
+		goto out;
+	}
+	if (c.version) {
+		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
+		       NVMEFS_FORMAT_VERSION, fuse_pkgversion());
+		ret = 0;
+		goto out;
+	}
+	if (!c.devs || !c.mountpoint) {
+		fprintf(stderr, "nvmefs: give the devices and a mount point\n");
+		usage(stderr);
+		goto out;
+	}
+	if (c.debug) {
+		c.foreground = 1;
+		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
+	}
+	if (parse_vol_opts(&c, &vopts, &threads))
+		goto out;
+	n = split_devs(c.devs, paths, NVMEFS_MAX_DEVICES);
+	if (n == 0 || n > NVMEFS_MAX_DEVICES) {
+		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
+		goto out;
+	}
+	if (nvmefs_vol_open(&vol, paths, n, &vopts))
+		goto out;
+	if (add_mount_opts(&args, &c, paths[0]))
+		goto out_vol;
+	se = fuse_session_new(&args, &nvmefs_ops, sizeof(nvmefs_ops), vol);
+	if (!se)
+		goto out_vol;
+	if (fuse_set_signal_handlers(se))
+		goto out_session;
+	if (fuse_session_mount(se, c.mountpoint)) {
+		nvmefs_err("%s: cannot mount here", c.mountpoint);
+		goto out_handlers;
+	}
+	if (fuse_daemonize(c.foreground))
+		goto out_unmount;
+	if (!c.foreground) {
+		openlog("nvmefs", LOG_PID, LOG_DAEMON);
+		nvmefs_log_set_sink(syslog_sink);
+	}
+	if (nvmefs_vol_start(vol)) {
+		nvmefs_err("cannot start the I/O engine; unmounting");
+		goto out_unmount;
+	}
+	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
+	ret = serve(se, vol, threads) ? 1 : 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_handlers:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_vol:
+	if (nvmefs_vol_close(vol))
+		ret = 1;
+out:
+	free(c.devs);
+	free(c.mountpoint);
+	free(c.queue_depth);
+	free(c.threads);
+	free(c.pool);
+	free(c.mode);
+	free(c.commit);
+	fuse_opt_free_args(&args);
+	return ret;
+}

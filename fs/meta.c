@@ -1,0 +1,798 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The in-memory metadata of a mounted volume: the inode table, directory
+ * entries (one volume-wide hash on (parent, name) plus a cookie-ordered list
+ * per directory for readdir), extent maps and xattrs; and the one function
+ * that changes them, nvmefs_meta_apply(), used both to replay records read
+ * from disk and for live operations (which then log the same record), so the
+ * journal can never describe a state the code did not produce.
+ */
+#include "fs_i.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvmefs/util.h"
+
+void nvmefs_timespec_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+static uint64_t hash_ino(uint64_t ino)
+{
+	ino ^= ino >> 33;
+	ino *= 0xff51afd7ed558ccdull;
+	return ino ^ (ino >> 33);
+}
+
+static uint64_t hash_name(uint64_t parent, const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ hash_ino(parent);
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (uint8_t)name[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+int nvmefs_meta_init(struct nvmefs_vol *vol)
+{
+	vol->itab_size = 1024;
+	vol->dtab_size = 1024;
+	vol->itab = calloc(vol->itab_size, sizeof(*vol->itab));
+	vol->dtab = calloc(vol->dtab_size, sizeof(*vol->dtab));
+	if (!vol->itab || !vol->dtab)
+		return -ENOMEM;
+	vol->next_ino = NVMEFS_ROOT_INO + 1;
+	return 0;
+}
+
+static void inode_free_mem(struct nvmefs_inode *in)
+{
+	if (in->slots) {
+		for (unsigned s = 0; s < in->layout.stripe_count; s++)
+			free(in->slots[s].v);
+		free(in->slots);
+	}
+	if (in->dir) {
+		free(in->dir->v);
+		free(in->dir);
+	}
+	for (unsigned i = 0; i < in->nxattrs; i++) {
+		free(in->xattrs[i].name);
+		free(in->xattrs[i].value);
+	}
+	free(in->xattrs);
+	free(in->target);
+	pthread_rwlock_destroy(&in->io_lock);
+	free(in);
+}
+
+void nvmefs_meta_exit(struct nvmefs_vol *vol)
+{
+	for (size_t i = 0; vol->dtab && i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i], *n; d; d = n) {
+			n = d->hnext;
+			free(d);
+		}
+	}
+	for (size_t i = 0; vol->itab && i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *n; in; in = n) {
+			n = in->hnext;
+			inode_free_mem(in);
+		}
+	}
+	free(vol->dtab);
+	free(vol->itab);
+	vol->dtab = NULL;
+	vol->itab = NULL;
+}
+
+struct nvmefs_inode *nvmefs_iget(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in = vol->itab[hash_ino(ino) & (vol->itab_size - 1)];
+
+	while (in && in->ino != ino)
+		in = in->hnext;
+	return in;
+}
+
+static void itab_grow(struct nvmefs_vol *vol)
+{
+	size_t size = vol->itab_size * 2;
+	struct nvmefs_inode **t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return; /* stay at the old size: longer chains, still correct */
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *n; in; in = n) {
+			size_t b = hash_ino(in->ino) & (size - 1);
+
+			n = in->hnext;
+			in->hnext = t[b];
+			t[b] = in;
+		}
+	}
+	free(vol->itab);
+	vol->itab = t;
+	vol->itab_size = size;
+}
+
+static void dtab_grow(struct nvmefs_vol *vol)
+{
+	size_t size = vol->dtab_size * 2;
+	struct nvmefs_dirent **t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return;
+	for (size_t i = 0; i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i], *n; d; d = n) {
+			size_t b = hash_name(d->parent, d->name, d->name_len) & (size - 1);
+
+			n = d->hnext;
+			d->hnext = t[b];
+			t[b] = d;
+		}
+	}
+	free(vol->dtab);
+	vol->dtab = t;
+	vol->dtab_size = size;
+}
+
+static struct nvmefs_dirent **dir_slot(struct nvmefs_vol *vol, uint64_t parent, const char *name,
+				       size_t len)
+{
+	struct nvmefs_dirent **pp = &vol->dtab[hash_name(parent, name, len) & (vol->dtab_size - 1)];
+
+	while (*pp && !((*pp)->parent == parent && (*pp)->name_len == len &&
+			memcmp((*pp)->name, name, len) == 0))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+struct nvmefs_dirent *nvmefs_dir_find(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	return *dir_slot(vol, parent, name, strlen(name));
+}
+
+uint64_t nvmefs_meta_cost_inode(size_t name_len)
+{
+	/* INODE record, DIRENT_ADD record: what a new file adds to a checkpoint. */
+	return 8 + 150 + 8 + 20 + name_len;
+}
+
+/* ---- inodes ---- */
+
+static void ts_from(struct timespec *ts, struct nvmefs_time t)
+{
+	ts->tv_sec = t.sec;
+	ts->tv_nsec = t.nsec;
+}
+
+static struct nvmefs_time ts_to(const struct timespec *ts)
+{
+	return (struct nvmefs_time){.sec = ts->tv_sec, .nsec = (uint32_t)ts->tv_nsec};
+}
+
+void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = NVMEFS_REC_INODE;
+	r->inode.ino = in->ino;
+	r->inode.mode = in->mode;
+	r->inode.uid = in->uid;
+	r->inode.gid = in->gid;
+	r->inode.nlink = in->nlink;
+	r->inode.flags = in->flags;
+	r->inode.size = in->size;
+	r->inode.rdev = in->rdev;
+	r->inode.atime = ts_to(&in->atime);
+	r->inode.mtime = ts_to(&in->mtime);
+	r->inode.ctime = ts_to(&in->ctime);
+	r->inode.crtime = ts_to(&in->crtime);
+	r->inode.layout = in->layout;
+	if (in->target) {
+		r->inode.target = in->target;
+		r->inode.target_len = (uint16_t)strlen(in->target);
+	}
+}
+
+static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
+			struct nvmefs_inode **out)
+{
+	struct nvmefs_inode *in = calloc(1, sizeof(*in));
+	size_t b;
+
+	if (!in)
+		return -ENOMEM;
+	in->ino = r->inode.ino;
+	in->mode = r->inode.mode;
+	pthread_rwlock_init(&in->io_lock, NULL);
+	if (S_ISDIR(in->mode)) {
+		in->dir = calloc(1, sizeof(*in->dir));
+		if (!in->dir)
+			goto err_free;
+		in->dir->next_cookie = 3; /* 1 and 2 are "." and ".." */
+		in->parent = in->ino;	  /* until an entry names it */
+	} else if (S_ISREG(in->mode)) {
+		for (unsigned s = 0; s < r->inode.layout.stripe_count; s++) {
+			if (r->inode.layout.devs[s] >= vol->ndevs)
+				goto err_free;
+		}
+		in->layout = r->inode.layout;
+		in->slots = calloc(in->layout.stripe_count, sizeof(*in->slots));
+		if (!in->slots)
+			goto err_free;
+	} else if (S_ISLNK(in->mode)) {
+		in->target = strndup(r->inode.target, r->inode.target_len);
+		if (!in->target)
+			goto err_free;
+	}
+	if (vol->ninodes >= vol->itab_size)
+		itab_grow(vol);
+	b = hash_ino(in->ino) & (vol->itab_size - 1);
+	in->hnext = vol->itab[b];
+	vol->itab[b] = in;
+	vol->ninodes++;
+	if (in->ino >= vol->next_ino)
+		vol->next_ino = in->ino + 1;
+	vol->meta_bytes += nvmefs_rec_size(r);
+	*out = in;
+	return 0;
+err_free:
+	inode_free_mem(in);
+	return -EUCLEAN;
+}
+
+static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->inode.ino);
+	int ret;
+
+	if (!in) {
+		ret = inode_create(vol, r, &in);
+		if (ret)
+			return ret;
+	} else if ((in->mode & S_IFMT) != (r->inode.mode & S_IFMT) || in->dead) {
+		return -EUCLEAN;
+	} else if (S_ISREG(in->mode) && memcmp(&in->layout, &r->inode.layout, sizeof(in->layout))) {
+		return -EUCLEAN; /* layouts are fixed at creation */
+	}
+	in->mode = r->inode.mode;
+	in->uid = r->inode.uid;
+	in->gid = r->inode.gid;
+	in->nlink = r->inode.nlink;
+	in->flags = r->inode.flags;
+	in->size = r->inode.size;
+	in->rdev = r->inode.rdev;
+	ts_from(&in->atime, r->inode.atime);
+	ts_from(&in->mtime, r->inode.mtime);
+	ts_from(&in->ctime, r->inode.ctime);
+	ts_from(&in->crtime, r->inode.crtime);
+	return 0;
+}
+
+static void dirty_unlink(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct nvmefs_inode **pp = &vol->j.dirty;
+
+	if (!in->dirty)
+		return;
+	while (*pp && *pp != in)
+		pp = &(*pp)->dirty_next;
+	if (*pp)
+		*pp = in->dirty_next;
+	in->dirty = false;
+	in->dirty_next = NULL;
+}
+
+void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	if (in->dirty || in->dead || vol->replaying)
+		return;
+	in->dirty = true;
+	in->dirty_next = vol->j.dirty;
+	vol->j.dirty = in;
+}
+
+void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct nvmefs_inode **pp = &vol->itab[hash_ino(in->ino) & (vol->itab_size - 1)];
+
+	dirty_unlink(vol, in);
+	while (*pp && *pp != in)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = in->hnext;
+	vol->ninodes--;
+	inode_free_mem(in);
+}
+
+static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->ino.ino);
+	struct nvmefs_rec tmp;
+
+	/* nlink is not checked: during replay the last INODE record may predate
+	 * the unlink that led here. */
+	if (!in || in->dead || r->ino.ino == NVMEFS_ROOT_INO || (in->dir && in->dir->live))
+		return -EUCLEAN;
+	if (in->slots) {
+		for (unsigned s = 0; s < in->layout.stripe_count; s++) {
+			int ret = nvmefs_extmap_remove(vol, in, s, 0, UINT64_MAX, true);
+
+			if (ret)
+				return ret;
+		}
+	}
+	for (unsigned i = 0; i < in->nxattrs; i++)
+		vol->meta_bytes -= 16 + 8 + in->xattrs[i].name_len + in->xattrs[i].value_len;
+	nvmefs_inode_to_rec(in, &tmp);
+	vol->meta_bytes -= nvmefs_rec_size(&tmp);
+	if (in->orphan) {
+		in->orphan = false;
+		vol->norphans--;
+		vol->meta_bytes -= 16;
+	}
+	in->dead = true;
+	dirty_unlink(vol, in);
+	/* The kernel may still hold it (lookup count); ops.c drops it at forget. */
+	if (vol->replaying || in->lookup == 0)
+		nvmefs_inode_drop(vol, in);
+	return 0;
+}
+
+static int apply_orphan(struct nvmefs_vol *vol, const struct nvmefs_rec *r, bool add)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->ino.ino);
+
+	if (!in || in->dead || in->orphan == add)
+		return -EUCLEAN;
+	in->orphan = add;
+	if (add) {
+		vol->norphans++;
+		vol->meta_bytes += 16;
+	} else {
+		vol->norphans--;
+		vol->meta_bytes -= 16;
+	}
+	return 0;
+}
+
+/* ---- directory entries ---- */
+
+static int dir_push(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
+{
+	if (dir->n == dir->cap) {
+		size_t cap = dir->cap ? dir->cap * 2 : 8;
+		void *v;
+
+		/* Compact instead of growing when half the slots are holes. */
+		if (dir->live * 2 < dir->n) {
+			size_t k = 0;
+
+			for (size_t i = 0; i < dir->n; i++) {
+				if (dir->v[i])
+					dir->v[k++] = dir->v[i];
+			}
+			dir->n = k;
+		} else {
+			v = realloc(dir->v, cap * sizeof(*dir->v));
+			if (!v)
+				return -ENOMEM;
+			dir->v = v;
+			dir->cap = cap;
+		}
+	}
+	d->cookie = dir->next_cookie++;
+	dir->v[dir->n++] = d;
+	dir->live++;
+	return 0;
+}
+
+/* Index of the first live-or-hole slot whose entry has cookie >= c. Holes
+ * keep no cookie, so search over the live ones around them. */
+static size_t dir_lower_bound(const struct nvmefs_dir *dir, uint64_t c)
+{
+	size_t lo = 0, hi = dir->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2, m = mid;
+
+		while (m < hi && !dir->v[m])
+			m++;
+		if (m == hi) {
+			hi = mid;
+			continue;
+		}
+		if (dir->v[m]->cookie < c)
+			lo = m + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
+size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie)
+{
+	return dir_lower_bound(dir, cookie);
+}
+
+static void dir_remove(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
+{
+	size_t i = dir_lower_bound(dir, d->cookie);
+
+	while (i < dir->n && dir->v[i] != d)
+		i++;
+	if (i < dir->n) {
+		dir->v[i] = NULL;
+		dir->live--;
+	}
+	/* Trailing holes can go at once. */
+	while (dir->n && !dir->v[dir->n - 1])
+		dir->n--;
+}
+
+static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *p = nvmefs_iget(vol, r->dirent.parent);
+	struct nvmefs_inode *c = nvmefs_iget(vol, r->dirent.child);
+	struct nvmefs_dirent **pp, *d;
+	int ret;
+
+	if (!p || !p->dir || p->dead || !c || c->dead)
+		return -EUCLEAN;
+	pp = dir_slot(vol, r->dirent.parent, r->dirent.name, r->dirent.name_len);
+	if (*pp)
+		return -EUCLEAN;
+	d = malloc(sizeof(*d) + r->dirent.name_len + 1);
+	if (!d)
+		return -ENOMEM;
+	d->parent = r->dirent.parent;
+	d->child = r->dirent.child;
+	d->type = r->dirent.type;
+	d->name_len = r->dirent.name_len;
+	memcpy(d->name, r->dirent.name, d->name_len);
+	d->name[d->name_len] = 0;
+	ret = dir_push(p->dir, d);
+	if (ret) {
+		free(d);
+		return ret;
+	}
+	d->hnext = NULL;
+	*pp = d;
+	if (c->dir)
+		c->parent = p->ino;
+	vol->ndirents++;
+	vol->meta_bytes += nvmefs_rec_size(r);
+	if (vol->ndirents >= vol->dtab_size)
+		dtab_grow(vol);
+	return 0;
+}
+
+static int apply_dirent_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *p = nvmefs_iget(vol, r->dirent.parent);
+	struct nvmefs_dirent **pp, *d;
+
+	if (!p || !p->dir)
+		return -EUCLEAN;
+	pp = dir_slot(vol, r->dirent.parent, r->dirent.name, r->dirent.name_len);
+	d = *pp;
+	if (!d || d->child != r->dirent.child)
+		return -EUCLEAN;
+	*pp = d->hnext;
+	dir_remove(p->dir, d);
+	vol->ndirents--;
+	vol->meta_bytes -= nvmefs_rec_size(r);
+	free(d);
+	return 0;
+}
+
+/* ---- extents ---- */
+
+static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->extent.ino);
+	struct nvmefs_ext e = {.comp_off = r->extent.comp_off,
+			       .dev_off = r->extent.dev_off,
+			       .len = r->extent.len,
+			       .flags = r->extent.flags};
+	unsigned dev;
+	int ret;
+
+	if (!in || in->dead || !in->slots || r->extent.slot >= in->layout.stripe_count)
+		return -EUCLEAN;
+	dev = in->layout.devs[r->extent.slot];
+	if (e.dev_off < vol->data_start[dev] || e.dev_off + e.len > vol->data_end[dev])
+		return -EUCLEAN;
+	/* Replace whatever the range held; live callers only ever map holes or
+	 * convert unwritten blocks in place, so nothing is freed here. */
+	ret = nvmefs_extmap_remove(vol, in, r->extent.slot, e.comp_off, e.comp_off + e.len, false);
+	if (ret)
+		return ret;
+	return nvmefs_extmap_insert(vol, in, r->extent.slot, &e);
+}
+
+static int apply_punch(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->punch.ino);
+	uint64_t end;
+
+	if (!in || in->dead || !in->slots)
+		return -EUCLEAN;
+	end = r->punch.len > UINT64_MAX - r->punch.off ? UINT64_MAX : r->punch.off + r->punch.len;
+	for (unsigned s = 0; s < in->layout.stripe_count; s++) {
+		uint64_t lo = nvmefs_layout_comp_size(&in->layout, s, r->punch.off);
+		uint64_t hi = end == UINT64_MAX ? UINT64_MAX
+						: nvmefs_layout_comp_size(&in->layout, s, end);
+		int ret;
+
+		/* Only whole blocks are punched; the edges were zeroed by writes. */
+		lo = (lo + NVMEFS_BLOCK - 1) & ~(uint64_t)(NVMEFS_BLOCK - 1);
+		if (hi != UINT64_MAX)
+			hi &= ~(uint64_t)(NVMEFS_BLOCK - 1);
+		if (lo >= hi)
+			continue;
+		ret = nvmefs_extmap_remove(vol, in, s, lo, hi, true);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- xattrs ---- */
+
+static struct nvmefs_xattr *xattr_find(struct nvmefs_inode *in, const char *name, size_t len)
+{
+	for (unsigned i = 0; i < in->nxattrs; i++) {
+		if (in->xattrs[i].name_len == len && !memcmp(in->xattrs[i].name, name, len))
+			return &in->xattrs[i];
+	}
+	return NULL;
+}
+
+static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->xattr.ino);
+	struct nvmefs_xattr *x;
+	void *value;
+
+	if (!in || in->dead)
+		return -EUCLEAN;
+	value = malloc(r->xattr.value_len ? r->xattr.value_len : 1);
+	if (!value)
+		return -ENOMEM;
+	memcpy(value, r->xattr.value, r->xattr.value_len);
+	x = xattr_find(in, r->xattr.name, r->xattr.name_len);
+	if (!x) {
+		void *v = realloc(in->xattrs, (in->nxattrs + 1) * sizeof(*in->xattrs));
+
+		if (!v)
+			goto err_value;
+		in->xattrs = v;
+		x = &in->xattrs[in->nxattrs];
+		x->name = strndup(r->xattr.name, r->xattr.name_len);
+		if (!x->name)
+			goto err_value;
+		x->name_len = r->xattr.name_len;
+		x->value = NULL;
+		x->value_len = 0;
+		in->nxattrs++;
+		vol->meta_bytes += 16 + 8 + x->name_len;
+	}
+	vol->meta_bytes += r->xattr.value_len;
+	vol->meta_bytes -= x->value_len;
+	free(x->value);
+	x->value = value;
+	x->value_len = r->xattr.value_len;
+	return 0;
+err_value:
+	free(value);
+	return -ENOMEM;
+}
+
+static int apply_xattr_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, r->xattr.ino);
+	struct nvmefs_xattr *x;
+
+	if (!in || in->dead)
+		return -EUCLEAN;
+	x = xattr_find(in, r->xattr.name, r->xattr.name_len);
+	if (!x)
+		return -EUCLEAN;
+	vol->meta_bytes -= 16 + 8 + x->name_len + x->value_len;
+	free(x->name);
+	free(x->value);
+	*x = in->xattrs[--in->nxattrs];
+	return 0;
+}
+
+int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	switch (r->type) {
+	case NVMEFS_REC_INODE:
+		return apply_inode(vol, r);
+	case NVMEFS_REC_INODE_FREE:
+		return apply_inode_free(vol, r);
+	case NVMEFS_REC_DIRENT_ADD:
+		return apply_dirent_add(vol, r);
+	case NVMEFS_REC_DIRENT_DEL:
+		return apply_dirent_del(vol, r);
+	case NVMEFS_REC_EXTENT:
+		return apply_extent(vol, r);
+	case NVMEFS_REC_PUNCH:
+		return apply_punch(vol, r);
+	case NVMEFS_REC_XATTR_SET:
+		return apply_xattr_set(vol, r);
+	case NVMEFS_REC_XATTR_DEL:
+		return apply_xattr_del(vol, r);
+	case NVMEFS_REC_ORPHAN_ADD:
+		return apply_orphan(vol, r, true);
+	case NVMEFS_REC_ORPHAN_DEL:
+		return apply_orphan(vol, r, false);
+	}
+	return -EUCLEAN;
+}
+
+int nvmefs_meta_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
+{
+	int ret = nvmefs_meta_apply(vol, rec);
+
+	if (ret) {
+		nvmefs_err("internal error: record type %u does not apply: %s", rec->type,
+			   strerror(-ret));
+		return ret == -EUCLEAN ? -EIO : ret;
+	}
+	return nvmefs_journal_append(vol, rec);
+}
+
+/* ---- checkpoint serialization and checks ---- */
+
+struct sbuf {
+	uint8_t *p;
+	size_t len, cap;
+	int err;
+};
+
+static void sbuf_rec(struct sbuf *b, const struct nvmefs_rec *r)
+{
+	size_t need = nvmefs_rec_size(r);
+
+	if (b->err)
+		return;
+	if (b->len + need > b->cap) {
+		size_t cap = b->cap ? b->cap : 1 << 20;
+		void *v;
+
+		while (cap < b->len + need)
+			cap *= 2;
+		v = realloc(b->p, cap);
+		if (!v) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->p = v;
+		b->cap = cap;
+	}
+	b->len += nvmefs_rec_encode(r, b->p + b->len);
+}
+
+static void snap_inode_parts(struct sbuf *b, const struct nvmefs_inode *in)
+{
+	struct nvmefs_rec r;
+
+	for (unsigned i = 0; i < in->nxattrs; i++) {
+		memset(&r, 0, sizeof(r));
+		r.type = NVMEFS_REC_XATTR_SET;
+		r.xattr.ino = in->ino;
+		r.xattr.name = in->xattrs[i].name;
+		r.xattr.name_len = (uint16_t)in->xattrs[i].name_len;
+		r.xattr.value = in->xattrs[i].value;
+		r.xattr.value_len = in->xattrs[i].value_len;
+		sbuf_rec(b, &r);
+	}
+	for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
+		for (size_t i = 0; i < in->slots[s].n; i++) {
+			const struct nvmefs_ext *e = &in->slots[s].v[i];
+
+			memset(&r, 0, sizeof(r));
+			r.type = NVMEFS_REC_EXTENT;
+			r.extent.ino = in->ino;
+			r.extent.slot = s;
+			r.extent.flags = e->flags;
+			r.extent.comp_off = e->comp_off;
+			r.extent.dev_off = e->dev_off;
+			r.extent.len = e->len;
+			sbuf_rec(b, &r);
+		}
+	}
+	if (in->orphan) {
+		memset(&r, 0, sizeof(r));
+		r.type = NVMEFS_REC_ORPHAN_ADD;
+		r.ino.ino = in->ino;
+		sbuf_rec(b, &r);
+	}
+}
+
+int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
+{
+	struct sbuf b = {0};
+	struct nvmefs_rec r;
+
+	/* Inodes first, so that every later record finds what it names. */
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			if (in->dead)
+				continue;
+			nvmefs_inode_to_rec(in, &r);
+			sbuf_rec(&b, &r);
+		}
+	}
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			if (!in->dead)
+				snap_inode_parts(&b, in);
+		}
+	}
+	for (size_t i = 0; i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i]; d; d = d->hnext) {
+			memset(&r, 0, sizeof(r));
+			r.type = NVMEFS_REC_DIRENT_ADD;
+			r.dirent.parent = d->parent;
+			r.dirent.child = d->child;
+			r.dirent.type = d->type;
+			r.dirent.name = d->name;
+			r.dirent.name_len = d->name_len;
+			sbuf_rec(&b, &r);
+		}
+	}
+	if (b.err) {
+		free(b.p);
+		return b.err;
+	}
+	*out = b.p;
+	*len = b.len;
+	return 0;
+}
+
+int nvmefs_meta_verify(struct nvmefs_vol *vol)
+{
+	struct nvmefs_inode *root = nvmefs_iget(vol, NVMEFS_ROOT_INO);
+	size_t bad = 0;
+
+	if (!root || !root->dir) {
+		nvmefs_err("metadata: the root directory is missing");
+		return -EUCLEAN;
+	}
+	for (size_t i = 0; i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i]; d; d = d->hnext) {
+			struct nvmefs_inode *c = nvmefs_iget(vol, d->child);
+
+			if (!c || c->dead) {
+				nvmefs_err("metadata: entry '%s' in directory %llu names "
+					   "missing inode %llu",
+					   d->name, (unsigned long long)d->parent,
+					   (unsigned long long)d->child);
+				return -EUCLEAN;
+			}
+		}
+	}
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			if (in->nlink == 0 && !in->orphan && in->ino != NVMEFS_ROOT_INO)
+				bad++;
+		}
+	}
+	if (bad)
+		nvmefs_warn("metadata: %zu inode(s) with no links and no orphan record "
+			    "(fsck.nvmefs will reclaim them)",
+			    bad);
+	return 0;
+}

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mkfs.nvmefs: format block devices or image files as one nvmefs volume.
+ *
+ *   mkfs.nvmefs [-c CHUNK] [-L LABEL] [-f] DEV...
+ *
+ * Refuses, unless -f, a member that already holds a filesystem (an nvmefs
+ * label, or anything libblkid recognizes: ext4, xfs, btrfs, ...); refuses a
+ * member too small or named twice, always. Writes the metadata area and the
+ * first checkpoint, then the labels (primary and backup) last, and prints
+ * the layout it made.
+ */
+#include <blkid.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "nvmefs/util.h"
+
+#define MIN_DATA (16ull << 20) /* per member, besides metadata */
+#define META_MIN (32ull << 20)
+#define META_MAX (16ull << 30)
+
+int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
+		      uint32_t gid);
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: mkfs.nvmefs [-c CHUNK] [-L LABEL] [-f] DEV...\n"
+		   "\n"
+		   "Format DEV... (block devices or image files) as one nvmefs volume.\n"
+		   "\n"
+		   "  -c CHUNK  stripe unit, a power of two from 4K to 1G (default 1M)\n"
+		   "  -L LABEL  volume label, at most 63 bytes\n"
+		   "  -f        format even members that hold a filesystem\n"
+		   "  -q        print only the volume's UUID\n");
+}
+
+/* What a member holds now: NULL if nothing we know of. */
+static const char *signature(struct nvmefs_dev *dev, char *buf, size_t len)
+{
+	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	const char *found = NULL, *type = NULL;
+	blkid_probe pr;
+
+	if (blk && pread(dev->fd, blk, NVMEFS_BLOCK, 0) == NVMEFS_BLOCK && nvmefs_label_magic(blk))
+		found = "an nvmefs volume member";
+	if (!found && blk && dev->size >= 2 * NVMEFS_BLOCK &&
+	    pread(dev->fd, blk, NVMEFS_BLOCK,
+		  (off_t)((dev->size / NVMEFS_BLOCK - 1) * NVMEFS_BLOCK)) == NVMEFS_BLOCK &&
+	    nvmefs_label_magic(blk))
+		found = "an nvmefs volume member (backup label)";
+	free(blk);
+	if (found)
+		return found;
+	pr = blkid_new_probe_from_filename(dev->path);
+	if (!pr)
+		return NULL;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+	blkid_probe_enable_partitions(pr, 1);
+	if (blkid_do_safeprobe(pr) == 0) {
+		if (!blkid_probe_lookup_value(pr, "TYPE", &type, NULL) ||
+		    !blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL)) {
+			snprintf(buf, len, "a %s signature", type);
+			found = buf;
+		}
+	}
+	blkid_free_probe(pr);
+	return found;
+}
+
+static void uuid_str(const uint8_t u[16], char out[37])
+{
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+}
+
+/* Size the metadata area on member 0: about 1%, within [32 MiB, 16 GiB]. */
+static int plan_meta(struct nvmefs_label *l, uint64_t size0)
+{
+	uint64_t meta = size0 / 100, slot, journal;
+
+	meta = meta < META_MIN ? META_MIN : meta > META_MAX ? META_MAX : meta;
+	slot = (meta * 2 / 5) & ~(uint64_t)(NVMEFS_BLOCK - 1);
+	journal = (meta / 5) & ~(uint64_t)(NVMEFS_BLOCK - 1);
+	l->meta_off = NVMEFS_BLOCK;
+	l->ckpt_slot_size = slot;
+	l->journal_size = journal;
+	l->meta_size = 2 * NVMEFS_BLOCK + 2 * slot + journal;
+	return 0;
+}
+
+static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *name,
+			struct nvmefs_label *labels)
+{
+	struct nvmefs_label l = {0};
+	struct timespec now;
+
+	if (getrandom(l.uuid, sizeof(l.uuid), 0) != sizeof(l.uuid))
+		return -errno;
+	l.uuid[6] = (l.uuid[6] & 0x0f) | 0x40; /* RFC 4122 version 4 */
+	l.uuid[8] = (l.uuid[8] & 0x3f) | 0x80;
+	snprintf(l.name, sizeof(l.name), "%s", name ? name : "");
+	l.count = set->count;
+	l.chunk_size = chunk;
+	clock_gettime(CLOCK_REALTIME, &now);
+	l.created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	for (unsigned i = 0; i < set->count; i++)
+		l.dev_size[i] = set->devs[i].size / NVMEFS_BLOCK * NVMEFS_BLOCK;
+	plan_meta(&l, l.dev_size[0]);
+	for (unsigned i = 0; i < set->count; i++) {
+		uint64_t start = i == 0 ? l.meta_off + l.meta_size : NVMEFS_BLOCK;
+		uint64_t end = l.dev_size[i] - NVMEFS_BLOCK;
+		char a[32], b[32];
+
+		if (end < start || end - start < MIN_DATA) {
+			nvmefs_err("%s: too small: %s, member %u needs at least %s",
+				   set->devs[i].path, nvmefs_fmt_size(l.dev_size[i], a, sizeof(a)),
+				   i,
+				   nvmefs_fmt_size(start + MIN_DATA + NVMEFS_BLOCK, b, sizeof(b)));
+			return -ENOSPC;
+		}
+		labels[i] = l;
+		labels[i].index = i;
+		labels[i].data_start = start;
+		labels[i].data_end = end;
+	}
+	return 0;
+}
+
+static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_label *labels)
+{
+	const struct nvmefs_label *l = &labels[0];
+	uint64_t total = 0;
+	char u[37], a[32], b[32];
+
+	uuid_str(l->uuid, u);
+	printf("nvmefs: formatted %u member(s) as one volume\n", l->count);
+	printf("  UUID=%s\n", u);
+	printf("  label: %s\n", l->name[0] ? l->name : "(none)");
+	printf("  chunk: %s (files striped over every member, rotated per file)\n",
+	       nvmefs_fmt_size(l->chunk_size, a, sizeof(a)));
+	printf("  metadata: %s on member 0 (2 checkpoint slots of %s, journal %s)\n",
+	       nvmefs_fmt_size(l->meta_size, a, sizeof(a)),
+	       nvmefs_fmt_size(l->ckpt_slot_size, b, sizeof(b)),
+	       nvmefs_fmt_size(l->journal_size, u, sizeof(u)));
+	for (unsigned i = 0; i < set->count; i++) {
+		uint64_t data = labels[i].data_end - labels[i].data_start;
+
+		total += data;
+		printf("  member %u: %s: %s, data %s\n", i, set->devs[i].path,
+		       nvmefs_fmt_size(labels[i].dev_size[i], a, sizeof(a)),
+		       nvmefs_fmt_size(data, b, sizeof(b)));
+	}
+	printf("  capacity: %s\n", nvmefs_fmt_size(total, a, sizeof(a)));
+}
+
+int main(int argc, char **argv)
+{
+	struct nvmefs_devset_opts dopts = {.min_size = 2 * NVMEFS_BLOCK};
+	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
+	struct nvmefs_devset *set = NULL;
+	const char *name = NULL;
+	uint64_t chunk = 1 << 20;
+	bool force = false, quiet = false;
+	int opt, ret;
+
+	nvmefs_log_set_ident("mkfs.nvmefs");
+	while ((opt = getopt(argc, argv, "c:L:fqhV")) != -1) {
+		switch (opt) {
+		case 'c':
+			if (nvmefs_parse_size(optarg, &chunk) || chunk < NVMEFS_CHUNK_MIN ||
+			    chunk > NVMEFS_CHUNK_MAX || (chunk & (chunk - 1))) {
+				nvmefs_err("bad chunk '%s': want a power of two from 4K to 1G",
+					   optarg);
+				return 2;
+			}
+			break;
+		case 'L':
+			if (strlen(optarg) > 63) {
+				nvmefs_err("label '%s' is longer than 63 bytes", optarg);
+				return 2;
+			}
+			name = optarg;
+			break;
+		case 'f':
+			force = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("mkfs.nvmefs %s (on-disk format %u)\n", NVMEFS_VERSION,
+			       NVMEFS_FORMAT_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind == argc) {
+		nvmefs_err("no devices given");
+		usage(stderr);
+		return 2;
+	}
+	if (argc - optind > NVMEFS_MAX_DEVICES) {
+		nvmefs_err("%d devices given, at most %u supported", argc - optind,
+			   NVMEFS_MAX_DEVICES);
+		return 2;
+	}
+	ret = nvmefs_devset_open(&set, (const char *const *)argv + optind,
+				 (unsigned)(argc - optind), &dopts);
+	if (ret)
+		return 1;
+	for (unsigned i = 0; i < set->count && !force; i++) {
+		char buf[64];
+		const char *sig = signature(&set->devs[i], buf, sizeof(buf));
+
+		if (sig) {
+			nvmefs_err("%s: holds %s; not formatting it (use -f to overwrite)",
+				   set->devs[i].path, sig);
+			ret = -EEXIST;
+		}
+	}
+	if (!ret)
+		ret = build_labels(set, (uint32_t)chunk, name, labels);
+	if (!ret) {
+		ret = nvmefs_vol_format(set, labels, (uint32_t)getuid(), (uint32_t)getgid());
+		if (ret)
+			nvmefs_err("formatting failed: %s", strerror(-ret));
+	}
+	if (!ret && quiet) {
+		char u[37];
+
+		uuid_str(labels[0].uuid, u);
+		printf("%s\n", u);
+	} else if (!ret) {
+		print_layout(set, labels);
+	}
+	nvmefs_devset_close(set);
+	return ret ? 1 : 0;
+}

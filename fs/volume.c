@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A volume: its members in label order, their labels checked against each
+ * other, the metadata loaded (checkpoint + journal replay), free space
+ * rebuilt, and orphans from a crash reclaimed. Also the mkfs side: writing
+ * labels and the first checkpoint. Members may be given in any order; a
+ * missing, duplicated, foreign or mismatched member is refused by name.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvmefs/util.h"
+
+void *nvmefs_aligned_alloc(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, NVMEFS_BLOCK, len ? len : NVMEFS_BLOCK))
+		return NULL;
+	return p;
+}
+
+int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
+		   size_t len)
+{
+	struct nvmefs_dev *d = &vol->set->devs[dev];
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n =
+			write ? pwrite(d->fd, (char *)buf + done, len - done, (off_t)(off + done))
+			      : pread(d->fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -EIO;
+
+			nvmefs_err("%s: %s of %zu bytes at %" PRIu64 " failed: %s", d->path,
+				   write ? "write" : "read", len - done, off + done,
+				   n < 0 ? strerror(-err) : "short transfer");
+			return err;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvmefs_vol_opts *opts)
+{
+	struct nvmefs_vol *vol = calloc(1, sizeof(*vol));
+
+	if (!vol)
+		return NULL;
+	vol->set = set;
+	vol->ndevs = set->count;
+	if (opts)
+		vol->opts = *opts;
+	pthread_mutex_init(&vol->lock, NULL);
+	if (nvmefs_meta_init(vol) || nvmefs_journal_init(vol)) {
+		nvmefs_meta_exit(vol);
+		free(vol);
+		return NULL;
+	}
+	return vol;
+}
+
+static void vol_free(struct nvmefs_vol *vol)
+{
+	nvmefs_meta_exit(vol);
+	nvmefs_journal_exit(vol);
+	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
+		nvmefs_freemap_exit(&vol->free[d]);
+	pthread_mutex_destroy(&vol->lock);
+	free(vol);
+}
+
+static void vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *labels)
+{
+	vol->label = labels[0];
+	vol->total_bytes = 0;
+	for (unsigned i = 0; i < vol->ndevs; i++) {
+		vol->data_start[i] = labels[i].data_start;
+		vol->data_end[i] = labels[i].data_end;
+		vol->total_bytes += labels[i].data_end - labels[i].data_start;
+	}
+	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD;
+}
+
+/* Read a member's label: the primary, else the backup in its last block. */
+static int read_label(struct nvmefs_vol *vol, unsigned dev, struct nvmefs_label *l)
+{
+	struct nvmefs_dev *d = &vol->set->devs[dev];
+	uint64_t last = (d->size / NVMEFS_BLOCK - 1) * NVMEFS_BLOCK;
+	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	int ret, r1, r2 = -EINVAL;
+
+	if (!blk)
+		return -ENOMEM;
+	ret = nvmefs_vol_pio(vol, dev, false, 0, blk, NVMEFS_BLOCK);
+	if (ret)
+		goto out;
+	r1 = nvmefs_label_decode(l, blk);
+	if (r1) {
+		ret = nvmefs_vol_pio(vol, dev, false, last, blk, NVMEFS_BLOCK);
+		if (ret)
+			goto out;
+		r2 = nvmefs_label_decode(l, blk);
+		if (!r2)
+			nvmefs_warn("%s: primary label damaged, using the backup label", d->path);
+	}
+	if (r1 && r2) {
+		ret = (r1 == -EPROTO || r2 == -EPROTO) ? -EPROTO : -ENODEV;
+		nvmefs_err("%s: %s", d->path,
+			   ret == -EPROTO
+				   ? "nvmefs label of an unsupported format version"
+				   : "not an nvmefs member (no valid label, primary or backup)");
+	}
+out:
+	free(blk);
+	return ret;
+}
+
+static void uuid_str(const uint8_t u[16], char out[37])
+{
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+}
+
+/* Check the members' labels against each other and put the set in label
+ * order. */
+static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
+{
+	struct nvmefs_devset *set = vol->set;
+	const struct nvmefs_label *l0 = &labels[0];
+	struct nvmefs_dev by_index[NVMEFS_MAX_DEVICES];
+	struct nvmefs_label sorted[NVMEFS_MAX_DEVICES];
+	int owner[NVMEFS_MAX_DEVICES];
+	char u0[37], u1[37];
+
+	for (unsigned i = 0; i < NVMEFS_MAX_DEVICES; i++)
+		owner[i] = -1;
+	for (unsigned i = 0; i < set->count; i++) {
+		const struct nvmefs_label *l = &labels[i];
+		const char *path = set->devs[i].path;
+
+		if (memcmp(l->uuid, l0->uuid, 16)) {
+			uuid_str(l->uuid, u1);
+			uuid_str(l0->uuid, u0);
+			nvmefs_err("%s: belongs to another volume (UUID %s; %s is in %s)", path, u1,
+				   set->devs[0].path, u0);
+			return -EXDEV;
+		}
+		if (l->count != l0->count || l->chunk_size != l0->chunk_size ||
+		    memcmp(l->dev_size, l0->dev_size, sizeof(l->dev_size)) ||
+		    l->meta_off != l0->meta_off || l->meta_size != l0->meta_size) {
+			nvmefs_err("%s: label disagrees with %s's about the volume's shape", path,
+				   set->devs[0].path);
+			return -EUCLEAN;
+		}
+		if (owner[l->index] >= 0) {
+			nvmefs_err("%s: claims to be member %u, as does %s (a copied member?)",
+				   path, l->index, set->devs[owner[l->index]].path);
+			return -EEXIST;
+		}
+		owner[l->index] = (int)i;
+		if (set->devs[i].size < l->dev_size[l->index]) {
+			nvmefs_err("%s: member %u is %llu bytes but was formatted as %llu "
+				   "(truncated or the wrong device)",
+				   path, l->index, (unsigned long long)set->devs[i].size,
+				   (unsigned long long)l->dev_size[l->index]);
+			return -EUCLEAN;
+		}
+	}
+	if (set->count != l0->count) {
+		for (unsigned k = 0; k < l0->count; k++) {
+			if (owner[k] < 0) {
+				nvmefs_err("volume has %u members, %u given: member %u is missing",
+					   l0->count, set->count, k);
+				return -ENODEV;
+			}
+		}
+	}
+	for (unsigned k = 0; k < set->count; k++) {
+		by_index[k] = set->devs[owner[k]];
+		sorted[k] = labels[owner[k]];
+	}
+	memcpy(set->devs, by_index, set->count * sizeof(*by_index));
+	memcpy(labels, sorted, set->count * sizeof(*sorted));
+	return 0;
+}
+
+/* Reclaim files unlinked while open before a crash. */
+static int reclaim_orphans(struct nvmefs_vol *vol)
+{
+	size_t n = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
+			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+			next = in->hnext;
+			if (!in->orphan)
+				continue;
+			r.ino.ino = in->ino;
+			ret = nvmefs_meta_log(vol, &r); /* frees its extents too */
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret && n) {
+		nvmefs_info("reclaimed %zu file(s) unlinked while open before the last shutdown",
+			    n);
+		ret = nvmefs_journal_commit(vol);
+	}
+	return ret;
+}
+
+int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
+		    const struct nvmefs_vol_opts *opts)
+{
+	struct nvmefs_devset_opts dopts = {.read_only = opts && opts->read_only};
+	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
+	struct nvmefs_devset *set;
+	struct nvmefs_vol *vol;
+	int ret;
+
+	if (n > NVMEFS_MAX_DEVICES) {
+		nvmefs_err("%u devices given, at most %u supported", n, NVMEFS_MAX_DEVICES);
+		return -E2BIG;
+	}
+	ret = nvmefs_devset_open(&set, paths, n, &dopts);
+	if (ret)
+		return ret;
+	vol = vol_alloc(set, opts);
+	if (!vol) {
+		nvmefs_devset_close(set);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ret = read_label(vol, i, &labels[i]);
+		if (ret)
+			goto err;
+	}
+	ret = check_members(vol, labels);
+	if (ret)
+		goto err;
+	vol_set_geometry(vol, labels);
+	ret = nvmefs_journal_load(vol);
+	if (ret)
+		goto err;
+	ret = nvmefs_alloc_rebuild(vol);
+	if (ret)
+		goto err;
+	if (!vol->opts.read_only) {
+		ret = reclaim_orphans(vol);
+		if (ret)
+			goto err;
+	}
+	*out = vol;
+	return 0;
+err:
+	vol_free(vol);
+	nvmefs_devset_close(set);
+	return ret;
+}
+
+int nvmefs_vol_start(struct nvmefs_vol *vol)
+{
+	struct nvmefs_engine_opts eo = {.queue_depth = vol->opts.queue_depth};
+	size_t max_io = vol->opts.max_io ? vol->opts.max_io : 1 << 20;
+	struct nvmefs_bufpool_opts po = {
+		/* A request plus its two edge blocks. */
+		.buf_size = max_io + 2 * NVMEFS_BLOCK,
+		.max_bytes = vol->opts.pool_bytes ? vol->opts.pool_bytes : 64 << 20,
+		.numa_node = vol->set->devs[0].numa_node,
+	};
+	int ret;
+
+	vol->buf_size = po.buf_size;
+	ret = nvmefs_engine_create(&vol->eng, vol->set, &eo);
+	if (ret)
+		return ret;
+	ret = nvmefs_bufpool_create(&vol->pool, &po);
+	if (ret)
+		goto err_engine;
+	ret = nvmefs_journal_start(vol);
+	if (ret)
+		goto err_pool;
+	return 0;
+err_pool:
+	nvmefs_bufpool_destroy(vol->pool);
+	vol->pool = NULL;
+err_engine:
+	nvmefs_engine_destroy(vol->eng);
+	vol->eng = NULL;
+	return ret;
+}
+
+int nvmefs_vol_close(struct nvmefs_vol *vol)
+{
+	int ret = 0;
+
+	if (!vol)
+		return 0;
+	nvmefs_journal_stop(vol);
+	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
+		ret = nvmefs_journal_checkpoint(vol, true);
+		if (ret)
+			nvmefs_err("final checkpoint failed: %s; the journal still holds the "
+				   "last committed state",
+				   strerror(-ret));
+	}
+	nvmefs_engine_destroy(vol->eng);
+	nvmefs_bufpool_destroy(vol->pool);
+	nvmefs_devset_close(vol->set);
+	vol_free(vol);
+	return ret;
+}
+
+/* ---- mkfs ---- */
+
+int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
+		      uint32_t gid);
+int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
+		      uint32_t gid)
+{
+	struct nvmefs_vol *vol = vol_alloc(set, NULL);
+	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
+	struct nvmefs_rec root = {.type = NVMEFS_REC_INODE};
+	struct timespec now;
+	int ret = -ENOMEM;
+
+	if (!vol || !blk)
+		goto out;
+	vol_set_geometry(vol, labels);
+	nvmefs_timespec_now(&now);
+	root.inode.ino = NVMEFS_ROOT_INO;
+	root.inode.mode = S_IFDIR | 0755;
+	root.inode.uid = uid;
+	root.inode.gid = gid;
+	root.inode.nlink = 2;
+	root.inode.atime = root.inode.mtime = root.inode.ctime = root.inode.crtime =
+		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
+	vol->replaying = true;
+	ret = nvmefs_meta_apply(vol, &root);
+	vol->replaying = false;
+	if (ret)
+		goto out;
+	ret = nvmefs_journal_format(vol);
+	if (ret)
+		goto out;
+	/* Labels last: until they are written the members are not a volume. */
+	for (unsigned i = 0; i < set->count && !ret; i++) {
+		uint64_t last = labels[i].dev_size[i] - NVMEFS_BLOCK;
+
+		nvmefs_label_encode(&labels[i], blk);
+		ret = nvmefs_vol_pio(vol, i, true, last, blk, NVMEFS_BLOCK);
+		if (!ret)
+			ret = nvmefs_vol_pio(vol, i, true, 0, blk, NVMEFS_BLOCK);
+		if (!ret)
+			ret = nvmefs_dev_flush(&set->devs[i]);
+	}
+out:
+	free(blk);
+	if (vol)
+		vol_free(vol);
+	return ret;
+}
