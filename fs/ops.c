@@ -724,6 +724,29 @@ static int reply_data(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
+static bool ts_le(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
+/* relatime: FUSE leaves atime to us. Update it when it is not newer than
+ * mtime or ctime, or a day old, so reads rarely dirty the inode. */
+static void touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct timespec now;
+
+	if (vol->opts.read_only)
+		return;
+	nvmefs_timespec_now(&now);
+	pthread_mutex_lock(&vol->lock);
+	if (!in->dead && (ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
+			  now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
+		in->atime = now;
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -738,6 +761,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
 	}
+	touch_atime(vol, in);
 	ret = nvmefs_data_read(vol, in, size, (uint64_t)off, reply_data, req);
 	if (ret)
 		fuse_reply_err(req, -ret);
