@@ -248,6 +248,7 @@ int nvmefs_alloc_defer(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint6
 
 	if (vol->replaying)
 		return 0; /* free space is rebuilt after replay */
+	vol->pending_bytes += len;
 	if (j->npf == j->pfcap) {
 		size_t cap = j->pfcap ? j->pfcap * 2 : 64;
 		void *v = realloc(j->pf, cap * sizeof(*j->pf));

@@ -466,15 +466,39 @@ static void touch_mc(struct nvmefs_inode *in)
 	in->ctime = in->mtime;
 }
 
+/* After ENOSPC: if released space waits for a commit, commit and say so
+ * (the caller retries once). io_lock may be held: it comes before
+ * commit_lock. */
+static bool reclaim_pending(struct nvmefs_vol *vol)
+{
+	uint64_t pending;
+
+	pthread_mutex_lock(&vol->lock);
+	pending = vol->pending_bytes;
+	pthread_mutex_unlock(&vol->lock);
+	return pending && nvmefs_journal_commit(vol) == 0;
+}
+
 /* Write the aligned buffer buf over the block range [a, e). */
 static int write_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t a,
 			uint64_t e, uint64_t new_size)
 {
 	struct plan pl = {.buf = buf};
+	bool retried = false;
 	int ret;
 
+again:
 	pthread_mutex_lock(&vol->lock);
 	ret = walk(vol, in, a, e - a, write_piece, &pl);
+	if (ret == -ENOSPC && !retried) {
+		plan_unreserve(vol, in, &pl);
+		pl.nio = 0;
+		pthread_mutex_unlock(&vol->lock);
+		retried = true;
+		if (reclaim_pending(vol))
+			goto again;
+		pthread_mutex_lock(&vol->lock);
+	}
 	pthread_mutex_unlock(&vol->lock);
 	if (!ret)
 		ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
@@ -637,12 +661,19 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 	if (mode & FALLOC_FL_PUNCH_HOLE)
 		return mode & FALLOC_FL_KEEP_SIZE ? punch(vol, in, off, len) : -EOPNOTSUPP;
 	e = ROUND_UP(off + len);
-	pthread_mutex_lock(&vol->lock);
-	ret = walk(vol, in, a, e - a, falloc_piece, &pl);
-	if (ret)
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&vol->lock);
+		ret = walk(vol, in, a, e - a, falloc_piece, &pl);
+		if (!ret)
+			break;
 		plan_unreserve(vol, in, &pl);
-	else
-		ret = log_extents(vol, &pl);
+		pthread_mutex_unlock(&vol->lock);
+		if (ret != -ENOSPC || attempt || !reclaim_pending(vol)) {
+			plan_free(&pl);
+			return ret;
+		}
+	}
+	ret = log_extents(vol, &pl);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->size) {
 		in->size = off + len;
 		touch_mc(in);

@@ -34,7 +34,8 @@ struct cur {
 
 static void put(struct cur *c, const void *v, size_t n)
 {
-	memcpy(c->p + c->pos, v, n);
+	if (n)
+		memcpy(c->p + c->pos, v, n);
 	c->pos += n;
 }
 static void put16(struct cur *c, uint16_t v)

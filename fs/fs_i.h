@@ -154,8 +154,9 @@ struct nvmefs_vol {
 	unsigned rotor; /* first device of the next new file */
 	struct nvmefs_freemap free[NVMEFS_MAX_DEVICES];
 	uint64_t free_bytes;
-	uint64_t meta_bytes; /* size of a checkpoint of the current state */
-	uint64_t meta_cap;   /* what one checkpoint slot holds */
+	uint64_t pending_bytes; /* released, free once their commit is durable */
+	uint64_t meta_bytes;	/* size of a checkpoint of the current state */
+	uint64_t meta_cap;	/* what one checkpoint slot holds */
 	size_t norphans;
 	bool replaying; /* records come from disk: apply without logging */
 	struct nvmefs_journal j;

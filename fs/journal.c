@@ -305,8 +305,10 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean)
 		return ret;
 	}
 	pthread_mutex_lock(&vol->lock);
-	for (size_t i = 0; i < npf; i++)
+	for (size_t i = 0; i < npf; i++) {
 		nvmefs_alloc_put(vol, pf[i].dev, pf[i].off, pf[i].len);
+		vol->pending_bytes -= pf[i].len;
+	}
 	pthread_mutex_unlock(&vol->lock);
 	free(pf);
 	pthread_mutex_lock(&j->state_lock);

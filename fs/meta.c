@@ -568,7 +568,8 @@ static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	value = malloc(r->xattr.value_len ? r->xattr.value_len : 1);
 	if (!value)
 		return -ENOMEM;
-	memcpy(value, r->xattr.value, r->xattr.value_len);
+	if (r->xattr.value_len)
+		memcpy(value, r->xattr.value, r->xattr.value_len);
 	x = xattr_find(in, r->xattr.name, r->xattr.name_len);
 	if (!x) {
 		void *v = realloc(in->xattrs, (in->nxattrs + 1) * sizeof(*in->xattrs));

@@ -767,6 +767,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -ret);
 }
 
+/* A write by an unprivileged process clears setuid, and setgid when the
+ * group may execute. The kernel does this itself (through SETATTR) for
+ * cached writes, but not for direct_io writes, which libfuse 3.14 hands us
+ * without the kill-suid flag; uid 0 stands for CAP_FSETID. */
+static void kill_suid(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t writer)
+{
+	mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
+
+	if (writer == 0)
+		return;
+	pthread_mutex_lock(&vol->lock);
+	if (in->mode & kill) {
+		in->mode &= ~kill;
+		nvmefs_timespec_now(&in->ctime);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -792,6 +811,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		pthread_mutex_unlock(&vol->lock);
 	}
 	n = nvmefs_data_write(vol, in, buf, size, (uint64_t)off);
+	if (n > 0)
+		kill_suid(vol, in, fuse_req_ctx(req)->uid);
 	pthread_rwlock_unlock(&in->io_lock);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -1004,7 +1025,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	st.f_bsize = NVMEFS_BLOCK;
 	st.f_frsize = NVMEFS_BLOCK;
 	st.f_blocks = vol->total_bytes / NVMEFS_BLOCK;
-	st.f_bfree = vol->free_bytes / NVMEFS_BLOCK;
+	/* Space released but waiting for its commit counts as free: a write
+	 * that needs it commits first (data.c). */
+	st.f_bfree = (vol->free_bytes + vol->pending_bytes) / NVMEFS_BLOCK;
 	st.f_bavail = st.f_bfree;
 	st.f_files = vol->ninodes + room / per_file;
 	st.f_ffree = room / per_file;
