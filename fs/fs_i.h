@@ -251,8 +251,9 @@ int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
 			 const struct nvmefs_ext *e);
 
-/* Largest file: far below 2^64 so offset arithmetic cannot overflow. */
-#define NVMEFS_MAX_FILE_SIZE (1ull << 60)
+/* Largest file, 64 PiB: far below 2^64 so offset arithmetic cannot
+ * overflow, and below 10^18 so that absurd sizes get EFBIG as on ext4. */
+#define NVMEFS_MAX_FILE_SIZE (1ull << 56)
 
 /* ---- ops.c ---- */
 struct fuse_lowlevel_ops;

@@ -40,6 +40,10 @@ MNT=""
 MNT_DEVS=""
 MNT_DEV_LIST=()
 MNT_FAIL=0
+# The daemons mnt_mount saw, as PID:START_TIME: one whose main thread is
+# already a zombie (its command line gone) while other threads still exit,
+# holding the images' locks, is still waited for.
+MNT_DAEMONS=""
 MNT_WATCHDOG=""
 
 mnt_skip() {
@@ -97,9 +101,20 @@ _mnt_alive() {
 	return 1
 }
 
-# PIDs of the nvmefs daemons whose command line names $MNT, one a line.
+# Start time of process PID (field 22 of /proc/PID/stat).
+_mnt_start_time() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	# shellcheck disable=SC2086 # split into fields
+	set -- $st
+	echo "${20}"
+}
+
+# PIDs of the nvmefs daemons whose command line names $MNT, or that
+# mnt_mount saw, one a line.
 _mnt_daemon_pids() {
-	local f pid a args
+	local f pid a args seen=" "
 	[ -n "$MNT" ] || return 0
 	for f in /proc/[0-9]*/cmdline; do
 		pid=${f#/proc/}
@@ -111,10 +126,20 @@ _mnt_daemon_pids() {
 		fi
 		for a in "${args[@]:1}"; do
 			if [ "$a" = "$MNT" ] || [ "$a" = "$MNT/" ]; then
-				! _mnt_alive "$pid" || echo "$pid"
+				if _mnt_alive "$pid"; then
+					echo "$pid"
+					seen+="$pid "
+				fi
 				break
 			fi
 		done
+	done
+	for a in $MNT_DAEMONS; do
+		pid=${a%%:*}
+		case $seen in *" $pid "*) continue ;; esac
+		if [ "$(_mnt_start_time "$pid")" = "${a#*:}" ] && _mnt_alive "$pid"; then
+			echo "$pid"
+		fi
 	done
 }
 
@@ -290,7 +315,7 @@ mnt_setup() { # BUILD [NDEVS [SIZE [MKFS_ARGS...]]]
 }
 
 mnt_mount() { # [OPTS]
-	local args end
+	local args end pid
 	[ "$MNT_NO_MOUNT" = 0 ] || return 0
 	args=("$MNT_DEVS" "$MNT")
 	[ -z "${1:-}" ] || args+=(-o "$1")
@@ -308,6 +333,10 @@ mnt_mount() { # [OPTS]
 			mnt_die "$MNT not a mount point 30 s after nvmefs returned"
 		fi
 		sleep 0.1
+	done
+	MNT_DAEMONS=""
+	for pid in $(_mnt_daemon_pids); do
+		MNT_DAEMONS+=" $pid:$(_mnt_start_time "$pid" || true)"
 	done
 }
 
