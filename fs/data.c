@@ -312,9 +312,14 @@ static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const 
 		goal = p->prev->dev_off + p->prev->len +
 		       (comp - (p->prev->comp_off + p->prev->len));
 	while (left) {
-		uint64_t off, got = nvmefs_alloc_get(vol, p->dev, goal, left, &off);
+		uint64_t off, got;
 		int ret;
 
+		/* Every new extent may cost a checkpoint record: the metadata
+		 * area must hold them, or the next checkpoint would fail. */
+		if (vol->meta_bytes + (pl->nrecs + 1) * EXT_COST > vol->meta_cap)
+			return -ENOSPC;
+		got = nvmefs_alloc_get(vol, p->dev, goal, left, &off);
 		if (!got)
 			return -ENOSPC;
 		ret = plan_rec(pl, in->ino, p->slot, comp, off, got, pl->ext_flags | REC_NEW);

@@ -90,7 +90,9 @@ static void vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *
 		vol->data_end[i] = labels[i].data_end;
 		vol->total_bytes += labels[i].data_end - labels[i].data_start;
 	}
-	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD;
+	/* What a checkpoint slot holds, less 1/16 for the estimate's error
+	 * (meta_bytes counts records, not their packing into blocks). */
+	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD / 16 * 15;
 }
 
 /* Read a member's label: the primary, else the backup in its last block. */
