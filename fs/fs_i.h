@@ -226,6 +226,8 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 int nvmefs_vol_start(struct nvmefs_vol *vol);
 /* Checkpoint (clean) and release everything. */
 int nvmefs_vol_close(struct nvmefs_vol *vol);
+/* Release everything writing nothing: what a killed daemon leaves (tests). */
+void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 
 /* ---- data.c ---- */
 /* Read [off, off + len) (clamped at EOF) under the io_lock, then hand it to

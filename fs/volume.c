@@ -329,6 +329,17 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	return ret;
 }
 
+void nvmefs_vol_abandon(struct nvmefs_vol *vol)
+{
+	if (!vol)
+		return;
+	nvmefs_journal_stop(vol);
+	nvmefs_engine_destroy(vol->eng);
+	nvmefs_bufpool_destroy(vol->pool);
+	nvmefs_devset_close(vol->set);
+	vol_free(vol);
+}
+
 /* ---- mkfs ---- */
 
 int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,

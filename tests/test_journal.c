@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fs/journal.c and fs/meta.c through the library, on image files formatted
+ * by mkfs.nvmefs: committed records survive an abandoned (killed) volume,
+ * uncommitted ones do not; a torn last transaction ends the log without
+ * harm and later commits continue after it; enough commits to wrap the
+ * journal ring take checkpoints and lose nothing; space released by a
+ * transaction is allocatable only after it commits.
+ *
+ * usage: test_journal BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs)
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "nvmefs/util.h"
+#include "test_util.h"
+
+static char dir[256], img[2][300], mkfs[512];
+
+static struct nvmefs_vol *open_vol(void)
+{
+	const char *paths[2] = {img[1], img[0]}; /* any order */
+	struct nvmefs_vol *vol = NULL;
+	int ret = nvmefs_vol_open(&vol, paths, 2, NULL);
+
+	CHECK_ERR(ret, 0);
+	return ret ? NULL : vol;
+}
+
+/* Create a regular file named name in the root, as ops.c would. */
+static int create(struct nvmefs_vol *vol, const char *name, uint64_t *ino)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	r.inode.ino = vol->next_ino;
+	r.inode.mode = S_IFREG | 0644;
+	r.inode.nlink = 1;
+	nvmefs_layout_init(&r.inode.layout, vol->label.chunk_size, vol->ndevs, 0);
+	ret = nvmefs_meta_log(vol, &r);
+	if (!ret) {
+		r = (struct nvmefs_rec){.type = NVMEFS_REC_DIRENT_ADD};
+		r.dirent.parent = NVMEFS_ROOT_INO;
+		r.dirent.child = vol->next_ino - 1;
+		r.dirent.type = DT_REG;
+		r.dirent.name = name;
+		r.dirent.name_len = (uint16_t)strlen(name);
+		ret = nvmefs_meta_log(vol, &r);
+		*ino = r.dirent.child;
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static bool exists(struct nvmefs_vol *vol, const char *name)
+{
+	bool found;
+
+	pthread_mutex_lock(&vol->lock);
+	found = nvmefs_dir_find(vol, NVMEFS_ROOT_INO, name) != NULL;
+	pthread_mutex_unlock(&vol->lock);
+	return found;
+}
+
+static void test_commit_and_abandon(void)
+{
+	struct nvmefs_vol *vol = open_vol();
+	uint64_t ino;
+
+	if (!vol)
+		return;
+	CHECK_ERR(create(vol, "durable", &ino), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK_ERR(create(vol, "volatile", &ino), 0);
+	nvmefs_vol_abandon(vol); /* kill -9: the open transaction is lost */
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(exists(vol, "durable"));
+	CHECK(!exists(vol, "volatile"));
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+/* Flip a byte inside the last transaction written, as a torn write would. */
+static void tear(const struct nvmefs_label *l, uint64_t head_before)
+{
+	uint64_t off = l->meta_off + nvmefs_meta_journal_off(l) + head_before % l->journal_size;
+	int fd = open(img[0], O_RDWR);
+	uint8_t b;
+
+	CHECK(fd >= 0);
+	CHECK(pread(fd, &b, 1, (off_t)off + 100) == 1);
+	b ^= 0x5a;
+	CHECK(pwrite(fd, &b, 1, (off_t)off + 100) == 1);
+	close(fd);
+}
+
+static void test_torn_tail(void)
+{
+	struct nvmefs_vol *vol = open_vol();
+	struct nvmefs_label label;
+	uint64_t ino, head;
+
+	if (!vol)
+		return;
+	CHECK_ERR(create(vol, "a", &ino), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	head = vol->j.head;
+	CHECK_ERR(create(vol, "b", &ino), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK(vol->j.head > head);
+	label = vol->label;
+	nvmefs_vol_abandon(vol);
+	tear(&label, head);
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(exists(vol, "a"));
+	CHECK(!exists(vol, "b")); /* the torn transaction is the end of the log */
+	/* Later commits go where the torn one was and are found again. */
+	CHECK_ERR(create(vol, "c", &ino), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	nvmefs_vol_abandon(vol);
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(exists(vol, "a") && exists(vol, "c") && !exists(vol, "b"));
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+static void test_wrap(void)
+{
+	struct nvmefs_vol *vol = open_vol();
+	uint64_t ino, ckpt0, jsize;
+	char name[32];
+	unsigned n = 0;
+
+	if (!vol)
+		return;
+	ckpt0 = vol->j.ckpt_seq;
+	jsize = vol->label.journal_size;
+	/* Commit small transactions until the ring has gone round twice. */
+	while (vol->j.head < 2 * jsize + 4096 && n < 200000) {
+		snprintf(name, sizeof(name), "w%u", n++);
+		CHECK_ERR(create(vol, name, &ino), 0);
+		if (n % 8 == 0)
+			CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	}
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECKF(vol->j.ckpt_seq >= ckpt0 + 3, "%llu checkpoints taken",
+	       (unsigned long long)(vol->j.ckpt_seq - ckpt0));
+	nvmefs_vol_abandon(vol);
+	vol = open_vol();
+	if (!vol)
+		return;
+	for (unsigned i = 0; i < n; i += 97) {
+		snprintf(name, sizeof(name), "w%u", i);
+		CHECKF(exists(vol, name), "%s lost after %u files", name, n);
+	}
+	snprintf(name, sizeof(name), "w%u", n - 1);
+	CHECK(exists(vol, name));
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+/* Released space is not reused before the release is durable. */
+static void test_free_after_commit(void)
+{
+	struct nvmefs_vol *vol = open_vol();
+	struct nvmefs_rec r = {.type = NVMEFS_REC_EXTENT};
+	uint64_t ino, off, free0;
+
+	if (!vol)
+		return;
+	CHECK_ERR(create(vol, "f", &ino), 0);
+	pthread_mutex_lock(&vol->lock);
+	free0 = vol->free_bytes;
+	CHECK(nvmefs_alloc_get(vol, 0, 0, 1 << 20, &off) == 1 << 20);
+	r.extent.ino = ino;
+	r.extent.dev_off = off;
+	r.extent.len = 1 << 20;
+	CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_PUNCH};
+	r.punch.ino = ino;
+	r.punch.len = UINT64_MAX;
+	CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+	CHECK(vol->free_bytes == free0 - (1 << 20)); /* still held */
+	CHECK(vol->pending_bytes == 1 << 20);
+	pthread_mutex_unlock(&vol->lock);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	pthread_mutex_lock(&vol->lock);
+	CHECK(vol->free_bytes == free0 && vol->pending_bytes == 0);
+	pthread_mutex_unlock(&vol->lock);
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char cmd[2048];
+
+	if (argc < 2)
+		TEST_SKIP("usage: test_journal BUILD_DIR");
+	snprintf(mkfs, sizeof(mkfs), "%s/mkfs.nvmefs", argv[1]);
+	if (access(mkfs, X_OK))
+		TEST_SKIP("%s not built", mkfs);
+	snprintf(dir, sizeof(dir), "%s/test_journal.XXXXXX", base);
+	if (!mkdtemp(dir))
+		TEST_SKIP("mkdtemp in %s failed", base);
+	for (int i = 0; i < 2; i++) {
+		snprintf(img[i], sizeof(img[i]), "%s/d%d.img", dir, i);
+		snprintf(cmd, sizeof(cmd), "truncate -s 64M %s", img[i]);
+		CHECK(system(cmd) == 0);
+	}
+	snprintf(cmd, sizeof(cmd), "%s -q %s %s >/dev/null", mkfs, img[0], img[1]);
+	CHECK(system(cmd) == 0);
+	nvmefs_log_set_level(NVMEFS_LOG_WARN);
+	test_commit_and_abandon();
+	test_torn_tail();
+	test_wrap();
+	test_free_after_commit();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return test_result();
+}
