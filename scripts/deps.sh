@@ -9,9 +9,13 @@ set -euo pipefail
 pkgs=(
 	# build
 	build-essential cmake pkg-config clang clang-format
-	libfuse3-dev fuse3 libaio-dev libnuma-dev libjson-c-dev
+	libfuse3-dev fuse3 libaio-dev libnuma-dev libjson-c-dev libisal-dev libblkid-dev
 	# tests and benchmarks
 	util-linux fio jq procps
+	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test
+	e2fsprogs xfsprogs btrfs-progs python3
+	# programs tests/test_tools.sh runs on a mounted volume
+	rsync sqlite3 git attr tar diffutils python3-numpy python3-torch
 )
 
 missing=()

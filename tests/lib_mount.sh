@@ -5,8 +5,9 @@
 #
 #   mnt_time_limit SECONDS "$0" "$@"   re-run the calling script under
 #       timeout(1) (once); on expiry the script gets SIGTERM, says so, and its
-#       EXIT trap still unmounts and removes everything. NVMEFS_TEST_TIME_LIMIT
-#       overrides SECONDS.
+#       EXIT trap still unmounts and removes everything (a watchdog process
+#       SIGKILLs the daemon if the script is stuck in a FUSE request the
+#       daemon does not answer). NVMEFS_TEST_TIME_LIMIT overrides SECONDS.
 #   mnt_setup BUILD [NDEVS [SIZE [MKFS_ARGS...]]]   skip (exit 77) unless root,
 #       /dev/fuse, fusermount3 and BUILD/{nvmefs,mkfs.nvmefs} are there; make
 #       $MNT_TMP (a scratch directory for the test's own files, outside the
@@ -14,9 +15,10 @@
 #       when it has room and takes O_DIRECT, else in $MNT_TMP, run
 #       mkfs.nvmefs MKFS_ARGS... on them, and make the mount point $MNT. Sets
 #       $MNT_DEVS (the images, comma-joined) and the array MNT_DEV_LIST. An
-#       EXIT trap always unmounts (fusermount3 -u, then aborting the FUSE
-#       connection and umount -l), kills a leftover daemon (SIGKILL if it
-#       must) and removes the images and directories.
+#       EXIT trap always unmounts (fusermount3 -u; if the daemon does not
+#       answer or that fails, SIGKILL to the daemon, which aborts the FUSE
+#       connection, then a lazy unmount), kills a leftover daemon (SIGKILL
+#       if it must) and removes the images and directories.
 #   mnt_mount [OPTS]    nvmefs $MNT_DEVS $MNT [-o OPTS]; waits for the mount.
 #   mnt_umount          fusermount3 -u, then waits for the daemon to exit (so
 #                       everything it had is on the images): fails after 30 s.
@@ -195,10 +197,12 @@ _mnt_bg() { # SECONDS CMD...
 # limit), SIGINT or SIGHUP reach the script's process group, it gives the
 # script 5 s to get to its EXIT trap; a script still there is stuck in a
 # request the daemon does not answer, and killing the daemon frees it.
+# SIGUSR1 (from the EXIT trap) ends it.
 _mnt_watchdog() { # PID
 	local main=$1 fired=0 end
 	set +e
 	trap 'fired=1' TERM INT HUP
+	trap 'exit 0' USR1
 	while kill -0 "$main" 2>/dev/null; do
 		if [ "$fired" = 1 ]; then
 			fired=2
@@ -208,7 +212,9 @@ _mnt_watchdog() { # PID
 			done
 			! kill -0 "$main" 2>/dev/null || _mnt_kill_daemon "watchdog: test stuck"
 		fi
-		sleep 1 &
+		# Not holding the script's stdout: whoever reads it (ctest) would
+		# wait for this sleep to end.
+		sleep 1 >/dev/null 2>&1 &
 		wait $!
 	done
 }
@@ -216,7 +222,7 @@ _mnt_watchdog() { # PID
 _mnt_cleanup() {
 	local pids
 	set +e
-	[ -z "$MNT_WATCHDOG" ] || kill "$MNT_WATCHDOG" 2>/dev/null
+	[ -z "$MNT_WATCHDOG" ] || kill -USR1 "$MNT_WATCHDOG" 2>/dev/null
 	if [ "$MNT_NO_MOUNT" = 0 ] && [ -n "$MNT" ]; then
 		if _mnt_in_mountinfo; then
 			echo "cleanup: unmounting $MNT" >&2
