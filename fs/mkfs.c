@@ -12,6 +12,7 @@
  */
 #include <blkid.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,12 +69,49 @@ static const char *signature(struct nvmefs_dev *dev, char *buf, size_t len)
 	if (blkid_do_safeprobe(pr) == 0) {
 		if (!blkid_probe_lookup_value(pr, "TYPE", &type, NULL) ||
 		    !blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL)) {
-			snprintf(buf, len, "a %s signature", type);
+			snprintf(buf, len, "a filesystem signature (%s)", type);
 			found = buf;
 		}
 	}
 	blkid_free_probe(pr);
 	return found;
+}
+
+/*
+ * Erase every signature libblkid finds (as wipefs -a does), so that no
+ * tool mistakes a formatted member for its old filesystem: btrfs keeps its
+ * superblock at 64 KiB, beyond what our label overwrites. Returns how many
+ * were erased, or -errno.
+ */
+static int wipe_signatures(const struct nvmefs_dev *dev)
+{
+	int fd = open(dev->path, O_RDWR | O_CLOEXEC), n = 0, ret = 0;
+	blkid_probe pr;
+
+	if (fd < 0)
+		return -errno;
+	pr = blkid_new_probe();
+	if (!pr || blkid_probe_set_device(pr, fd, 0, 0)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_MAGIC | BLKID_SUBLKS_TYPE);
+	blkid_probe_enable_partitions(pr, 1);
+	blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
+	while (blkid_do_probe(pr) == 0) {
+		if (blkid_do_wipe(pr, 0)) {
+			ret = -EIO;
+			break;
+		}
+		n++;
+	}
+	if (!ret && fsync(fd))
+		ret = -errno;
+out:
+	blkid_free_probe(pr);
+	close(fd);
+	return ret ? ret : n;
 }
 
 static void uuid_str(const uint8_t u[16], char out[37])
@@ -102,6 +140,7 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 			struct nvmefs_label *labels)
 {
 	struct nvmefs_label l = {0};
+	uint64_t data_len = 0;
 	struct timespec now;
 
 	if (getrandom(l.uuid, sizeof(l.uuid), 0) != sizeof(l.uuid))
@@ -116,6 +155,9 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 	for (unsigned i = 0; i < set->count; i++)
 		l.dev_size[i] = set->devs[i].size / NVMEFS_BLOCK * NVMEFS_BLOCK;
 	plan_meta(&l, l.dev_size[0]);
+	/* Every file is striped over every member, so each member gives the
+	 * same amount of data space, the smallest's: space beyond it could
+	 * never be filled by striped files, and df would promise it. */
 	for (unsigned i = 0; i < set->count; i++) {
 		uint64_t start = i == 0 ? l.meta_off + l.meta_size : NVMEFS_BLOCK;
 		uint64_t end = l.dev_size[i] - NVMEFS_BLOCK;
@@ -128,11 +170,14 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 				   nvmefs_fmt_size(start + MIN_DATA + NVMEFS_BLOCK, b, sizeof(b)));
 			return -ENOSPC;
 		}
+		if (!data_len || end - start < data_len)
+			data_len = end - start;
 		labels[i] = l;
 		labels[i].index = i;
 		labels[i].data_start = start;
-		labels[i].data_end = end;
 	}
+	for (unsigned i = 0; i < set->count; i++)
+		labels[i].data_end = labels[i].data_start + data_len;
 	return 0;
 }
 
@@ -155,10 +200,16 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 	for (unsigned i = 0; i < set->count; i++) {
 		uint64_t data = labels[i].data_end - labels[i].data_start;
 
+		uint64_t unused = labels[i].dev_size[i] - NVMEFS_BLOCK - labels[i].data_end;
+
 		total += data;
-		printf("  member %u: %s: %s, data %s\n", i, set->devs[i].path,
+		printf("  member %u: %s: %s, data %s", i, set->devs[i].path,
 		       nvmefs_fmt_size(labels[i].dev_size[i], a, sizeof(a)),
 		       nvmefs_fmt_size(data, b, sizeof(b)));
+		if (unused >= (1 << 20))
+			printf(" (%s unused: members give equal space)",
+			       nvmefs_fmt_size(unused, a, sizeof(a)));
+		printf("\n");
 	}
 	printf("  capacity: %s\n", nvmefs_fmt_size(total, a, sizeof(a)));
 }
@@ -235,6 +286,17 @@ int main(int argc, char **argv)
 	}
 	if (!ret)
 		ret = build_labels(set, (uint32_t)chunk, name, labels);
+	for (unsigned i = 0; i < set->count && !ret && force; i++) {
+		int n = wipe_signatures(&set->devs[i]);
+
+		if (n < 0) {
+			nvmefs_err("%s: cannot erase old signatures: %s", set->devs[i].path,
+				   strerror(-n));
+			ret = n;
+		} else if (n > 0 && !quiet) {
+			printf("%s: erased %d old signature(s)\n", set->devs[i].path, n);
+		}
+	}
 	if (!ret) {
 		ret = nvmefs_vol_format(set, labels, (uint32_t)getuid(), (uint32_t)getgid());
 		if (ret)
