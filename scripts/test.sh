@@ -3,7 +3,8 @@
 # The whole default test suite, from a fresh Debian 12 machine (as root):
 # install packages, build with -Werror, run every test that is not labelled
 # stress or bench, then rebuild with ASan+UBSan and with TSan and run the unit
-# tests under each, and check the C sources' formatting against .clang-format.
+# tests under each (and, under ASan+UBSan, a few mounted workloads with the
+# daemon instrumented), and check the C sources' formatting.
 #
 # usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
 # Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
@@ -30,6 +31,20 @@ bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=
 echo "== unit tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --test-dir build-asan --output-on-failure --timeout 600 -L unit
+
+# The daemon under ASan+UBSan on a few mounted workloads: it runs in the
+# background with stderr closed, so reports go to files, and any file fails.
+echo "== mounted tests with the daemon under ASan + UBSan"
+asan_logs=$(mktemp -d)
+ASAN_OPTIONS=detect_leaks=1:log_path=$asan_logs/asan UBSAN_OPTIONS=print_stacktrace=1 \
+	ctest --test-dir build-asan --output-on-failure --timeout 600 -L fuse \
+	-R 'test_posix_cached|test_fsx|test_crash|test_tool_(cp|sqlite|git)$'
+if [ -n "$(ls -A "$asan_logs")" ]; then
+	cat "$asan_logs"/* >&2
+	echo "ASan/UBSan reports above" >&2
+	exit 1
+fi
+rm -rf "$asan_logs"
 
 echo "== build (TSan)"
 bash scripts/build.sh "$top/build-tsan" -DNVMEFS_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
