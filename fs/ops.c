@@ -681,7 +681,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if ((fi->flags & O_TRUNC) && S_ISREG(in->mode) && (fi->flags & O_ACCMODE) != O_RDONLY)
+	/* As Linux does, O_TRUNC truncates whatever the access mode (the kernel
+	 * has checked write permission). */
+	if ((fi->flags & O_TRUNC) && S_ISREG(in->mode))
 		ret = open_trunc(vol, in);
 	if (ret) {
 		pthread_mutex_lock(&vol->lock);

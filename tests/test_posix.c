@@ -468,6 +468,13 @@ static void create_trunc_append(void)
 	CHECK_TS(st.st_ctim, >, old.st_ctim);
 	close(fd);
 	CHECK(lst(at("t")).st_size == 0);
+	/* Linux truncates on O_RDONLY | O_TRUNC too (write permission needed). */
+	CHECK_ERR(put_file(at("t"), buf, sizeof(buf)), 0);
+	fd = open(at("t"), O_RDONLY | O_TRUNC);
+	CHECK(fd >= 0);
+	CHECK(fst(fd).st_size == 0);
+	close(fd);
+	CHECK(lst(at("t")).st_size == 0);
 
 	/* O_APPEND: every write lands at the current end, whoever wrote last */
 	fd = open(at("a"), O_CREAT | O_WRONLY | O_APPEND, 0644);
