@@ -167,6 +167,8 @@ int nvmefs_meta_init(struct nvmefs_vol *vol);
 void nvmefs_meta_exit(struct nvmefs_vol *vol);
 struct nvmefs_inode *nvmefs_iget(struct nvmefs_vol *vol, uint64_t ino);
 struct nvmefs_dirent *nvmefs_dir_find(struct nvmefs_vol *vol, uint64_t parent, const char *name);
+/* Index in dir->v of the first entry with a cookie >= cookie (readdir). */
+size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 /* Apply one decoded record to the in-memory state (replay and live ops
  * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
 int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
@@ -226,6 +228,10 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 int nvmefs_vol_start(struct nvmefs_vol *vol);
 /* Checkpoint (clean) and release everything. */
 int nvmefs_vol_close(struct nvmefs_vol *vol);
+/* mkfs: write the first checkpoint (an empty root owned by uid:gid), then
+ * the labels (primary and backup) of every member, in label order. */
+int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
+		      uint32_t gid);
 /* Release everything writing nothing: what a killed daemon leaves (tests). */
 void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 

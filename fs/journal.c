@@ -264,7 +264,7 @@ static void set_error(struct nvmefs_vol *vol, int err)
 
 /* One commit (or a checkpoint when the ring is half used or one is asked
  * for). commit_lock held. */
-static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean)
+static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean, bool idle_skip)
 {
 	struct nvmefs_journal *j = &vol->j;
 	uint8_t *payload = NULL, *snap = NULL;
@@ -276,6 +276,12 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean)
 	if ((ret = nvmefs_journal_error(vol)))
 		return ret;
 	pthread_mutex_lock(&vol->lock);
+	/* The committer's periodic call has nothing to do on an idle volume:
+	 * skip even the flushes (an fsync always flushes, for its data). */
+	if (idle_skip && !ckpt && !j->len && !j->dirty && !j->npf) {
+		pthread_mutex_unlock(&vol->lock);
+		return 0;
+	}
 	emit_dirty(vol);
 	gen = j->open_gen++;
 	payload = j->buf;
@@ -319,7 +325,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean)
 	return 0;
 }
 
-int nvmefs_journal_commit(struct nvmefs_vol *vol)
+static int commit(struct nvmefs_vol *vol, bool idle_skip)
 {
 	struct nvmefs_journal *j = &vol->j;
 	uint64_t want;
@@ -335,9 +341,14 @@ int nvmefs_journal_commit(struct nvmefs_vol *vol)
 		want = 0;
 	pthread_mutex_unlock(&j->state_lock);
 	if (want)
-		ret = commit_locked(vol, false, false);
+		ret = commit_locked(vol, false, false, idle_skip);
 	pthread_mutex_unlock(&j->commit_lock);
 	return ret;
+}
+
+int nvmefs_journal_commit(struct nvmefs_vol *vol)
+{
+	return commit(vol, false);
 }
 
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
@@ -345,7 +356,7 @@ int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
 	int ret;
 
 	pthread_mutex_lock(&vol->j.commit_lock);
-	ret = commit_locked(vol, true, clean);
+	ret = commit_locked(vol, true, clean, false);
 	pthread_mutex_unlock(&vol->j.commit_lock);
 	return ret;
 }
@@ -608,7 +619,7 @@ static void *committer(void *arg)
 			break;
 		j->kick = false;
 		pthread_mutex_unlock(&j->state_lock);
-		nvmefs_journal_commit(vol);
+		commit(vol, true);
 		pthread_mutex_lock(&j->state_lock);
 	}
 	pthread_mutex_unlock(&j->state_lock);

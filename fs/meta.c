@@ -417,7 +417,6 @@ static size_t dir_lower_bound(const struct nvmefs_dir *dir, uint64_t c)
 	return lo;
 }
 
-size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie)
 {
 	return dir_lower_bound(dir, cookie);

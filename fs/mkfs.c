@@ -28,9 +28,6 @@
 #define META_MIN (32ull << 20)
 #define META_MAX (16ull << 30)
 
-int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
-		      uint32_t gid);
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mkfs.nvmefs [-c CHUNK] [-L LABEL] [-f] DEV...\n"

@@ -924,8 +924,6 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_open(req, fi);
 }
 
-size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
-
 /* Add one entry; returns false when it does not fit (nothing added). */
 static bool add_entry(fuse_req_t req, char *buf, size_t size, size_t *pos, const char *name,
 		      struct nvmefs_inode *in, uint64_t ino, mode_t mode, off_t next, bool plus)

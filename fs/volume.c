@@ -343,8 +343,6 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol)
 /* ---- mkfs ---- */
 
 int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
-		      uint32_t gid);
-int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
 		      uint32_t gid)
 {
 	struct nvmefs_vol *vol = vol_alloc(set, NULL);
