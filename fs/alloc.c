@@ -24,19 +24,7 @@ void nvmefs_freemap_exit(struct nvmefs_freemap *m)
 
 static int fm_reserve(struct nvmefs_freemap *m, size_t n)
 {
-	if (n > m->cap) {
-		size_t cap = m->cap ? m->cap : 64;
-		void *v;
-
-		while (cap < n)
-			cap *= 2;
-		v = realloc(m->v, cap * sizeof(*m->v));
-		if (!v)
-			return -ENOMEM;
-		m->v = v;
-		m->cap = cap;
-	}
-	return 0;
+	return nvmefs_grow(&m->v, &m->cap, n, sizeof(*m->v));
 }
 
 /* First index whose range starts at or after off. */
@@ -248,16 +236,9 @@ int nvmefs_alloc_defer(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint6
 
 	if (vol->replaying)
 		return 0; /* free space is rebuilt after replay */
+	if (nvmefs_grow(&j->pf, &j->pfcap, j->npf + 1, sizeof(*j->pf)))
+		return -ENOMEM;
 	vol->pending_bytes += len;
-	if (j->npf == j->pfcap) {
-		size_t cap = j->pfcap ? j->pfcap * 2 : 64;
-		void *v = realloc(j->pf, cap * sizeof(*j->pf));
-
-		if (!v)
-			return -ENOMEM;
-		j->pf = v;
-		j->pfcap = cap;
-	}
 	/* Merge with the previous entry when contiguous: truncating a big file
 	 * releases many adjacent extents. */
 	if (j->npf && j->pf[j->npf - 1].dev == dev &&

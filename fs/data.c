@@ -46,19 +46,7 @@ size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off)
 
 static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
 {
-	if (n > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 4;
-		void *v;
-
-		while (cap < n)
-			cap *= 2;
-		v = realloc(m->v, cap * sizeof(*m->v));
-		if (!v)
-			return -ENOMEM;
-		m->v = v;
-		m->cap = cap;
-	}
-	return 0;
+	return nvmefs_grow(&m->v, &m->cap, n, sizeof(*m->v));
 }
 
 static bool ext_joins(const struct nvmefs_ext *a, const struct nvmefs_ext *b)
@@ -233,15 +221,8 @@ struct plan {
 
 static int plan_io(struct plan *pl, uint32_t dev, uint64_t dev_off, uint64_t len, uint64_t buf_off)
 {
-	if (pl->nio == pl->io_cap) {
-		size_t cap = pl->io_cap ? pl->io_cap * 2 : 16;
-		void *v = realloc(pl->io, cap * sizeof(*pl->io));
-
-		if (!v)
-			return -ENOMEM;
-		pl->io = v;
-		pl->io_cap = cap;
-	}
+	if (nvmefs_grow(&pl->io, &pl->io_cap, pl->nio + 1, sizeof(*pl->io)))
+		return -ENOMEM;
 	/* Merge with the previous segment when both sides are contiguous. */
 	if (pl->nio) {
 		struct nvmefs_io_seg *s = &pl->io[pl->nio - 1];
@@ -262,15 +243,8 @@ static int plan_rec(struct plan *pl, uint64_t ino, uint32_t slot, uint64_t comp_
 {
 	struct nvmefs_rec *r;
 
-	if (pl->nrecs == pl->rec_cap) {
-		size_t cap = pl->rec_cap ? pl->rec_cap * 2 : 8;
-		void *v = realloc(pl->recs, cap * sizeof(*pl->recs));
-
-		if (!v)
-			return -ENOMEM;
-		pl->recs = v;
-		pl->rec_cap = cap;
-	}
+	if (nvmefs_grow(&pl->recs, &pl->rec_cap, pl->nrecs + 1, sizeof(*pl->recs)))
+		return -ENOMEM;
 	r = &pl->recs[pl->nrecs++];
 	memset(r, 0, sizeof(*r));
 	r->type = NVMEFS_REC_EXTENT;
@@ -484,27 +458,38 @@ static bool reclaim_pending(struct nvmefs_vol *vol)
 	return pending && nvmefs_journal_commit(vol) == 0;
 }
 
+/*
+ * Plan [off, off + len) with fn, reserving space for the holes it fills.
+ * On ENOSPC while released space waits for its commit, commit and plan once
+ * more. On failure nothing stays reserved. Called without meta; the
+ * caller's exclusive io_lock keeps the plan valid after it returns.
+ */
+static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
+		     piece_fn fn, struct plan *pl)
+{
+	for (int attempt = 0;; attempt++) {
+		int ret;
+
+		pthread_mutex_lock(&vol->lock);
+		ret = walk(vol, in, off, len, fn, pl);
+		if (ret)
+			plan_unreserve(vol, in, pl);
+		pthread_mutex_unlock(&vol->lock);
+		if (ret != -ENOSPC || attempt || !reclaim_pending(vol))
+			return ret;
+		pl->nio = 0;
+		memset(pl->last_end, 0, sizeof(pl->last_end));
+	}
+}
+
 /* Write the aligned buffer buf over the block range [a, e). */
 static int write_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t a,
 			uint64_t e, uint64_t new_size)
 {
 	struct plan pl = {.buf = buf};
-	bool retried = false;
 	int ret;
 
-again:
-	pthread_mutex_lock(&vol->lock);
-	ret = walk(vol, in, a, e - a, write_piece, &pl);
-	if (ret == -ENOSPC && !retried) {
-		plan_unreserve(vol, in, &pl);
-		pl.nio = 0;
-		pthread_mutex_unlock(&vol->lock);
-		retried = true;
-		if (reclaim_pending(vol))
-			goto again;
-		pthread_mutex_lock(&vol->lock);
-	}
-	pthread_mutex_unlock(&vol->lock);
+	ret = plan_walk(vol, in, a, e - a, write_piece, &pl);
 	if (!ret)
 		ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
 	pthread_mutex_lock(&vol->lock);
@@ -666,18 +651,12 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 	if (mode & FALLOC_FL_PUNCH_HOLE)
 		return mode & FALLOC_FL_KEEP_SIZE ? punch(vol, in, off, len) : -EOPNOTSUPP;
 	e = ROUND_UP(off + len);
-	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&vol->lock);
-		ret = walk(vol, in, a, e - a, falloc_piece, &pl);
-		if (!ret)
-			break;
-		plan_unreserve(vol, in, &pl);
-		pthread_mutex_unlock(&vol->lock);
-		if (ret != -ENOSPC || attempt || !reclaim_pending(vol)) {
-			plan_free(&pl);
-			return ret;
-		}
+	ret = plan_walk(vol, in, a, e - a, falloc_piece, &pl);
+	if (ret) {
+		plan_free(&pl);
+		return ret;
 	}
+	pthread_mutex_lock(&vol->lock);
 	ret = log_extents(vol, &pl);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->size) {
 		in->size = off + len;

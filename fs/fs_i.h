@@ -162,6 +162,13 @@ struct nvmefs_vol {
 	struct nvmefs_journal j;
 };
 
+/*
+ * Make the array *vp (elements of elem bytes, *cap of them allocated) hold
+ * at least need elements, doubling as it grows. Returns 0 or -ENOMEM (the
+ * array is then unchanged). vp is the address of the array pointer.
+ */
+int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem);
+
 /* ---- meta.c: the in-memory model and record application ---- */
 int nvmefs_meta_init(struct nvmefs_vol *vol);
 void nvmefs_meta_exit(struct nvmefs_vol *vol);

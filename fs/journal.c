@@ -69,18 +69,8 @@ int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
 
 	if (vol->replaying)
 		return 0;
-	if (j->len + need > j->cap) {
-		size_t cap = j->cap ? j->cap : 64 << 10;
-		void *v;
-
-		while (cap < j->len + need)
-			cap *= 2;
-		v = realloc(j->buf, cap);
-		if (!v)
-			return -ENOMEM;
-		j->buf = v;
-		j->cap = cap;
-	}
+	if (nvmefs_grow(&j->buf, &j->cap, j->len + need, 1))
+		return -ENOMEM;
 	j->len += nvmefs_rec_encode(rec, j->buf + j->len);
 	if (j->len > TXN_KICK_BYTES) {
 		pthread_mutex_lock(&j->state_lock);

@@ -21,6 +21,27 @@ void nvmefs_timespec_now(struct timespec *ts)
 	clock_gettime(CLOCK_REALTIME, ts);
 }
 
+int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 16;
+	void *old, *v;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need) {
+		if (c > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		c *= 2;
+	}
+	memcpy(&old, vp, sizeof(old));
+	v = realloc(old, c * elem);
+	if (!v)
+		return -ENOMEM;
+	memcpy(vp, &v, sizeof(v));
+	*cap = c;
+	return 0;
+}
+
 static uint64_t hash_ino(uint64_t ino)
 {
 	ino ^= ino >> 33;
@@ -367,26 +388,17 @@ static int apply_orphan(struct nvmefs_vol *vol, const struct nvmefs_rec *r, bool
 
 static int dir_push(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
 {
-	if (dir->n == dir->cap) {
-		size_t cap = dir->cap ? dir->cap * 2 : 8;
-		void *v;
+	/* When full, compact instead of growing if half the slots are holes. */
+	if (dir->n == dir->cap && dir->live * 2 < dir->n) {
+		size_t k = 0;
 
-		/* Compact instead of growing when half the slots are holes. */
-		if (dir->live * 2 < dir->n) {
-			size_t k = 0;
-
-			for (size_t i = 0; i < dir->n; i++) {
-				if (dir->v[i])
-					dir->v[k++] = dir->v[i];
-			}
-			dir->n = k;
-		} else {
-			v = realloc(dir->v, cap * sizeof(*dir->v));
-			if (!v)
-				return -ENOMEM;
-			dir->v = v;
-			dir->cap = cap;
+		for (size_t i = 0; i < dir->n; i++) {
+			if (dir->v[i])
+				dir->v[k++] = dir->v[i];
 		}
+		dir->n = k;
+	} else if (nvmefs_grow(&dir->v, &dir->cap, dir->n + 1, sizeof(*dir->v))) {
+		return -ENOMEM;
 	}
 	d->cookie = dir->next_cookie++;
 	dir->v[dir->n++] = d;
@@ -667,20 +679,9 @@ static void sbuf_rec(struct sbuf *b, const struct nvmefs_rec *r)
 
 	if (b->err)
 		return;
-	if (b->len + need > b->cap) {
-		size_t cap = b->cap ? b->cap : 1 << 20;
-		void *v;
-
-		while (cap < b->len + need)
-			cap *= 2;
-		v = realloc(b->p, cap);
-		if (!v) {
-			b->err = -ENOMEM;
-			return;
-		}
-		b->p = v;
-		b->cap = cap;
-	}
+	b->err = nvmefs_grow(&b->p, &b->cap, b->len + need, 1);
+	if (b->err)
+		return;
 	b->len += nvmefs_rec_encode(r, b->p + b->len);
 }
 

@@ -69,6 +69,24 @@ static void fill_entry(struct nvmefs_inode *in, struct fuse_entry_param *e)
 	in->lookup++;
 }
 
+/* Changes are refused on a ro mount and once a metadata write failed. */
+static bool read_only(struct nvmefs_vol *vol)
+{
+	return vol->opts.read_only || nvmefs_journal_error(vol);
+}
+
+/* ino's inode, looked up under the metadata lock (NULL if unknown). The
+ * kernel's reference (lookup count or open file) keeps it alive after. */
+static struct nvmefs_inode *find_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
+{
+	struct nvmefs_inode *in;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	return in;
+}
+
 static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
 {
 	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
@@ -80,7 +98,7 @@ static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
 static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
 			  uint64_t cost)
 {
-	if (nvmefs_journal_error(vol) || vol->opts.read_only)
+	if (read_only(vol))
 		return -EROFS;
 	if (!p)
 		return -ENOENT;
@@ -255,7 +273,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (nvmefs_journal_error(vol) || vol->opts.read_only) {
+	if (read_only(vol)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -458,7 +476,7 @@ static int remove_name(struct nvmefs_vol *vol, fuse_ino_t parent, const char *na
 	struct timespec now;
 	int ret;
 
-	if (nvmefs_journal_error(vol) || vol->opts.read_only)
+	if (read_only(vol))
 		return -EROFS;
 	if (!p)
 		return -ENOENT;
@@ -564,7 +582,7 @@ static int do_rename(struct nvmefs_vol *vol, fuse_ino_t parent, const char *name
 	struct timespec now;
 	int ret;
 
-	if (nvmefs_journal_error(vol) || vol->opts.read_only)
+	if (read_only(vol))
 		return -EROFS;
 	if (!p || !np)
 		return -ENOENT;
@@ -658,7 +676,7 @@ static int open_trunc(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	int ret;
 
-	if (nvmefs_journal_error(vol) || vol->opts.read_only)
+	if (read_only(vol))
 		return -EROFS;
 	pthread_rwlock_wrlock(&in->io_lock);
 	ret = nvmefs_data_truncate(vol, in, 0);
@@ -756,9 +774,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct nvmefs_inode *in;
 	int ret;
 
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
+	in = find_inode(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
@@ -795,13 +811,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct nvmefs_inode *in;
 	ssize_t n;
 
-	if (nvmefs_journal_error(vol) || vol->opts.read_only) {
+	if (read_only(vol)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
+	in = find_inode(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
@@ -857,7 +871,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	struct nvmefs_inode *in;
 	int ret;
 
-	if (nvmefs_journal_error(vol) || vol->opts.read_only) {
+	if (read_only(vol)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -894,9 +908,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
+	in = find_inode(vol, ino);
 	if (!in) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -915,9 +927,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
 
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
+	in = find_inode(vol, ino);
 	if (!in || !in->dir)
 		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
 	else
@@ -1070,7 +1080,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 
 	if (!ret && size > NVMEFS_XATTR_VALUE_MAX)
 		ret = -E2BIG;
-	if (!ret && (nvmefs_journal_error(vol) || vol->opts.read_only))
+	if (!ret && read_only(vol))
 		ret = -EROFS;
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -1192,7 +1202,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct nvmefs_inode *in;
 	int ret = xattr_name_check(name);
 
-	if (!ret && (nvmefs_journal_error(vol) || vol->opts.read_only))
+	if (!ret && read_only(vol))
 		ret = -EROFS;
 	if (ret) {
 		fuse_reply_err(req, ret == -EOPNOTSUPP ? ENODATA : -ret);
