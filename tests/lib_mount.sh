@@ -20,6 +20,9 @@
 #       connection, then a lazy unmount), kills a leftover daemon (SIGKILL
 #       if it must) and removes the images and directories.
 #   mnt_mount [OPTS]    nvmefs $MNT_DEVS $MNT [-o OPTS]; waits for the mount.
+#                       The daemon is $MNT_BUILD/$MNT_DAEMON: nvmefs, or set
+#                       MNT_DAEMON=tests/nvmefs-fi (the test-only build with
+#                       fault injection, docs/RELIABILITY.md) before it.
 #   mnt_umount          fusermount3 -u, then waits for the daemon to exit (so
 #                       everything it had is on the images): fails after 30 s.
 #   mnt_remount [OPTS]  both.
@@ -36,6 +39,7 @@
 MNT_NO_MOUNT=0
 [ "${NVMEFS_TEST_NO_MOUNT:-0}" = 1 ] && MNT_NO_MOUNT=1
 MNT_BUILD=""
+MNT_DAEMON=nvmefs
 MNT_TMP=""
 MNT_IMGDIR=""
 MNT=""
@@ -123,7 +127,7 @@ _mnt_daemon_pids() {
 		pid=${pid%/cmdline}
 		args=()
 		mapfile -d '' -t args 2>/dev/null <"$f" || continue
-		if [ ${#args[@]} -lt 2 ] || [ "${args[0]##*/}" != nvmefs ]; then
+		if [ ${#args[@]} -lt 2 ] || [ "${args[0]##*/}" != "${MNT_DAEMON##*/}" ]; then
 			continue
 		fi
 		for a in "${args[@]:1}"; do
@@ -327,10 +331,10 @@ mnt_mount() { # [OPTS]
 	[ -z "${1:-}" ] || args+=(-o "$1")
 	# Output to a file, not a pipe: a daemon that kept the pipe open would
 	# hang whoever reads it (ctest).
-	echo "mount: nvmefs ${args[*]}" >>"$MNT_TMP/nvmefs.log"
-	if ! timeout 30 "$MNT_BUILD/nvmefs" "${args[@]}" </dev/null >>"$MNT_TMP/nvmefs.log" 2>&1; then
+	echo "mount: $MNT_DAEMON ${args[*]}" >>"$MNT_TMP/nvmefs.log"
+	if ! timeout 30 "$MNT_BUILD/$MNT_DAEMON" "${args[@]}" </dev/null >>"$MNT_TMP/nvmefs.log" 2>&1; then
 		_mnt_log_tail
-		mnt_die "nvmefs ${args[*]} failed"
+		mnt_die "$MNT_DAEMON ${args[*]} failed"
 	fi
 	end=$((SECONDS + 30))
 	until mountpoint -q "$MNT"; do
