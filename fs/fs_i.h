@@ -160,7 +160,12 @@ struct nvmefs_vol {
 	size_t norphans;
 	bool replaying; /* records come from disk: apply without logging */
 	struct nvmefs_journal j;
+	/* The test daemon nvmefs-fi only (fs/testctl.c): a setxattr of
+	 * NVMEFS_TEST_CTL_XATTR on the root is a command to it. NULL in nvmefs. */
+	int (*test_ctl)(struct nvmefs_vol *vol, const char *cmd, size_t len);
 };
+
+#define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"
 
 /*
  * Make the array *vp (elements of elem bytes, *cap of them allocated) hold

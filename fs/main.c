@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#ifdef NVMEFS_FAULT_INJECTION
+#include "testctl.h"
+#endif
 #include "nvmefs/util.h"
 
 struct cfg {
@@ -236,6 +239,9 @@ int main(int argc, char **argv)
 	}
 	if (nvmefs_vol_open(&vol, paths, n, &vopts))
 		goto out;
+#ifdef NVMEFS_FAULT_INJECTION
+	vol->test_ctl = nvmefs_testctl;
+#endif
 	if (add_mount_opts(&args, &c, paths[0]))
 		goto out_vol;
 	se = fuse_session_new(&args, &nvmefs_ops, sizeof(nvmefs_ops), vol);

@@ -1078,6 +1078,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	struct nvmefs_xattr *x;
 	int ret = xattr_name_check(name);
 
+	if (vol->test_ctl && ino == FUSE_ROOT_ID && !strcmp(name, NVMEFS_TEST_CTL_XATTR)) {
+		fuse_reply_err(req, -vol->test_ctl(vol, value, size));
+		return;
+	}
 	if (!ret && size > NVMEFS_XATTR_VALUE_MAX)
 		ret = -E2BIG;
 	if (!ret && read_only(vol))

@@ -29,27 +29,7 @@ void *nvmefs_aligned_alloc(size_t len)
 int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
 		   size_t len)
 {
-	struct nvmefs_dev *d = &vol->set->devs[dev];
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n =
-			write ? pwrite(d->fd, (char *)buf + done, len - done, (off_t)(off + done))
-			      : pread(d->fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int err = n < 0 ? -errno : -EIO;
-
-			nvmefs_err("%s: %s of %zu bytes at %" PRIu64 " failed: %s", d->path,
-				   write ? "write" : "read", len - done, off + done,
-				   n < 0 ? strerror(-err) : "short transfer");
-			return err;
-		}
-		done += (size_t)n;
-	}
-	return 0;
+	return nvmefs_dev_pio(&vol->set->devs[dev], write, off, buf, len);
 }
 
 static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvmefs_vol_opts *opts)

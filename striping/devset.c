@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fi_i.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 
@@ -262,6 +264,8 @@ int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, uns
 		if (err)
 			goto err_close;
 		err = open_member(&set->devs[i], &st, &o);
+		if (!err)
+			err = fi_dev_init(&set->devs[i]);
 		if (err)
 			goto err_close;
 	}
@@ -278,6 +282,7 @@ void nvmefs_devset_close(struct nvmefs_devset *set)
 	if (!set)
 		return;
 	for (unsigned i = 0; i < set->count; i++) {
+		fi_dev_exit(&set->devs[i]);
 		if (set->devs[i].fd >= 0)
 			close(set->devs[i].fd);
 		free(set->devs[i].path);
@@ -285,14 +290,69 @@ void nvmefs_devset_close(struct nvmefs_devset *set)
 	free(set);
 }
 
+int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, size_t len)
+{
+	const char *what = write ? "write" : "read";
+	size_t want = len, done = 0;
+	bool shortx = false;
+	uint64_t rec = 0;
+	int err = 0;
+
+	switch (fi_check(dev, write ? NVMEFS_FAULT_WRITES : NVMEFS_FAULT_READS, off, len)) {
+	case FI_FAIL:
+		nvmefs_err("%s: %s of %zu bytes at %" PRIu64 " failed: %s", dev->path, what, len,
+			   off, strerror(EIO));
+		return -EIO;
+	case FI_SHORT:
+		want = len - dev->block_size;
+		break;
+	case FI_GO:
+		break;
+	}
+	if (write)
+		rec = fi_write_begin(dev, off, buf, want);
+	while (done < want) {
+		ssize_t n = write ? pwrite(dev->fd, (char *)buf + done, want - done,
+					   (off_t)(off + done))
+				  : pread(dev->fd, (char *)buf + done, want - done,
+					  (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EIO;
+			shortx = n == 0;
+			break;
+		}
+		done += (size_t)n;
+	}
+	fi_write_end(dev, rec);
+	if (!err && done < len) {
+		err = -EIO;
+		shortx = true;
+	}
+	if (err)
+		nvmefs_err("%s: %s of %zu bytes at %" PRIu64 " failed: %s", dev->path, what,
+			   len - done, off + done, shortx ? "short transfer" : strerror(-err));
+	return err;
+}
+
 int nvmefs_dev_flush(struct nvmefs_dev *dev)
 {
+	uint64_t mark;
+
+	if (fi_check(dev, NVMEFS_FAULT_FLUSHES, 0, 0) == FI_FAIL) {
+		nvmefs_err("%s: flush failed: %s", dev->path, strerror(EIO));
+		return -EIO;
+	}
+	mark = fi_flush_begin(dev);
 	if (fdatasync(dev->fd) < 0) {
 		int err = -errno;
 
 		nvmefs_err("%s: flush failed: %s", dev->path, strerror(-err));
 		return err;
 	}
+	fi_flush_end(dev, mark);
 	return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "engine_i.h"
+#include "fi_i.h"
 #include "nvmefs/util.h"
 
 #define DEFAULT_QD	32
@@ -175,8 +176,8 @@ static enum submit_outcome submit_batch(struct edev *d, struct iocb **cbs, unsig
 		to_kernel(cbs[i]);
 	}
 	while (done < n) {
-		int r = fault_refuse_submit(d) ? -EAGAIN
-					       : io_submit(d->ctx, (long)(n - done), cbs + done);
+		int r = fi_refuse_submit(d->dev) ? -EAGAIN
+						 : io_submit(d->ctx, (long)(n - done), cbs + done);
 
 		if (r > 0) {
 			done += (unsigned)r;
@@ -352,7 +353,8 @@ static void *reaper(void *arg)
 				 d->poll_ok ? NULL : (struct timespec *)&tick);
 		if (n < 0 && n != -EINTR)
 			nvmefs_err("%s: io_getevents failed: %s", d->dev->path, strerror(-n));
-		fault_delay(d);
+		if (fi_latency_us(d->dev))
+			usleep(fi_latency_us(d->dev));
 		now = nvmefs_now_ns();
 		for (int i = 0; i < n; i++) {
 			struct unit *u = ev[i].data;
@@ -363,6 +365,7 @@ static void *reaper(void *arg)
 				continue;
 			}
 			reap_one(d, u, (long)ev[i].res, now);
+			fi_write_end(d->dev, u->fi_rec);
 			u->next = done;
 			done = u;
 			nk++;
@@ -443,6 +446,7 @@ static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *
 			u->expect = len;
 			u->result = 0;
 			u->synthetic = false;
+			u->fi_rec = 0;
 			u->next = NULL;
 			if (last)
 				last->next = u;
@@ -453,6 +457,27 @@ static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *
 	}
 	*tail = last;
 	return head;
+}
+
+/* Test-only faults and power-loss recording (fi_i.h); nothing otherwise. */
+static void fi_prepare(struct nvmefs_dev *dev, struct unit *u)
+{
+	bool write = u->cb.aio_lio_opcode == IO_CMD_PWRITE;
+	uint64_t off = (uint64_t)u->cb.u.c.offset;
+
+	switch (fi_check(dev, write ? NVMEFS_FAULT_WRITES : NVMEFS_FAULT_READS, off, u->expect)) {
+	case FI_FAIL:
+		u->synthetic = true;
+		u->result = -EIO;
+		return;
+	case FI_SHORT: /* a real short transfer: ask the kernel for a block less */
+		u->cb.u.c.nbytes -= dev->block_size;
+		break;
+	case FI_GO:
+		break;
+	}
+	if (write)
+		u->fi_rec = fi_write_begin(dev, off, u->cb.u.c.buf, u->cb.u.c.nbytes);
 }
 
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
@@ -501,9 +526,9 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 		if (!per_dev[di])
 			continue;
 		head = fill_units(eng, req, di, lists[di], &tail);
-		pthread_mutex_lock(&d->lock);
 		for (struct unit *u = head; u; u = u->next)
-			fault_apply_locked(d, u);
+			fi_prepare(d->dev, u);
+		pthread_mutex_lock(&d->lock);
 		if (d->qtail)
 			d->qtail->next = head;
 		else

@@ -11,9 +11,6 @@
 #include <stdbool.h>
 
 #include "nvmefs/engine.h"
-#ifdef NVMEFS_FAULT_INJECTION
-#include "nvmefs/fault.h"
-#endif
 
 /* One block of a request: one iocb on one device. */
 struct unit {
@@ -24,6 +21,7 @@ struct unit {
 	uint64_t t_submit; /* ns, for latency stats */
 	int result;	   /* 0 or -errno once complete */
 	bool synthetic;	   /* completes without the kernel (result set) */
+	uint64_t fi_rec;   /* power-loss record of this write (fi_i.h), or 0 */
 };
 
 struct unit_slab {
@@ -56,14 +54,6 @@ struct edev {
 	/* Written only by the reaper thread, read by anyone. */
 	atomic_uint_fast64_t read_ops, read_bytes, write_ops, write_bytes;
 	atomic_uint_fast64_t errors, busy_ns;
-
-#ifdef NVMEFS_FAULT_INJECTION
-	struct nvmefs_fault fault;   /* protected by lock */
-	uint64_t fault_seen;	     /* matching blocks so far; protected by lock */
-	uint64_t fault_hits;	     /* blocks failed so far; protected by lock */
-	uint64_t fault_eagain_until; /* ns; protected by lock */
-	uint64_t fault_refusals;     /* protected by lock */
-#endif
 };
 
 struct nvmefs_engine {
@@ -74,29 +64,5 @@ struct nvmefs_engine {
 	atomic_uint_fast64_t outstanding;
 	struct edev devs[];
 };
-
-#ifdef NVMEFS_FAULT_INJECTION
-/* Decide whether u (being queued on d) fails; lock held. */
-void fault_apply_locked(struct edev *d, struct unit *u);
-/* Delay the reaper of d if a latency fault is set. */
-void fault_delay(struct edev *d);
-/* True if an eagain fault refuses this io_submit on d. */
-bool fault_refuse_submit(struct edev *d);
-#else
-static inline void fault_apply_locked(struct edev *d, struct unit *u)
-{
-	(void)d;
-	(void)u;
-}
-static inline void fault_delay(struct edev *d)
-{
-	(void)d;
-}
-static inline bool fault_refuse_submit(struct edev *d)
-{
-	(void)d;
-	return false;
-}
-#endif
 
 #endif

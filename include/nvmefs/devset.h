@@ -19,15 +19,16 @@
 #include "nvmefs/limits.h"
 
 struct nvmefs_dev {
-	char *path;	     /* as given by the caller; owned by the set */
-	int fd;		     /* O_DIRECT descriptor */
-	bool is_blkdev;	     /* block device (else regular file) */
-	uint64_t size;	     /* usable bytes, a multiple of block_size */
-	uint32_t block_size; /* offset/length alignment for O_DIRECT */
-	uint32_t mem_align;  /* buffer address alignment for O_DIRECT */
-	int numa_node;	     /* node of the device (0 if unknown) */
-	dev_t id_dev;	     /* st_rdev of a block device, st_dev of a file */
-	ino_t id_ino;	     /* 0 for a block device, st_ino of a file */
+	char *path;		 /* as given by the caller; owned by the set */
+	int fd;			 /* O_DIRECT descriptor */
+	bool is_blkdev;		 /* block device (else regular file) */
+	uint64_t size;		 /* usable bytes, a multiple of block_size */
+	uint32_t block_size;	 /* offset/length alignment for O_DIRECT */
+	uint32_t mem_align;	 /* buffer address alignment for O_DIRECT */
+	int numa_node;		 /* node of the device (0 if unknown) */
+	dev_t id_dev;		 /* st_rdev of a block device, st_dev of a file */
+	ino_t id_ino;		 /* 0 for a block device, st_ino of a file */
+	struct nvmefs_devfi *fi; /* test-only faults (nvmefs/fault.h); else NULL */
 };
 
 struct nvmefs_devset_opts {
@@ -55,6 +56,13 @@ int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, uns
 
 /* Close every member and free the set. NULL is allowed. */
 void nvmefs_devset_close(struct nvmefs_devset *set);
+
+/*
+ * Synchronous I/O of len bytes at off (all aligned as for O_DIRECT), for
+ * labels and metadata. A failure or a short transfer is logged naming the
+ * member and returns -errno (-EIO when short).
+ */
+int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, size_t len);
 
 /* Make completed writes durable: flush the member's volatile cache. */
 int nvmefs_dev_flush(struct nvmefs_dev *dev);

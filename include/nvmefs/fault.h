@@ -1,19 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Test-only device fault injection for the engine.
+ * Test-only device faults and power-loss emulation.
  *
  * Only in the nvmefs_striping_fi library (built with NVMEFS_FAULT_INJECTION),
- * which tests link; the engine that programs use has no such hook. A fault is
- * set per device and applies to the blocks queued after it was set:
- *  - NVMEFS_FAULT_EIO: matching blocks are not sent to the device and
- *    complete with -EIO (as a failed medium would report);
+ * which tests and the test daemon nvmefs-fi link; the library that programs
+ * use has none of it. Everything here acts at the lowest level, on a member's
+ * descriptor, so it sees the engine's libaio blocks, the synchronous
+ * metadata I/O (nvmefs_dev_pio) and flushes alike.
+ *
+ * Faults are set per member and apply to the I/O started after they were set:
+ *  - NVMEFS_FAULT_EIO: matching blocks are not sent to the device and fail
+ *    with -EIO (as a failed medium would report); a matching flush fails;
  *  - NVMEFS_FAULT_SHORT: matching blocks are sent one device block shorter
  *    than asked, so the kernel really returns a short transfer, which the
- *    engine must turn into -EIO;
- *  - latency_us: the device's reaper sleeps that long before each reap;
- *  - eagain_ms: io_submit on the device is refused with -EAGAIN (nothing
+ *    caller must turn into -EIO;
+ *  - latency_us: the member's engine reaper sleeps that long before each
+ *    reap;
+ *  - eagain_ms: io_submit on the member is refused with -EAGAIN (nothing
  *    submitted) until that long after the fault was set, as the kernel does
  *    when it is short of aio resources; the engine must retry, not spin.
+ *
+ * Power loss, the way CrashMonkey emulates it at block level: once recording
+ * is on, every write to a member is remembered (its old and new contents)
+ * until a flush of that member that started after the write completed. At
+ * the crash point further writes are held back for good, the writes in
+ * flight are waited for, and then each remembered write is independently
+ * kept, dropped (the old contents put back) or torn (only a prefix of it,
+ * in device blocks, kept), chosen by a seed. What is left on the members is
+ * what a power cut could have left; the process must then exit at once.
  */
 #ifndef NVMEFS_FAULT_H
 #define NVMEFS_FAULT_H
@@ -21,6 +35,8 @@
 #include <stdint.h>
 
 struct nvmefs_engine;
+struct nvmefs_dev;
+struct nvmefs_devset;
 
 enum nvmefs_fault_kind {
 	NVMEFS_FAULT_NONE = 0,
@@ -28,27 +44,62 @@ enum nvmefs_fault_kind {
 	NVMEFS_FAULT_SHORT,
 };
 
-#define NVMEFS_FAULT_READS  (1u << 0)
-#define NVMEFS_FAULT_WRITES (1u << 1)
+#define NVMEFS_FAULT_READS   (1u << 0)
+#define NVMEFS_FAULT_WRITES  (1u << 1)
+#define NVMEFS_FAULT_FLUSHES (1u << 2) /* EIO only */
 
 struct nvmefs_fault {
 	enum nvmefs_fault_kind kind;
-	unsigned ops;	     /* NVMEFS_FAULT_READS | _WRITES; 0 means both */
+	unsigned ops;	     /* NVMEFS_FAULT_*; 0 means reads and writes */
 	uint64_t off_lo;     /* a block matches if it overlaps [off_lo, off_hi) */
 	uint64_t off_hi;     /* 0: to the end of the device */
-	uint64_t after;	     /* let this many matching blocks through first */
+	uint64_t after;	     /* let this many matching operations through first */
 	uint64_t count;	     /* then fail this many (0: all of them) */
 	unsigned latency_us; /* delay before each reap on this device */
 	unsigned eagain_ms;  /* refuse io_submit with -EAGAIN for this long */
 };
 
-/* Set (or with kind NONE and no latency, clear) device dev's fault. */
+/* Set (or with kind NONE and no latency, clear) a member's fault. 0 or
+ * -ENOMEM. The member's state lives until its set is closed. */
+int nvmefs_dev_inject(struct nvmefs_dev *dev, const struct nvmefs_fault *f);
+/* Operations the member's fault has failed so far. */
+uint64_t nvmefs_dev_fault_hits(struct nvmefs_dev *dev);
+/* io_submit calls the member's eagain fault has refused so far. */
+uint64_t nvmefs_dev_fault_refusals(struct nvmefs_dev *dev);
+
+/* The same, naming the member by its index in the engine's device set. */
 int nvmefs_engine_inject(struct nvmefs_engine *eng, unsigned dev, const struct nvmefs_fault *f);
-
-/* How many blocks device dev's fault has failed so far. */
 uint64_t nvmefs_engine_fault_hits(struct nvmefs_engine *eng, unsigned dev);
-
-/* How many io_submit calls device dev's eagain fault has refused so far. */
 uint64_t nvmefs_engine_fault_refusals(struct nvmefs_engine *eng, unsigned dev);
+
+/* ---- power loss ---- */
+
+struct nvmefs_powerloss {
+	uint64_t seed;
+	unsigned keep_pct; /* chance that an unflushed write is kept whole */
+	unsigned tear_pct; /* chance that it is torn; the rest are dropped */
+};
+
+struct nvmefs_powerloss_report {
+	uint64_t unflushed; /* writes not followed by a flush at the crash */
+	uint64_t kept, torn, dropped;
+	uint64_t bytes; /* of those writes */
+	int error;	/* 0, or the first -errno while rewriting members */
+};
+
+/* Called at the crash point with what was done; must not return. */
+typedef void (*nvmefs_powerloss_fn)(const struct nvmefs_powerloss_report *r);
+
+/* Start recording unflushed writes on every member of set (one set per
+ * process). 0, -EBUSY (another set records) or -ENOMEM. */
+int nvmefs_powerloss_record(struct nvmefs_devset *set);
+
+/* Cut the power now: returns only if recording is off (-EINVAL); otherwise
+ * rewrites the members and calls fn. */
+int nvmefs_powerloss_now(const struct nvmefs_powerloss *pl, nvmefs_powerloss_fn fn);
+
+/* Cut the power when n more writes have been started (counting blocks on
+ * every member), from the thread that starts the n-th. 0 or -EINVAL. */
+int nvmefs_powerloss_after(uint64_t n, const struct nvmefs_powerloss *pl, nvmefs_powerloss_fn fn);
 
 #endif

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Commands to the test daemon nvmefs-fi (never built into nvmefs): a
+ * setxattr of trusted.nvmefs.fault on the mount root, so that a test sets a
+ * fault and knows it is in force when setfattr returns. docs/RELIABILITY.md
+ * lists the commands:
+ *
+ *   eio|short dev=N [ops=r|w|f|rw|...] [off=LO-HI] [after=N] [count=N]
+ *   latency dev=N us=N
+ *   clear [dev=N]
+ *   record
+ *   powerloss [seed=S] [keep=PCT] [tear=PCT] [after=N]
+ *
+ * Numbers take K, M, G suffixes (powers of 1024). A bad command is EINVAL.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "nvmefs/fault.h"
+#include "nvmefs/util.h"
+#include "testctl.h"
+
+#define CMD_MAX 256
+
+struct cmd {
+	const char *verb;
+	unsigned dev;
+	bool has_dev, has_after;
+	struct nvmefs_fault f;
+	struct nvmefs_powerloss pl;
+	uint64_t after;
+};
+
+static int parse_num(const char *s, uint64_t *out)
+{
+	char *end;
+	uint64_t v, mul = 1;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'M' || *end == 'G')
+		mul = 1ull << (*end++ == 'K' ? 10 : end[-1] == 'M' ? 20 : 30);
+	if (*end || (v && mul > UINT64_MAX / v))
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_ops(const char *s, unsigned *ops)
+{
+	*ops = 0;
+	for (; *s; s++) {
+		const char *at = strchr("rwf", *s);
+
+		if (!at)
+			return -EINVAL;
+		*ops |= 1u << (at - "rwf"); /* the NVMEFS_FAULT_* bits, in order */
+	}
+	return *ops ? 0 : -EINVAL;
+}
+
+static int parse_arg(struct cmd *c, char *arg)
+{
+	char *val = strchr(arg, '=');
+	uint64_t v = 0;
+
+	if (!val)
+		return -EINVAL;
+	*val++ = 0;
+	if (!strcmp(arg, "ops"))
+		return parse_ops(val, &c->f.ops);
+	if (!strcmp(arg, "off")) {
+		char *dash = strchr(val, '-');
+
+		if (!dash)
+			return -EINVAL;
+		*dash = 0;
+		if (parse_num(val, &c->f.off_lo) || parse_num(dash + 1, &c->f.off_hi) ||
+		    c->f.off_hi <= c->f.off_lo)
+			return -EINVAL;
+		return 0;
+	}
+	if (parse_num(val, &v))
+		return -EINVAL;
+	if (!strcmp(arg, "dev") && v < NVMEFS_MAX_DEVICES) {
+		c->dev = (unsigned)v;
+		c->has_dev = true;
+	} else if (!strcmp(arg, "after")) {
+		c->f.after = c->after = v;
+		c->has_after = true;
+	} else if (!strcmp(arg, "count")) {
+		c->f.count = v;
+	} else if (!strcmp(arg, "us") && v <= 10000000) {
+		c->f.latency_us = (unsigned)v;
+	} else if (!strcmp(arg, "seed")) {
+		c->pl.seed = v;
+	} else if (!strcmp(arg, "keep") && v <= 100) {
+		c->pl.keep_pct = (unsigned)v;
+	} else if (!strcmp(arg, "tear") && v <= 100) {
+		c->pl.tear_pct = (unsigned)v;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse(struct cmd *c, char *line)
+{
+	char *save = NULL, *tok = strtok_r(line, " \t\n", &save);
+
+	if (!tok)
+		return -EINVAL;
+	c->verb = tok;
+	c->pl.keep_pct = 33;
+	c->pl.tear_pct = 33;
+	while ((tok = strtok_r(NULL, " \t\n", &save))) {
+		if (parse_arg(c, tok))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Power is cut: what a kill -9 leaves, with the unflushed writes decided. */
+static void powerloss_exit(const struct nvmefs_powerloss_report *r)
+{
+	nvmefs_warn("power loss: %" PRIu64 " unflushed write(s) of %" PRIu64 " bytes: %" PRIu64
+		    " kept, %" PRIu64 " torn, %" PRIu64 " dropped%s%s",
+		    r->unflushed, r->bytes, r->kept, r->torn, r->dropped,
+		    r->error ? "; rewriting failed: " : "", r->error ? strerror(-r->error) : "");
+	_exit(NVMEFS_FI_POWERLOSS_EXIT);
+}
+
+static int run(struct nvmefs_vol *vol, struct cmd *c)
+{
+	bool fault = !strcmp(c->verb, "eio") || !strcmp(c->verb, "short");
+
+	if (fault || !strcmp(c->verb, "latency")) {
+		if (!c->has_dev || c->dev >= vol->ndevs)
+			return -EINVAL;
+		if (fault)
+			c->f.kind = !strcmp(c->verb, "eio") ? NVMEFS_FAULT_EIO : NVMEFS_FAULT_SHORT;
+		if (c->f.kind == NVMEFS_FAULT_SHORT && (c->f.ops & NVMEFS_FAULT_FLUSHES))
+			return -EINVAL;
+		return nvmefs_dev_inject(&vol->set->devs[c->dev], &c->f);
+	}
+	if (!strcmp(c->verb, "clear")) {
+		struct nvmefs_fault none = {0};
+
+		if (c->has_dev && c->dev >= vol->ndevs)
+			return -EINVAL;
+		for (unsigned d = 0; d < vol->ndevs; d++) {
+			if (!c->has_dev || d == c->dev)
+				nvmefs_dev_inject(&vol->set->devs[d], &none);
+		}
+		return 0;
+	}
+	if (!strcmp(c->verb, "record"))
+		return nvmefs_powerloss_record(vol->set);
+	if (!strcmp(c->verb, "powerloss")) {
+		if (c->pl.keep_pct + c->pl.tear_pct > 100)
+			return -EINVAL;
+		if (c->has_after)
+			return nvmefs_powerloss_after(c->after, &c->pl, powerloss_exit);
+		return nvmefs_powerloss_now(&c->pl, powerloss_exit);
+	}
+	return -EINVAL;
+}
+
+int nvmefs_testctl(struct nvmefs_vol *vol, const char *cmd, size_t len)
+{
+	char line[CMD_MAX];
+	struct cmd c = {0};
+	int ret;
+
+	if (len >= sizeof(line) || memchr(cmd, 0, len))
+		return -EINVAL;
+	memcpy(line, cmd, len);
+	line[len] = 0;
+	ret = parse(&c, line);
+	if (!ret)
+		ret = run(vol, &c);
+	nvmefs_info("test control '%.*s': %s", (int)len, cmd, ret ? strerror(-ret) : "done");
+	return ret;
+}

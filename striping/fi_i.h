@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hooks of the test-only fault injector and power-loss recorder
+ * (include/nvmefs/fault.h) in the device set and the engine. Without
+ * NVMEFS_FAULT_INJECTION they are empty inline functions, so the library
+ * that programs link has no trace of them. Nothing outside striping/
+ * includes this.
+ */
+#ifndef NVMEFS_FI_I_H
+#define NVMEFS_FI_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nvmefs/devset.h"
+#include "nvmefs/fault.h"
+
+/* What becomes of an operation about to start on a member. */
+enum fi_action {
+	FI_GO,	  /* as asked */
+	FI_FAIL,  /* not sent: fails with -EIO */
+	FI_SHORT, /* sent one device block shorter */
+};
+
+#ifdef NVMEFS_FAULT_INJECTION
+int fi_dev_init(struct nvmefs_dev *dev);
+void fi_dev_exit(struct nvmefs_dev *dev);
+/* op is one NVMEFS_FAULT_READS/_WRITES/_FLUSHES bit. */
+enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len);
+/* A write of buf to [off, off + len) is about to start: remember it if
+ * power loss is being recorded (blocks for good once the power is cut).
+ * Returns the record's id, or 0 when nothing was recorded. */
+uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, uint64_t len);
+/* The write with that id finished (whatever its result). */
+void fi_write_end(struct nvmefs_dev *dev, uint64_t id);
+/* A flush starts / succeeded: writes finished before it started are
+ * durable once it succeeds. */
+uint64_t fi_flush_begin(struct nvmefs_dev *dev);
+void fi_flush_end(struct nvmefs_dev *dev, uint64_t mark);
+unsigned fi_latency_us(struct nvmefs_dev *dev);
+bool fi_refuse_submit(struct nvmefs_dev *dev);
+#else
+static inline int fi_dev_init(struct nvmefs_dev *dev)
+{
+	(void)dev;
+	return 0;
+}
+static inline void fi_dev_exit(struct nvmefs_dev *dev)
+{
+	(void)dev;
+}
+static inline enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off,
+				      uint64_t len)
+{
+	(void)dev, (void)op, (void)off, (void)len;
+	return FI_GO;
+}
+static inline uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf,
+				      uint64_t len)
+{
+	(void)dev, (void)off, (void)buf, (void)len;
+	return 0;
+}
+static inline void fi_write_end(struct nvmefs_dev *dev, uint64_t id)
+{
+	(void)dev, (void)id;
+}
+static inline uint64_t fi_flush_begin(struct nvmefs_dev *dev)
+{
+	(void)dev;
+	return 0;
+}
+static inline void fi_flush_end(struct nvmefs_dev *dev, uint64_t mark)
+{
+	(void)dev, (void)mark;
+}
+static inline unsigned fi_latency_us(struct nvmefs_dev *dev)
+{
+	(void)dev;
+	return 0;
+}
+static inline bool fi_refuse_submit(struct nvmefs_dev *dev)
+{
+	(void)dev;
+	return false;
+}
+#endif
+
+#endif
