@@ -123,6 +123,10 @@ struct nvmefs_journal {
 	pthread_t thread;
 	bool running, stop, kick; /* state_lock */
 	unsigned interval_ms;
+	/* what nvmefs_journal_load found */
+	bool loaded_clean;    /* the superblock said clean unmount */
+	uint64_t replayed;    /* journal transactions replayed */
+	uint64_t loaded_ckpt; /* checkpoint sequence loaded */
 };
 
 struct nvmefs_vol_opts {
@@ -132,6 +136,9 @@ struct nvmefs_vol_opts {
 	unsigned commit_ms;   /* group commit interval (0: 5000) */
 	bool read_only;
 	bool direct; /* direct mode: no page cache for file data */
+	/* fsck: load what is on disk and stop there; overlapping extents,
+	 * dangling entries and orphans are left for the checker to find. */
+	bool check;
 };
 
 struct nvmefs_vol {

@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fsck.nvmefs against damage made on purpose: on a fresh 2-member volume
+ * per case, records that the live code would never log (a wrong link
+ * count, an inode with no entry, an entry naming a freed inode, a
+ * directory cycle cut off from the root, two files claiming the same
+ * bytes, a leaked inode), or a damaged label or superblock, are committed
+ * through the library. Then `fsck.nvmefs -n` must report the damage by
+ * name and exit 4, `-y` must repair it and exit 1, a second `-n` must exit
+ * 0, and the volume must then load with the mount's own checks. Also: a
+ * clean volume exits 0, orphans are not errors, a volume in use and bad
+ * usage exit 8, both superblocks damaged exits 4.
+ *
+ * usage: test_fsck BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "nvmefs/util.h"
+#include "test_util.h"
+
+static char dir[256], img[2][300], mkfs[512], fsck[512], out[300];
+
+static void format(void)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "%s -q -f %s %s >/dev/null", mkfs, img[0], img[1]);
+	CHECK(system(cmd) == 0);
+}
+
+static struct nvmefs_vol *open_vol(void)
+{
+	const char *paths[2] = {img[0], img[1]};
+	struct nvmefs_vol *vol = NULL;
+	int ret = nvmefs_vol_open(&vol, paths, 2, NULL);
+
+	CHECK_ERR(ret, 0);
+	return ret ? NULL : vol;
+}
+
+/* Run fsck.nvmefs with args on both members; its exit status. Its output
+ * is kept in `out` for has(). */
+static int run_fsck(const char *args)
+{
+	char cmd[2048];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s %s %s >%s 2>&1", fsck, args, img[1], img[0], out);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* fsck's last output contains s (quietly). */
+static bool output_has(const char *s, char *buf, size_t size)
+{
+	FILE *fp = fopen(out, "r");
+	size_t n = fp ? fread(buf, 1, size - 1, fp) : 0;
+
+	if (fp)
+		fclose(fp);
+	buf[n] = 0;
+	return strstr(buf, s) != NULL;
+}
+
+/* The same, showing the output when it does not. */
+static bool has(const char *s)
+{
+	char buf[16384];
+
+	if (!output_has(s, buf, sizeof(buf))) {
+		fprintf(stderr, "fsck output lacks '%s':\n%s", s, buf);
+		return false;
+	}
+	return true;
+}
+
+static int log_rec(struct nvmefs_vol *vol, struct nvmefs_rec *r)
+{
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_meta_log(vol, r);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static uint64_t make_inode(struct nvmefs_vol *vol, mode_t mode, uint32_t nlink)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+
+	r.inode.ino = vol->next_ino;
+	r.inode.mode = mode;
+	r.inode.nlink = nlink;
+	if (S_ISREG(mode))
+		nvmefs_layout_init(&r.inode.layout, vol->label.chunk_size, vol->ndevs, 0);
+	CHECK_ERR(log_rec(vol, &r), 0);
+	return r.inode.ino;
+}
+
+static void link_to(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t child,
+		    bool add)
+{
+	struct nvmefs_rec r = {.type = add ? NVMEFS_REC_DIRENT_ADD : NVMEFS_REC_DIRENT_DEL};
+
+	r.dirent.parent = parent;
+	r.dirent.child = child;
+	r.dirent.type = nvmefs_iget(vol, child) && nvmefs_iget(vol, child)->dir ? DT_DIR : DT_REG;
+	r.dirent.name = name;
+	r.dirent.name_len = (uint16_t)strlen(name);
+	CHECK_ERR(log_rec(vol, &r), 0);
+}
+
+static uint64_t make_file(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	uint64_t ino = make_inode(vol, S_IFREG | 0644, 1);
+
+	link_to(vol, parent, name, ino, true);
+	return ino;
+}
+
+static uint64_t make_dir(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	uint64_t ino = make_inode(vol, S_IFDIR | 0755, 2);
+	struct nvmefs_inode *p = nvmefs_iget(vol, parent);
+	struct nvmefs_rec r;
+
+	link_to(vol, parent, name, ino, true);
+	nvmefs_inode_to_rec(p, &r);
+	r.inode.nlink++;
+	CHECK_ERR(log_rec(vol, &r), 0);
+	return ino;
+}
+
+static void map(struct nvmefs_vol *vol, uint64_t ino, uint64_t dev_off)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_EXTENT};
+
+	r.extent.ino = ino;
+	r.extent.slot = 0;
+	r.extent.comp_off = 0;
+	r.extent.dev_off = dev_off;
+	r.extent.len = 8 * NVMEFS_BLOCK;
+	CHECK_ERR(log_rec(vol, &r), 0);
+}
+
+static void set_nlink(struct nvmefs_vol *vol, uint64_t ino, uint32_t nlink)
+{
+	struct nvmefs_rec r;
+
+	nvmefs_inode_to_rec(nvmefs_iget(vol, ino), &r);
+	r.inode.nlink = nlink;
+	CHECK_ERR(log_rec(vol, &r), 0);
+}
+
+/* Commit and drop the volume as a crash would (the journal holds it). */
+static void commit_abandon(struct nvmefs_vol *vol)
+{
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	nvmefs_vol_abandon(vol);
+}
+
+/* -n finds `what` (exit 4), -y fixes it (1), -n then is clean (0), and
+ * the volume loads with the mount's checks. */
+static void expect_repair(const char *name, const char *what)
+{
+	struct nvmefs_vol *vol;
+
+	CHECKF(run_fsck("-n") == 4, "%s: -n", name);
+	CHECKF(has(what), "%s", name);
+	CHECKF(has("not fixed"), "%s", name);
+	CHECKF(run_fsck("-y") == 1, "%s: -y", name);
+	CHECKF(has("fixed"), "%s", name);
+	CHECKF(run_fsck("-n") == 0, "%s: -n after -y", name);
+	CHECKF(has("clean"), "%s", name);
+	vol = open_vol();
+	if (vol)
+		CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+static void test_clean(void)
+{
+	struct nvmefs_vol *vol;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	make_file(vol, make_dir(vol, NVMEFS_ROOT_INO, "d"), "f");
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+	CHECK(run_fsck("-n") == 0 && has("clean"));
+	CHECK(run_fsck("") == 0 && has("clean")); /* -n is the default */
+	CHECK(run_fsck("-y") == 0 && has("clean"));
+}
+
+static void test_link_count(void)
+{
+	struct nvmefs_vol *vol;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	set_nlink(vol, make_file(vol, NVMEFS_ROOT_INO, "f"), 3);
+	commit_abandon(vol);
+	CHECK(run_fsck("-n") == 4 && has("replayed 1 transaction"));
+	expect_repair("link count", "link count 3, should be 1");
+}
+
+static void test_dangling_entry(void)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+	struct nvmefs_vol *vol;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	r.ino.ino = make_file(vol, NVMEFS_ROOT_INO, "gone");
+	CHECK_ERR(log_rec(vol, &r), 0);
+	commit_abandon(vol);
+	vol = NULL;
+	{
+		const char *paths[2] = {img[0], img[1]};
+
+		/* The mount refuses it. */
+		CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	}
+	expect_repair("dangling entry", "entry 'gone' in directory 1 names no inode");
+}
+
+static void test_detached_cycle(void)
+{
+	struct nvmefs_vol *vol;
+	uint64_t a, b, f;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	a = make_dir(vol, NVMEFS_ROOT_INO, "a");
+	b = make_dir(vol, a, "b");
+	f = make_file(vol, b, "f");
+	/* a/b/a: cut a from the root and hang it under its own child. */
+	link_to(vol, NVMEFS_ROOT_INO, "a", a, false);
+	link_to(vol, b, "a", a, true);
+	make_inode(vol, S_IFREG | 0600, 1); /* a file with no entry at all */
+	commit_abandon(vol);
+	expect_repair("cycle", "is not reachable from the root");
+	vol = open_vol();
+	if (!vol)
+		return;
+	{
+		struct nvmefs_dirent *lf = nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "lost+found");
+		char name[32];
+
+		CHECK(lf != NULL);
+		snprintf(name, sizeof(name), "#%llu", (unsigned long long)a);
+		CHECKF(lf && nvmefs_dir_find(vol, lf->child, name), "a in lost+found");
+		CHECKF(nvmefs_dir_find(vol, b, "f") && nvmefs_dir_find(vol, b, "f")->child == f,
+		       "a/b/f kept");
+		CHECKF(!nvmefs_dir_find(vol, b, "a"), "the cycle's entry is gone");
+		CHECK(lf && nvmefs_iget(vol, a)->parent == lf->child);
+	}
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+static void test_shared_extent(void)
+{
+	const char *paths[2] = {img[0], img[1]};
+	struct nvmefs_vol *vol;
+	uint64_t x, y, dev_off;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	x = make_file(vol, NVMEFS_ROOT_INO, "x");
+	y = make_file(vol, NVMEFS_ROOT_INO, "y");
+	dev_off = vol->data_start[0] + 64 * NVMEFS_BLOCK;
+	map(vol, x, dev_off);
+	map(vol, y, dev_off + 4 * NVMEFS_BLOCK); /* half of it is x's */
+	commit_abandon(vol);
+	vol = NULL;
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN); /* the mount refuses */
+	expect_repair("shared extent", "belong to inode");
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(nvmefs_iget(vol, x)->alloc_bytes == 8 * NVMEFS_BLOCK);
+	CHECK(nvmefs_iget(vol, y)->alloc_bytes == 4 * NVMEFS_BLOCK);
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+static void test_leaked_and_orphan(void)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_ORPHAN_ADD};
+	struct nvmefs_vol *vol;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	make_inode(vol, S_IFREG | 0644, 0); /* no link, no orphan record */
+	r.ino.ino = make_inode(vol, S_IFREG | 0644, 0);
+	CHECK_ERR(log_rec(vol, &r), 0); /* an orphan: fine */
+	commit_abandon(vol);
+	expect_repair("leaked", "has no entry and no orphan record");
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	r.ino.ino = make_inode(vol, S_IFREG | 0644, 0);
+	CHECK_ERR(log_rec(vol, &r), 0);
+	commit_abandon(vol);
+	CHECK(run_fsck("-n") == 0 && has("unlinked while open"));
+	CHECK(run_fsck("-y") == 0 && has("reclaimed"));
+	{
+		char buf[16384];
+
+		CHECK(run_fsck("-n") == 0 && !output_has("unlinked", buf, sizeof(buf)));
+	}
+}
+
+/* Overwrite len bytes at off of image i with garbage. */
+static void scribble(int i, off_t off, size_t len)
+{
+	int fd = open(img[i], O_WRONLY);
+	char junk[4096];
+
+	memset(junk, 0x5a, sizeof(junk));
+	CHECK(fd >= 0 && len <= sizeof(junk) && pwrite(fd, junk, len, off) == (ssize_t)len);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_labels_and_super(void)
+{
+	struct nvmefs_vol *vol;
+	uint64_t meta_off;
+	int fd;
+
+	format();
+	scribble(1, 100, 16); /* member 1's primary label */
+	expect_repair("label", "primary label is damaged");
+
+	vol = open_vol();
+	if (!vol)
+		return;
+	meta_off = vol->label.meta_off;
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+	scribble(0, (off_t)meta_off + 100, 16);
+	scribble(0, (off_t)meta_off + NVMEFS_BLOCK + 100, 16);
+	CHECK(run_fsck("-n") == 4 && has("no valid superblock"));
+	CHECK(run_fsck("-y") == 4);
+
+	/* In use: another process holds the member. */
+	format();
+	fd = open(img[0], O_RDONLY);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	CHECK(run_fsck("-n") == 8 && has("is it mounted?"));
+	close(fd);
+	CHECK(run_fsck("-n -y") == 8);
+	{
+		char cmd[1024];
+		int st;
+
+		snprintf(cmd, sizeof(cmd), "%s >/dev/null 2>&1", fsck);
+		st = system(cmd);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 8);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char cmd[2048];
+
+	if (argc < 2)
+		TEST_SKIP("usage: test_fsck BUILD_DIR");
+	snprintf(mkfs, sizeof(mkfs), "%s/mkfs.nvmefs", argv[1]);
+	snprintf(fsck, sizeof(fsck), "%s/fsck.nvmefs", argv[1]);
+	if (access(mkfs, X_OK) || access(fsck, X_OK))
+		TEST_SKIP("%s or %s not built", mkfs, fsck);
+	snprintf(dir, sizeof(dir), "%s/test_fsck.XXXXXX", base);
+	if (!mkdtemp(dir))
+		TEST_SKIP("mkdtemp in %s failed", base);
+	snprintf(out, sizeof(out), "%s/fsck.out", dir);
+	for (int i = 0; i < 2; i++) {
+		snprintf(img[i], sizeof(img[i]), "%s/d%d.img", dir, i);
+		snprintf(cmd, sizeof(cmd), "truncate -s 64M %s", img[i]);
+		CHECK(system(cmd) == 0);
+	}
+	nvmefs_log_set_level(NVMEFS_LOG_ERR);
+	test_clean();
+	test_link_count();
+	test_dangling_entry();
+	test_detached_cycle();
+	test_shared_extent();
+	test_leaked_and_orphan();
+	test_labels_and_super();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return test_result();
+}
