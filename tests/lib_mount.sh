@@ -23,6 +23,8 @@
 #                       The daemon is $MNT_BUILD/$MNT_DAEMON: nvmefs, or set
 #                       MNT_DAEMON=tests/nvmefs-fi (the test-only build with
 #                       fault injection, docs/RELIABILITY.md) before it.
+#                       With MNT_FOREGROUND=1 the daemon runs with -f in the
+#                       background, its log (stderr) in $MNT_TMP/nvmefs.log.
 #   mnt_umount          fusermount3 -u, then waits for the daemon to exit (so
 #                       everything it had is on the images): fails after 30 s.
 #   mnt_remount [OPTS]  both.
@@ -40,6 +42,7 @@ MNT_NO_MOUNT=0
 [ "${NVMEFS_TEST_NO_MOUNT:-0}" = 1 ] && MNT_NO_MOUNT=1
 MNT_BUILD=""
 MNT_DAEMON=nvmefs
+MNT_FOREGROUND=0
 MNT_TMP=""
 MNT_IMGDIR=""
 MNT=""
@@ -332,12 +335,19 @@ mnt_mount() { # [OPTS]
 	# Output to a file, not a pipe: a daemon that kept the pipe open would
 	# hang whoever reads it (ctest).
 	echo "mount: $MNT_DAEMON ${args[*]}" >>"$MNT_TMP/nvmefs.log"
-	if ! timeout 30 "$MNT_BUILD/$MNT_DAEMON" "${args[@]}" </dev/null >>"$MNT_TMP/nvmefs.log" 2>&1; then
+	if [ "$MNT_FOREGROUND" = 1 ]; then
+		"$MNT_BUILD/$MNT_DAEMON" "${args[@]}" -f </dev/null >>"$MNT_TMP/nvmefs.log" 2>&1 &
+		pid=$!
+	elif ! timeout 30 "$MNT_BUILD/$MNT_DAEMON" "${args[@]}" </dev/null >>"$MNT_TMP/nvmefs.log" 2>&1; then
 		_mnt_log_tail
 		mnt_die "$MNT_DAEMON ${args[*]} failed"
 	fi
 	end=$((SECONDS + 30))
 	until mountpoint -q "$MNT"; do
+		if [ -n "${pid:-}" ] && ! kill -0 "$pid" 2>/dev/null; then
+			_mnt_log_tail
+			mnt_die "$MNT_DAEMON ${args[*]} -f exited"
+		fi
 		if [ "$SECONDS" -ge "$end" ]; then
 			_mnt_log_tail
 			mnt_die "$MNT not a mount point 30 s after nvmefs returned"
