@@ -67,9 +67,11 @@ static int rebuild_dev(struct nvmefs_vol *vol, unsigned dev, struct used *u, siz
 		uint64_t next = i < n ? u[i].off : vol->data_end[dev];
 
 		if (next < pos) {
-			nvmefs_err("metadata: inode %llu's extent at %llu on member %u overlaps "
-				   "another file's extent",
-				   (unsigned long long)u[i].ino, (unsigned long long)u[i].off, dev);
+			nvmefs_err(
+				"%s: metadata: inode %llu's extent at %llu on member %u overlaps "
+				"another file's extent (fsck.nvmefs repairs this)",
+				nvmefs_meta_where(vol), (unsigned long long)u[i].ino,
+				(unsigned long long)u[i].off, dev);
 			return -EUCLEAN;
 		}
 		if (next > pos) {

@@ -299,6 +299,19 @@ int nvmefs_txn_decode(struct nvmefs_txn *t, const uint8_t uuid[16], const void *
 	return 0;
 }
 
+int nvmefs_txn_peek(struct nvmefs_txn *t, const uint8_t uuid[16], const void *hdr)
+{
+	struct cur c = {.p = (uint8_t *)hdr, .len = NVMEFS_TXN_HDR, .pos = 16};
+
+	if (memcmp(hdr, TXN_MAGIC, 8) != 0 || memcmp(get(&c, 8), uuid, 8) != 0)
+		return -EINVAL;
+	t->seq = get64(&c);
+	t->nblocks = get32(&c);
+	t->payload_len = get32(&c);
+	t->pad = get32(&c);
+	return t->nblocks ? 0 : -EINVAL;
+}
+
 uint32_t nvmefs_txn_nblocks(const void *hdr)
 {
 	struct cur c = {.p = (uint8_t *)hdr, .len = NVMEFS_TXN_HDR, .pos = 32};

@@ -107,6 +107,9 @@ int nvmefs_super_decode(struct nvmefs_super *s, const void *block);
  */
 void nvmefs_txn_encode(const struct nvmefs_txn *t, const uint8_t uuid[16], void *buf);
 int nvmefs_txn_decode(struct nvmefs_txn *t, const uint8_t uuid[16], const void *buf, size_t len);
+/* A header's fields when its magic and journal id match (0), unchecked by
+ * the crc: to look for transactions, not to trust them. */
+int nvmefs_txn_peek(struct nvmefs_txn *t, const uint8_t uuid[16], const void *hdr);
 /* The block count a header claims (unchecked: to know how much to read). */
 uint32_t nvmefs_txn_nblocks(const void *hdr);
 

@@ -127,6 +127,8 @@ struct nvmefs_journal {
 	bool loaded_clean;    /* the superblock said clean unmount */
 	uint64_t replayed;    /* journal transactions replayed */
 	uint64_t loaded_ckpt; /* checkpoint sequence loaded */
+	uint64_t damaged;     /* replay stopped at a damaged transaction:
+			       * the latest valid one after it (else 0) */
 };
 
 struct nvmefs_vol_opts {
@@ -173,6 +175,12 @@ struct nvmefs_vol {
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"
+
+/* Member 0's path, where the metadata lives: for messages about it. */
+static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
+{
+	return vol->set && vol->set->count ? vol->set->devs[0].path : "(volume)";
+}
 
 /*
  * Make the array *vp (elements of elem bytes, *cap of them allocated) hold

@@ -721,6 +721,14 @@ static int run(struct fsck *f)
 	ret = check_labels(f);
 	if (ret)
 		return ret;
+	if (f->vol->j.damaged) {
+		problem(f, true,
+			"journal: transaction %" PRIu64 " is damaged; transactions %" PRIu64
+			" to %" PRIu64 " after it are discarded",
+			f->vol->j.next_seq, f->vol->j.next_seq + 1, f->vol->j.damaged);
+		/* Number on past them, so they never look newer again. */
+		f->vol->j.next_seq = f->vol->j.damaged + 1;
+	}
 	if (f->vol->j.loaded_clean && !f->vol->j.replayed)
 		info(f, "journal: clean, checkpoint %" PRIu64, f->vol->j.loaded_ckpt);
 	else

@@ -551,10 +551,73 @@ static long replay(struct nvmefs_vol *vol)
 	return ret ? ret : count;
 }
 
+/* Read and check the transaction at ring position phys; 0 if it is whole
+ * and valid, with its header in *t. */
+static int txn_at(struct nvmefs_vol *vol, uint64_t phys, uint32_t nb, struct nvmefs_txn *t)
+{
+	uint64_t jsize = vol->label.journal_size;
+	uint8_t *buf;
+	int ret;
+
+	if (phys + (uint64_t)nb * NVMEFS_BLOCK > jsize)
+		return -EINVAL;
+	buf = nvmefs_aligned_alloc((size_t)nb * NVMEFS_BLOCK);
+	if (!buf)
+		return -ENOMEM;
+	ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys, buf,
+			     (size_t)nb * NVMEFS_BLOCK);
+	if (!ret)
+		ret = nvmefs_txn_decode(t, vol->label.uuid, buf, (size_t)nb * NVMEFS_BLOCK);
+	free(buf);
+	return ret;
+}
+
+/*
+ * Replay stops at the first transaction that is not whole and valid: after
+ * a crash that is the last one, torn while being written (commits are one
+ * at a time and each is flushed before the next starts). A valid
+ * transaction further on with a later sequence number means the one at the
+ * head was damaged afterwards, and what follows it would be lost silently:
+ * find the latest such. Returns its sequence number, 0 if there is none, or
+ * -errno.
+ */
+static int64_t later_txn(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	uint64_t jsize = vol->label.journal_size;
+	size_t chunk = jsize < IO_CHUNK ? jsize : IO_CHUNK;
+	uint8_t *buf = nvmefs_aligned_alloc(chunk);
+	int64_t found = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t pos = j->head + NVMEFS_BLOCK; pos < j->tail + jsize && found >= 0;) {
+		uint64_t phys = pos % jsize;
+		size_t n = jsize - phys < chunk ? jsize - phys : chunk;
+		int ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys, buf, n);
+
+		if (ret) {
+			found = ret;
+			break;
+		}
+		for (size_t b = 0; b < n; b += NVMEFS_BLOCK) {
+			struct nvmefs_txn t;
+
+			if (!nvmefs_txn_peek(&t, vol->label.uuid, buf + b) && t.seq > j->next_seq &&
+			    (int64_t)t.seq > found && !txn_at(vol, phys + b, t.nblocks, &t))
+				found = (int64_t)t.seq;
+		}
+		pos += n;
+	}
+	free(buf);
+	return found;
+}
+
 int nvmefs_journal_load(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
 	struct nvmefs_super s = {0};
+	int64_t later;
 	long n;
 	int ret = read_super(vol, &s);
 
@@ -573,6 +636,23 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 	if (n < 0) {
 		ret = (int)n;
 		goto out;
+	}
+	later = later_txn(vol);
+	if (later < 0) {
+		ret = (int)later;
+		goto out;
+	}
+	if (later) {
+		nvmefs_err(
+			"%s: journal: transaction %llu is damaged but transaction %lld after it is "
+			"whole; replay stopped before the damage (fsck.nvmefs -y keeps that state "
+			"and discards the rest)",
+			vol->set->devs[0].path, (unsigned long long)j->next_seq, (long long)later);
+		j->damaged = (uint64_t)later;
+		if (!vol->opts.check) {
+			ret = -EUCLEAN;
+			goto out;
+		}
 	}
 	nvmefs_log(s.clean ? NVMEFS_LOG_DEBUG : NVMEFS_LOG_INFO,
 		   "loaded checkpoint %llu (%llu bytes), replayed %ld journal transaction(s)%s",

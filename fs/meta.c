@@ -769,7 +769,7 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 	size_t bad = 0;
 
 	if (!root || !root->dir) {
-		nvmefs_err("metadata: the root directory is missing");
+		nvmefs_err("%s: metadata: the root directory is missing", nvmefs_meta_where(vol));
 		return -EUCLEAN;
 	}
 	for (size_t i = 0; i < vol->dtab_size; i++) {
@@ -777,9 +777,10 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 			struct nvmefs_inode *c = nvmefs_iget(vol, d->child);
 
 			if (!c || c->dead) {
-				nvmefs_err("metadata: entry '%s' in directory %llu names "
-					   "missing inode %llu",
-					   d->name, (unsigned long long)d->parent,
+				nvmefs_err("%s: metadata: entry '%s' in directory %llu names "
+					   "missing inode %llu (fsck.nvmefs repairs this)",
+					   nvmefs_meta_where(vol), d->name,
+					   (unsigned long long)d->parent,
 					   (unsigned long long)d->child);
 				return -EUCLEAN;
 			}
@@ -792,8 +793,8 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 		}
 	}
 	if (bad)
-		nvmefs_warn("metadata: %zu inode(s) with no links and no orphan record "
+		nvmefs_warn("%s: metadata: %zu inode(s) with no links and no orphan record "
 			    "(fsck.nvmefs will reclaim them)",
-			    bad);
+			    nvmefs_meta_where(vol), bad);
 	return 0;
 }

@@ -4,7 +4,8 @@
  * per case, records that the live code would never log (a wrong link
  * count, an inode with no entry, an entry naming a freed inode, a
  * directory cycle cut off from the root, two files claiming the same
- * bytes, a leaked inode), or a damaged label or superblock, are committed
+ * bytes, a leaked inode), or a damaged label, superblock or journal
+ * transaction (with whole ones after it), are committed
  * through the library. Then `fsck.nvmefs -n` must report the damage by
  * name and exit 4, `-y` must repair it and exit 1, a second `-n` must exit
  * 0, and the volume must then load with the mount's own checks. Also: a
@@ -331,6 +332,45 @@ static void test_leaked_and_orphan(void)
 	}
 }
 
+static void scribble(int i, off_t off, size_t len);
+
+/* A damaged transaction with whole ones after it is not a torn tail: the
+ * mount refuses, fsck -y keeps the state before it. */
+static void test_damaged_journal(void)
+{
+	const char *paths[2] = {img[0], img[1]};
+	struct nvmefs_vol *vol;
+	uint64_t jbase;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	jbase = vol->label.meta_off + nvmefs_meta_journal_off(&vol->label);
+	make_file(vol, NVMEFS_ROOT_INO, "t1");
+	CHECK_ERR(nvmefs_journal_commit(vol), 0); /* the first transaction, at the ring's start */
+	make_file(vol, NVMEFS_ROOT_INO, "t2");
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	make_file(vol, NVMEFS_ROOT_INO, "t3");
+	commit_abandon(vol);
+	scribble(0, (off_t)jbase + 100, 8);
+	vol = NULL;
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	expect_repair("damaged transaction",
+		      "is damaged; transactions 2 to 3 after it are discarded");
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(!nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "t1") &&
+	      !nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "t3"));
+	make_file(vol, NVMEFS_ROOT_INO, "t4"); /* the journal goes on */
+	commit_abandon(vol);
+	vol = open_vol();
+	CHECK(vol && nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "t4"));
+	if (vol)
+		CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
 /* Overwrite len bytes at off of image i with garbage. */
 static void scribble(int i, off_t off, size_t len)
 {
@@ -407,6 +447,7 @@ int main(int argc, char **argv)
 	test_detached_cycle();
 	test_shared_extent();
 	test_leaked_and_orphan();
+	test_damaged_journal();
 	test_labels_and_super();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
