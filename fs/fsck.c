@@ -657,7 +657,7 @@ static int check_space(struct fsck *f)
 
 	pass_begin(f, "free space");
 	ret = nvmefs_alloc_rebuild(vol);
-	if (ret == -EUCLEAN) {
+	if (ret == -EUCLEAN || ret == -EPROTO || ret == -ENODEV) {
 		problem(f, false, "extents still overlap");
 		return 0;
 	}
@@ -818,7 +818,7 @@ int main(int argc, char **argv)
 	vo.read_only = !f.repair;
 	ret = nvmefs_vol_open(&f.vol, (const char *const *)argv + optind, (unsigned)(argc - optind),
 			      &vo);
-	if (ret == -EUCLEAN) {
+	if (ret == -EUCLEAN || ret == -EPROTO || ret == -ENODEV) {
 		fprintf(stderr,
 			"fsck.nvmefs: the metadata is damaged beyond what fsck.nvmefs repairs "
 			"(see the message above)\n");
