@@ -155,7 +155,7 @@ void nvmefs_label_encode(const struct nvmefs_label *l, void *block)
 
 static bool label_sane(const struct nvmefs_label *l)
 {
-	uint64_t meta_end = l->meta_off + l->meta_size;
+	uint64_t meta_end = l->meta_off + l->meta_size, parts;
 
 	if (l->count == 0 || l->count > NVMEFS_MAX_DEVICES || l->index >= l->count)
 		return false;
@@ -170,13 +170,20 @@ static bool label_sane(const struct nvmefs_label *l)
 		if ((i < l->count) != (s != 0) || s % NVMEFS_BLOCK)
 			return false;
 	}
+	/* Block 0 is the label: no area may start there. */
 	if (l->data_start % NVMEFS_BLOCK || l->data_end % NVMEFS_BLOCK ||
-	    l->data_start >= l->data_end || l->data_end > l->dev_size[l->index] - NVMEFS_BLOCK)
+	    l->data_start < NVMEFS_BLOCK || l->data_start >= l->data_end ||
+	    l->data_end > l->dev_size[l->index] - NVMEFS_BLOCK)
 		return false;
 	if (l->meta_off % NVMEFS_BLOCK || l->ckpt_slot_size % NVMEFS_BLOCK ||
 	    l->journal_size % NVMEFS_BLOCK || l->ckpt_slot_size == 0 || l->journal_size == 0 ||
-	    meta_end < l->meta_off || meta_end > l->dev_size[0] - NVMEFS_BLOCK ||
-	    2 * NVMEFS_BLOCK + 2 * l->ckpt_slot_size + l->journal_size != l->meta_size)
+	    l->meta_off < NVMEFS_BLOCK || meta_end < l->meta_off ||
+	    meta_end > l->dev_size[0] - NVMEFS_BLOCK)
+		return false;
+	/* The parts must add up to the area, without wrapping around. */
+	if (__builtin_mul_overflow(l->ckpt_slot_size, 2, &parts) ||
+	    __builtin_add_overflow(parts, l->journal_size, &parts) ||
+	    __builtin_add_overflow(parts, 2 * NVMEFS_BLOCK, &parts) || parts != l->meta_size)
 		return false;
 	/* The metadata area precedes member 0's data area. */
 	if (l->index == 0 && l->data_start < meta_end)
@@ -498,6 +505,7 @@ static bool inode_ok(const struct nvmefs_rec *r)
 long nvmefs_rec_decode(struct nvmefs_rec *r, const void *buf, size_t len)
 {
 	struct cur c = {.p = (uint8_t *)buf, .len = len};
+	const void *devs;
 	uint32_t size;
 
 	memset(r, 0, sizeof(*r));
@@ -523,9 +531,9 @@ long nvmefs_rec_decode(struct nvmefs_rec *r, const void *buf, size_t len)
 		r->inode.crtime = get_time(&c);
 		r->inode.layout.chunk_size = get32(&c);
 		r->inode.layout.stripe_count = get32(&c);
-		if (!c.bad)
-			memcpy(r->inode.layout.devs, get(&c, NVMEFS_MAX_DEVICES),
-			       NVMEFS_MAX_DEVICES);
+		devs = get(&c, NVMEFS_MAX_DEVICES);
+		if (devs) /* NULL when the record ends inside it */
+			memcpy(r->inode.layout.devs, devs, NVMEFS_MAX_DEVICES);
 		r->inode.target_len = get16(&c);
 		r->inode.target = get(&c, r->inode.target_len);
 		if (c.bad || !inode_ok(r))

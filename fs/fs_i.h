@@ -290,6 +290,10 @@ int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
  * overflow, and below 10^18 so that absurd sizes get EFBIG as on ext4. */
 #define NVMEFS_MAX_FILE_SIZE (1ull << 56)
 
+/* Largest inode number: numbers are never reused within a mount, and 2^62
+ * keeps next_ino far from wrapping. */
+#define NVMEFS_INO_MAX ((1ull << 62) - 1)
+
 /* ---- ops.c ---- */
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops nvmefs_ops;

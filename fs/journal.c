@@ -449,7 +449,10 @@ static int load_checkpoint(struct nvmefs_vol *vol, const struct nvmefs_super *s)
 	size_t pos = 0;
 	int ret = -ENOMEM;
 
-	if (nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
+	/* Compare lengths before computing with them: a damaged ckpt_len near
+	 * 2^64 would wrap the block count. */
+	if (s->ckpt_len > vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD ||
+	    nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
 		nvmefs_err("%s: superblock: checkpoint length %llu does not fit its slot",
 			   vol->set->devs[0].path, (unsigned long long)s->ckpt_len);
 		return -EUCLEAN;

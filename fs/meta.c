@@ -230,6 +230,10 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 
 	if (!in)
 		return -ENOMEM;
+	if (r->inode.ino > NVMEFS_INO_MAX) { /* next_ino must not wrap */
+		free(in);
+		return -EUCLEAN;
+	}
 	in->ino = r->inode.ino;
 	in->mode = r->inode.mode;
 	pthread_rwlock_init(&in->io_lock, NULL);
@@ -763,6 +767,47 @@ int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
 	return 0;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The entries naming each inode against its link count: more entries than
+ * links would free an inode still named (a later unlink drops the last
+ * link); a directory named twice breaks "..". Orphans have no entry. */
+static int verify_links(struct nvmefs_vol *vol)
+{
+	uint64_t *child = malloc((vol->ndirents + 1) * sizeof(*child));
+	size_t n = 0;
+	int ret = 0;
+
+	if (!child)
+		return -ENOMEM;
+	for (size_t i = 0; i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i]; d; d = d->hnext)
+			child[n++] = d->child;
+	}
+	qsort(child, n, sizeof(*child), u64_cmp);
+	for (size_t i = 0, k; i < n && !ret; i = k) {
+		struct nvmefs_inode *c = nvmefs_iget(vol, child[i]);
+
+		for (k = i; k < n && child[k] == child[i]; k++)
+			;
+		if (c->orphan || c->ino == NVMEFS_ROOT_INO || (c->dir && k - i > 1) ||
+		    (!c->dir && k - i > c->nlink)) {
+			nvmefs_err("%s: metadata: inode %llu is named by %zu entries but has %u "
+				   "link(s)%s (fsck.nvmefs repairs this)",
+				   nvmefs_meta_where(vol), (unsigned long long)c->ino, k - i,
+				   c->nlink, c->orphan ? " and an orphan record" : "");
+			ret = -EUCLEAN;
+		}
+	}
+	free(child);
+	return ret;
+}
+
 int nvmefs_meta_verify(struct nvmefs_vol *vol)
 {
 	struct nvmefs_inode *root = nvmefs_iget(vol, NVMEFS_ROOT_INO);
@@ -786,6 +831,8 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 			}
 		}
 	}
+	if (verify_links(vol))
+		return -EUCLEAN;
 	for (size_t i = 0; i < vol->itab_size; i++) {
 		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
 			if (in->nlink == 0 && !in->orphan && in->ino != NVMEFS_ROOT_INO)

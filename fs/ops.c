@@ -350,6 +350,8 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return ret;
 	if (S_ISDIR(mode) && p->nlink >= LINK_MAX_COUNT)
 		return -EMLINK;
+	if (vol->next_ino > NVMEFS_INO_MAX)
+		return -ENOSPC;
 	nvmefs_timespec_now(&now);
 	r.inode.ino = vol->next_ino;
 	r.inode.mode = mode;
@@ -488,6 +490,8 @@ static int remove_name(struct nvmefs_vol *vol, fuse_ino_t parent, const char *na
 	if (!d)
 		return -ENOENT;
 	in = nvmefs_iget(vol, d->child);
+	if (!in)
+		return -EIO; /* the mount verified every entry: a bug */
 	if (dir && !in->dir)
 		return -ENOTDIR;
 	if (!dir && in->dir)
@@ -597,6 +601,8 @@ static int do_rename(struct nvmefs_vol *vol, fuse_ino_t parent, const char *name
 	d2 = nvmefs_dir_find(vol, newparent, newname);
 	if (d2)
 		dst = nvmefs_iget(vol, d2->child);
+	if (!src || (d2 && !dst))
+		return -EIO; /* the mount verified every entry: a bug */
 	nvmefs_timespec_now(&now);
 	if (flags & RENAME_EXCHANGE) {
 		if (!dst)

@@ -6,6 +6,7 @@
  * block; truncated and over-long records; names with '/' or NUL; bad
  * layouts, versions and lengths.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,21 @@ static void test_label(void)
 	l.meta_size += NVMEFS_BLOCK;
 	nvmefs_label_encode(&l, bad);
 	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
+	/* Slots whose size only adds up modulo 2^64 (found by fuzz_label). */
+	make_label(&l);
+	l.ckpt_slot_size = (1ull << 63) + 3 * NVMEFS_BLOCK;
+	l.meta_size = 2 * NVMEFS_BLOCK + 2 * l.ckpt_slot_size + l.journal_size; /* wraps */
+	nvmefs_label_encode(&l, bad);
+	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
+	/* No area over the label in block 0 (found by fuzz_label). */
+	make_label(&l);
+	l.data_start = 0;
+	nvmefs_label_encode(&l, bad);
+	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
+	make_label(&l);
+	l.meta_off = 0;
+	nvmefs_label_encode(&l, bad);
+	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
 	/* A newer version is told apart from garbage. */
 	make_label(&l);
 	nvmefs_label_encode(&l, bad);
@@ -133,6 +149,16 @@ static void test_records(void)
 	/* Every truncation of a record is refused. */
 	for (size_t k = 0; k < n; k++)
 		CHECKF(nvmefs_rec_decode(&out, buf, k) < 0, "truncated to %zu accepted", k);
+	/* So is every record whose own length ends early, also inside the
+	 * device list (this used to memcpy from NULL). */
+	for (uint32_t k = 8; k < n; k++) {
+		uint32_t le = htole32(k);
+
+		put_rec(buf, &r);
+		memcpy(buf + 4, &le, 4);
+		CHECKF(nvmefs_rec_decode(&out, buf, n) < 0, "length %u accepted", k);
+	}
+	put_rec(buf, &r);
 	/* A symlink inode carries its target; a file may not. */
 	memset(&r, 0, sizeof(r));
 	r.type = NVMEFS_REC_INODE;

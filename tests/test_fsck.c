@@ -371,6 +371,64 @@ static void test_damaged_journal(void)
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 
+/* States the mount used to accept and then crash on (found by fuzzing):
+ * it now refuses them, and fsck repairs them. */
+static void test_mount_refusals(void)
+{
+	const char *paths[2] = {img[0], img[1]};
+	struct nvmefs_rec r = {.type = NVMEFS_REC_ORPHAN_ADD};
+	struct nvmefs_vol *vol;
+	uint64_t f, d;
+
+	/* An orphan still named by an entry: reclaim would leave the entry
+	 * dangling and a later unlink crash the daemon. */
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	r.ino.ino = make_file(vol, NVMEFS_ROOT_INO, "still-named");
+	CHECK_ERR(log_rec(vol, &r), 0);
+	commit_abandon(vol);
+	vol = NULL;
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	expect_repair("linked orphan", "has 1 entries but an orphan record");
+
+	/* A file named by more entries than its links, a directory twice. */
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	f = make_file(vol, NVMEFS_ROOT_INO, "one");
+	link_to(vol, NVMEFS_ROOT_INO, "two", f, true);
+	commit_abandon(vol);
+	vol = NULL;
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	expect_repair("entries over links", "link count 1, should be 2");
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	d = make_dir(vol, NVMEFS_ROOT_INO, "d1");
+	link_to(vol, NVMEFS_ROOT_INO, "d2", d, true);
+	commit_abandon(vol);
+	vol = NULL;
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	expect_repair("directory named twice", "names a directory that has another entry");
+
+	/* An inode number that would wrap the next one to 0. */
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_INODE};
+	r.inode.ino = NVMEFS_INO_MAX + 1;
+	r.inode.mode = S_IFDIR | 0755;
+	r.inode.nlink = 2;
+	CHECK_ERR(log_rec(vol, &r), -EIO);
+	CHECK(vol->next_ino <= NVMEFS_INO_MAX);
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
 /* Overwrite len bytes at off of image i with garbage. */
 static void scribble(int i, off_t off, size_t len)
 {
@@ -448,6 +506,7 @@ int main(int argc, char **argv)
 	test_shared_extent();
 	test_leaked_and_orphan();
 	test_damaged_journal();
+	test_mount_refusals();
 	test_labels_and_super();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
