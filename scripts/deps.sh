@@ -14,6 +14,8 @@ pkgs=(
 	util-linux fio jq procps
 	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test
 	e2fsprogs xfsprogs btrfs-progs python3
+	# libFuzzer's runtime (with clang) for tests/fuzz
+	libclang-rt-14-dev
 	# programs tests/test_tools.sh runs on a mounted volume
 	rsync sqlite3 git attr tar diffutils python3-numpy python3-torch
 )
