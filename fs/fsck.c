@@ -51,7 +51,8 @@ struct fsck {
 	struct nvmefs_vol *vol;
 	bool repair, verbose;
 	unsigned found, fixed, unfixable;
-	bool changed; /* repairs to write */
+	bool changed;  /* repairs to write */
+	size_t claims; /* places where two inodes claim the same bytes (pass 3) */
 	/* every inode, sorted by number, and per inode: */
 	struct nvmefs_inode **in;
 	size_t n;
@@ -381,7 +382,6 @@ static long check_claims(struct fsck *f)
 
 				nvmefs_extmap_remove(f->vol, f->in[at], x->slot, clo,
 						     clo + (hi - lo), false);
-				f->in[at]->alloc_bytes -= hi - lo;
 			}
 		}
 		if (x->dev != o->dev || x->off + x->len > o_end)
@@ -494,7 +494,7 @@ static uint64_t lost_found(struct fsck *f)
 {
 	struct nvmefs_vol *vol = f->vol;
 	struct nvmefs_dirent *d = nvmefs_dir_find(vol, NVMEFS_ROOT_INO, LOST_FOUND);
-	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE}, root;
 	struct timespec now;
 
 	if (d) {
@@ -509,6 +509,10 @@ static uint64_t lost_found(struct fsck *f)
 	r.inode.atime = r.inode.mtime = r.inode.ctime = r.inode.crtime =
 		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
 	if (apply(f, &r) || dirent_add(f, NVMEFS_ROOT_INO, LOST_FOUND, r.inode.ino, DT_DIR))
+		return 0;
+	nvmefs_inode_to_rec(nvmefs_iget(vol, NVMEFS_ROOT_INO), &root);
+	root.inode.nlink++; /* its ".." */
+	if (apply(f, &root))
 		return 0;
 	printf("created /%s\n", LOST_FOUND);
 	return r.inode.ino;
@@ -555,12 +559,16 @@ static int check_tree(struct fsck *f)
 		progress(f, k, 2 * f->n);
 		if ((k < f->n) != !!in->dir)
 			continue;
-		if (f->reached[i] || in->dead || (in->nlink == 0 && !f->links[i]))
-			continue; /* orphans and leaked inodes: pass 6 */
+		/* Orphans and leaked inodes are pass 6's, unless a directory
+		 * still holds entries: those come back with it. */
+		if (f->reached[i] || in->dead ||
+		    (in->nlink == 0 && !f->links[i] && !(in->dir && in->dir->live)))
+			continue;
 		problem(f, true, "%s %" PRIu64 " is not reachable from the root (moved to /%s)",
 			in->dir ? "directory" : "inode", in->ino, LOST_FOUND);
 		if (!f->repair) {
-			/* Pretend it is reconnected, to count what is under it once. */
+			/* Count it as reconnected, and what is under it once. */
+			f->links[i] = 1;
 			ret = reach(f, i);
 			continue;
 		}
@@ -656,8 +664,12 @@ static int check_space(struct fsck *f)
 	int ret;
 
 	pass_begin(f, "free space");
+	if (!f->repair && f->claims) {
+		info(f, "free space not rebuilt: extents overlap (see above)");
+		return 0;
+	}
 	ret = nvmefs_alloc_rebuild(vol);
-	if (ret == -EUCLEAN || ret == -EPROTO || ret == -ENODEV) {
+	if (ret == -EUCLEAN) {
 		problem(f, false, "extents still overlap");
 		return 0;
 	}
@@ -753,6 +765,7 @@ static int run(struct fsck *f)
 	claims = check_claims(f);
 	if (claims < 0)
 		return (int)claims;
+	f->claims = (size_t)claims;
 	ret = check_entries(f);
 	if (!ret)
 		ret = check_tree(f);
@@ -835,6 +848,11 @@ int main(int argc, char **argv)
 	free(f.subdirs);
 	free(f.reached);
 	nvmefs_vol_abandon(f.vol); /* anything to write is written */
+	if (ret == -EUCLEAN) {	   /* a repair the model refused: none written */
+		fprintf(stderr, "fsck.nvmefs: a repair contradicts the metadata; nothing was "
+				"written\n");
+		return FSCK_UNCORRECTED;
+	}
 	if (ret) {
 		fprintf(stderr, "fsck.nvmefs: %s\n", strerror(-ret));
 		return FSCK_ERROR;

@@ -160,6 +160,17 @@ static int write_checkpoint(struct nvmefs_vol *vol, const uint8_t *stream, size_
 	return write_super(vol, len, clean);
 }
 
+/* Ring bytes a transaction of plen payload bytes takes at the head, with
+ * the pad before it when it must wrap. Commits keep the journal since the
+ * checkpoint within half the ring (later_txn relies on it). */
+static uint64_t txn_span(const struct nvmefs_vol *vol, size_t plen)
+{
+	uint64_t jsize = vol->label.journal_size, phys = vol->j.head % jsize;
+	uint64_t bytes = (NVMEFS_TXN_HDR + plen + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK * NVMEFS_BLOCK;
+
+	return phys + bytes > jsize ? jsize - phys + bytes : bytes;
+}
+
 /* Append one transaction at the head; wrap with a pad transaction when it
  * does not fit before the ring's end. commit_lock held. */
 static int write_txn(struct nvmefs_vol *vol, const uint8_t *payload, size_t plen)
@@ -181,7 +192,12 @@ static int write_txn(struct nvmefs_vol *vol, const uint8_t *payload, size_t plen
 		t.pad = 1;
 		memset(buf, 0, NVMEFS_BLOCK);
 		nvmefs_txn_encode(&t, vol->label.uuid, buf);
+		/* Durable before the transaction after it: replay reaches that one
+		 * only through the pad, so a power cut must not keep it alone
+		 * (it would look like damage, not a torn tail). */
 		ret = nvmefs_vol_pio(vol, 0, true, journal_base(vol) + phys, buf, NVMEFS_BLOCK);
+		if (!ret)
+			ret = nvmefs_dev_flush(&vol->set->devs[0]);
 		if (ret)
 			goto out;
 		j->next_seq++;
@@ -219,8 +235,10 @@ static void emit_dirty(struct nvmefs_vol *vol)
 		in->dirty = false;
 		in->dirty_next = NULL;
 		nvmefs_inode_to_rec(in, &r);
-		if (nvmefs_journal_append(vol, &r))
-			break; /* out of memory: left dirty for the next commit */
+		if (nvmefs_journal_append(vol, &r)) {
+			nvmefs_inode_dirty(vol, in); /* out of memory: the next commit */
+			break;
+		}
 	}
 }
 
@@ -282,7 +300,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean, bool idl
 	j->len = j->cap = 0;
 	j->pf = NULL;
 	j->npf = j->pfcap = 0;
-	if (j->since_ckpt + plen + 2 * NVMEFS_BLOCK + NVMEFS_TXN_HDR > vol->label.journal_size / 2)
+	if (j->since_ckpt + txn_span(vol, plen) > vol->label.journal_size / 2)
 		ckpt = true;
 	if (ckpt)
 		ret = nvmefs_meta_snapshot(vol, &snap, &snap_len);
@@ -594,13 +612,22 @@ static int64_t later_txn(struct nvmefs_vol *vol)
 
 	if (!buf)
 		return -ENOMEM;
-	for (uint64_t pos = j->head + NVMEFS_BLOCK; pos < j->tail + jsize && found >= 0;) {
+	/* Every live transaction lies within half a ring of the tail
+	 * (commit_locked checkpoints before passing that, txn_span). */
+	uint64_t end = j->tail + jsize / 2;
+
+	for (uint64_t pos = j->head + NVMEFS_BLOCK; pos < end;) {
 		uint64_t phys = pos % jsize;
 		size_t n = jsize - phys < chunk ? jsize - phys : chunk;
-		int ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys, buf, n);
+		int ret;
 
+		if (n > end - pos)
+			n = (size_t)(end - pos);
+		ret = nvmefs_vol_pio(vol, 0, false, journal_base(vol) + phys, buf, n);
 		if (ret) {
-			found = ret;
+			nvmefs_warn("%s: journal: cannot read past the end of the log to look for "
+				    "damage: %s",
+				    vol->set->devs[0].path, strerror(-ret));
 			break;
 		}
 		for (size_t b = 0; b < n; b += NVMEFS_BLOCK) {

@@ -10,6 +10,7 @@
  *   clear [dev=N]
  *   record
  *   powerloss [seed=S] [keep=PCT] [tear=PCT] [after=N]
+ *       (keep and tear default to 33 each; the rest of the writes dropped)
  *
  * Numbers take K, M, G suffixes (powers of 1024). A bad command is EINVAL.
  */
@@ -30,7 +31,7 @@
 struct cmd {
 	const char *verb;
 	unsigned dev;
-	bool has_dev, has_after;
+	bool has_dev, has_after, has_tear;
 	struct nvmefs_fault f;
 	struct nvmefs_powerloss pl;
 	uint64_t after;
@@ -107,6 +108,7 @@ static int parse_arg(struct cmd *c, char *arg)
 		c->pl.keep_pct = (unsigned)v;
 	} else if (!strcmp(arg, "tear") && v <= 100) {
 		c->pl.tear_pct = (unsigned)v;
+		c->has_tear = true;
 	} else {
 		return -EINVAL;
 	}
@@ -166,6 +168,8 @@ static int run(struct nvmefs_vol *vol, struct cmd *c)
 	if (!strcmp(c->verb, "record"))
 		return nvmefs_powerloss_record(vol->set);
 	if (!strcmp(c->verb, "powerloss")) {
+		if (!c->has_tear && c->pl.keep_pct + c->pl.tear_pct > 100)
+			c->pl.tear_pct = 100 - c->pl.keep_pct; /* keep=80: the rest torn */
 		if (c->pl.keep_pct + c->pl.tear_pct > 100)
 			return -EINVAL;
 		if (c->has_after)

@@ -311,6 +311,10 @@ int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, 
 	}
 	if (write)
 		rec = fi_write_begin(dev, off, buf, want);
+	if (rec == FI_WRITE_DROPPED) { /* the power is cut (test-only) */
+		fi_submit_done();
+		return -EIO;
+	}
 	while (done < want) {
 		ssize_t n = write ? pwrite(dev->fd, (char *)buf + done, want - done,
 					   (off_t)(off + done))
@@ -326,7 +330,7 @@ int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, 
 		}
 		done += (size_t)n;
 	}
-	fi_write_end(dev, rec);
+	fi_write_end(dev, rec, true);
 	if (!err && done < len) {
 		err = -EIO;
 		shortx = true;

@@ -148,6 +148,8 @@ static void fail_submitted(struct edev *d, struct iocb *cb, int err)
 	struct unit *u = (struct unit *)cb;
 
 	nvmefs_err("%s: io_submit failed: %s", d->dev->path, strerror(-err));
+	fi_write_end(d->dev, u->fi_rec, false);
+	u->fi_rec = 0;
 	u->result = err;
 	u->synthetic = true;
 	pthread_mutex_lock(&d->lock);
@@ -365,7 +367,7 @@ static void *reaper(void *arg)
 				continue;
 			}
 			reap_one(d, u, (long)ev[i].res, now);
-			fi_write_end(d->dev, u->fi_rec);
+			fi_write_end(d->dev, u->fi_rec, true);
 			u->next = done;
 			done = u;
 			nk++;
@@ -478,6 +480,11 @@ static void fi_prepare(struct nvmefs_dev *dev, struct unit *u)
 	}
 	if (write)
 		u->fi_rec = fi_write_begin(dev, off, u->cb.u.c.buf, u->cb.u.c.nbytes);
+	if (u->fi_rec == FI_WRITE_DROPPED) { /* the power is cut */
+		u->fi_rec = 0;
+		u->synthetic = true;
+		u->result = -EIO;
+	}
 }
 
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
@@ -538,6 +545,7 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 		pthread_mutex_unlock(&d->lock);
 		kick(d);
 	}
+	fi_submit_done();
 	return 0;
 }
 

@@ -56,6 +56,7 @@ static struct {
 	pthread_cond_t cond;
 	struct nvmefs_devset *set; /* recording on this set */
 	bool frozen;		   /* the power is cut: no write starts again */
+	bool cut_pending;	   /* the countdown ran out: cut at fi_submit_done */
 	uint64_t next_id;
 	uint64_t inflight;  /* recorded writes started and not finished */
 	uint64_t countdown; /* writes until the cut, when armed */
@@ -90,8 +91,11 @@ void fi_dev_exit(struct nvmefs_dev *dev)
 	if (!fi)
 		return;
 	pthread_mutex_lock(&pl.lock);
-	if (pl.set && dev >= pl.set->devs && dev < pl.set->devs + pl.set->count)
-		pl.set = NULL; /* the set is being closed */
+	if (pl.set && dev >= pl.set->devs && dev < pl.set->devs + pl.set->count) {
+		pl.set = NULL; /* the set is being closed: recording ends */
+		pl.armed = false;
+		pl.cut_pending = false;
+	}
 	pl_free_writes(fi, 0, fi->n);
 	pthread_mutex_unlock(&pl.lock);
 	free(fi->w);
@@ -302,20 +306,19 @@ static void pl_rewrite(struct nvmefs_dev *dev, uint64_t *rng, struct nvmefs_powe
 		r->error = err;
 }
 
-/* The cut. pl.lock held; does not return. */
+/* The cut (frozen already set). pl.lock held; does not return. */
 static void pl_cut(void)
 {
 	struct nvmefs_powerloss_report r = {0};
 	struct timespec limit;
 	uint64_t rng;
 
-	pl.frozen = true;
 	clock_gettime(CLOCK_REALTIME, &limit);
 	limit.tv_sec += 10;
 	while (pl.inflight) {
 		if (pthread_cond_timedwait(&pl.cond, &pl.lock, &limit) == ETIMEDOUT) {
-			/* Only a write started from a completion thread could
-			 * wait on itself; say so rather than hang. */
+			/* Only a request submitted from a completion thread
+			 * could wait on itself; say so rather than hang. */
 			nvmefs_err("power loss: %" PRIu64 " write(s) still in flight after 10 s",
 				   pl.inflight);
 			r.error = -ETIMEDOUT;
@@ -336,11 +339,22 @@ uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, u
 	uint64_t id = 0;
 
 	pthread_mutex_lock(&pl.lock);
-	pl_park_if_frozen();
 	if (!fi || !len || !pl_owns(dev))
 		goto out;
-	if (pl.armed && pl.countdown-- == 0)
-		pl_cut();
+	/* Past the cut nothing reaches a member. The caller may hold blocks of
+	 * the same request already recorded but not yet queued, so it must not
+	 * wait here: it fails this one and queues the rest. */
+	if (pl.frozen) {
+		id = FI_WRITE_DROPPED;
+		goto out;
+	}
+	if (pl.armed && pl.countdown-- == 0) {
+		pl.armed = false;
+		pl.frozen = true;
+		pl.cut_pending = true; /* the caller cuts in fi_submit_done */
+		id = FI_WRITE_DROPPED;
+		goto out;
+	}
 	if (pl_reserve(fi) ||
 	    posix_memalign(&w.old, dev->mem_align > 4096 ? dev->mem_align : 4096, len) ||
 	    posix_memalign(&w.new, dev->mem_align > 4096 ? dev->mem_align : 4096, len) ||
@@ -360,21 +374,37 @@ out:
 	return id;
 }
 
-void fi_write_end(struct nvmefs_dev *dev, uint64_t id)
+void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written)
 {
 	struct nvmefs_devfi *fi = dev->fi;
 
-	if (!id)
+	if (!id || id == FI_WRITE_DROPPED)
 		return;
 	pthread_mutex_lock(&pl.lock);
 	for (size_t i = fi->n; i-- > 0;) {
-		if (fi->w[i].id == id) {
+		if (fi->w[i].id != id)
+			continue;
+		if (written) {
 			fi->w[i].done = true;
-			break;
+		} else { /* never reached the member: nothing to keep or undo */
+			pl_free_writes(fi, i, i + 1);
+			memmove(&fi->w[i], &fi->w[i + 1], (fi->n - i - 1) * sizeof(*fi->w));
+			fi->n--;
 		}
+		break;
 	}
 	pl.inflight--;
 	pthread_cond_broadcast(&pl.cond);
+	pthread_mutex_unlock(&pl.lock);
+}
+
+void fi_submit_done(void)
+{
+	pthread_mutex_lock(&pl.lock);
+	if (pl.cut_pending) {
+		pl.cut_pending = false;
+		pl_cut();
+	}
 	pthread_mutex_unlock(&pl.lock);
 }
 
@@ -444,11 +474,12 @@ int nvmefs_powerloss_now(const struct nvmefs_powerloss *o, nvmefs_powerloss_fn f
 	int ret;
 
 	pthread_mutex_lock(&pl.lock);
-	pl_park_if_frozen();
+	pl_park_if_frozen(); /* someone else is cutting */
 	ret = pl_check(o, fn);
 	if (!ret) {
 		pl.opts = *o;
 		pl.fn = fn;
+		pl.frozen = true;
 		pl_cut();
 	}
 	pthread_mutex_unlock(&pl.lock);

@@ -15,6 +15,8 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/fault.h"
 
+#define FI_WRITE_DROPPED UINT64_MAX
+
 /* What becomes of an operation about to start on a member. */
 enum fi_action {
 	FI_GO,	  /* as asked */
@@ -28,11 +30,15 @@ void fi_dev_exit(struct nvmefs_dev *dev);
 /* op is one NVMEFS_FAULT_READS/_WRITES/_FLUSHES bit. */
 enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len);
 /* A write of buf to [off, off + len) is about to start: remember it if
- * power loss is being recorded (blocks for good once the power is cut).
- * Returns the record's id, or 0 when nothing was recorded. */
+ * power loss is being recorded. Returns the record's id, 0 when nothing was
+ * recorded, or FI_WRITE_DROPPED when the power is cut: then the write must
+ * not be sent (fail it with -EIO) and the caller must call fi_submit_done
+ * once it has queued what it had recorded. */
 uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, uint64_t len);
-/* The write with that id finished (whatever its result). */
-void fi_write_end(struct nvmefs_dev *dev, uint64_t id);
+/* The write with that id finished; written: it reached the kernel. */
+void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written);
+/* After queueing a request's blocks: cut the power if a write asked to. */
+void fi_submit_done(void);
 /* A flush starts / succeeded: writes finished before it started are
  * durable once it succeeds. */
 uint64_t fi_flush_begin(struct nvmefs_dev *dev);
@@ -61,9 +67,12 @@ static inline uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, cons
 	(void)dev, (void)off, (void)buf, (void)len;
 	return 0;
 }
-static inline void fi_write_end(struct nvmefs_dev *dev, uint64_t id)
+static inline void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written)
 {
-	(void)dev, (void)id;
+	(void)dev, (void)id, (void)written;
+}
+static inline void fi_submit_done(void)
+{
 }
 static inline uint64_t fi_flush_begin(struct nvmefs_dev *dev)
 {

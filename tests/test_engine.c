@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nvmefs/devset.h"
@@ -531,6 +532,114 @@ static void test_faults(struct nvmefs_devset *set)
 	free(buf);
 }
 
+/* ---- power loss (forked: the cut ends the process) ---- */
+
+static int pl_pipe[2];
+
+static void pl_report(const struct nvmefs_powerloss_report *r)
+{
+	CHECK(write(pl_pipe[1], r, sizeof(*r)) == (ssize_t)sizeof(*r));
+	_exit(0);
+}
+
+/* Write len bytes of pattern salt at off of member 0 as one request. */
+static int pl_write(struct nvmefs_engine *e, uint64_t off, uint64_t len, uint64_t salt)
+{
+	char *buf = xalloc(len);
+	struct nvmefs_io_seg seg = {.dev = 0, .off = off, .len = len, .buf = buf};
+	struct nvmefs_io_req req = {.op = NVMEFS_IO_WRITE, .nr_segs = 1, .segs = &seg};
+	int ret;
+
+	fill(buf, off, len, salt);
+	ret = nvmefs_engine_run(e, &req);
+	free(buf);
+	return ret;
+}
+
+/* Member 0's bytes [off, off + len) hold pattern salt. */
+static bool pl_holds(uint64_t off, uint64_t len, uint64_t salt)
+{
+	char *want = xalloc(len), *got = xalloc(len);
+	int fd = open(paths[0], O_RDONLY);
+	bool same = fd >= 0 && pread(fd, got, len, (off_t)off) == (ssize_t)len;
+
+	fill(want, off, len, salt);
+	same = same && !memcmp(want, got, len);
+	if (fd >= 0)
+		close(fd);
+	free(want);
+	free(got);
+	return same;
+}
+
+enum pl_case { PL_DROP, PL_KEEP, PL_AFTER };
+
+/*
+ * In a child: 64K of pattern 1 on member 0, flushed; record; 32K of
+ * pattern 2, flushed; 32K of pattern 3 (8 blocks of 4K), not flushed;
+ * then cut: at once dropping or keeping everything, or (PL_AFTER) armed
+ * before the last write to cut after its third block. Returns the report.
+ */
+static struct nvmefs_powerloss_report pl_run(enum pl_case c)
+{
+	struct nvmefs_powerloss_report r = {.error = -1};
+	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = c == PL_DROP ? 0 : 100};
+	pid_t pid;
+	int st;
+
+	CHECK(pipe(pl_pipe) == 0);
+	pid = fork();
+	if (pid == 0) {
+		struct nvmefs_engine_opts eo = {.queue_depth = 8, .max_io = 4096};
+		struct nvmefs_devset *set = open_set();
+		struct nvmefs_engine *e;
+
+		close(pl_pipe[0]);
+		if (nvmefs_engine_create(&e, set, &eo))
+			_exit(2);
+		if (pl_write(e, 0, 64 << 10, 1) || nvmefs_engine_flush(e, 0) ||
+		    nvmefs_powerloss_record(set) || pl_write(e, 0, 32 << 10, 2) ||
+		    nvmefs_engine_flush(e, 0))
+			_exit(3);
+		if (c == PL_AFTER && nvmefs_powerloss_after(3, &o, pl_report))
+			_exit(4);
+		pl_write(e, 32 << 10, 32 << 10, 3); /* fails (EIO) past the cut */
+		if (c != PL_AFTER)
+			nvmefs_powerloss_now(&o, pl_report);
+		_exit(5); /* the cut never came */
+	}
+	close(pl_pipe[1]);
+	CHECK(read(pl_pipe[0], &r, sizeof(r)) == (ssize_t)sizeof(r));
+	close(pl_pipe[0]);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "case %d: child status %#x", c, st);
+	return r;
+}
+
+/* Unflushed writes are undone or kept as asked; flushed ones always stay;
+ * a cut armed inside a multi-block request waits only for what it sent. */
+static void test_powerloss(void)
+{
+	struct nvmefs_powerloss_report r;
+	uint64_t t0;
+
+	r = pl_run(PL_DROP);
+	CHECK(r.error == 0 && r.unflushed == 8 && r.dropped == 8 && r.kept == 0);
+	CHECK(pl_holds(0, 32 << 10, 2));	/* flushed */
+	CHECK(pl_holds(32 << 10, 32 << 10, 1)); /* dropped: the old contents */
+	r = pl_run(PL_KEEP);
+	CHECK(r.error == 0 && r.unflushed == 8 && r.kept == 8);
+	CHECK(pl_holds(0, 32 << 10, 2) && pl_holds(32 << 10, 32 << 10, 3));
+	t0 = nvmefs_now_ns();
+	r = pl_run(PL_AFTER);
+	CHECKF(nvmefs_now_ns() - t0 < 5000000000ull, "the armed cut took %.1f s",
+	       (double)(nvmefs_now_ns() - t0) / 1e9);
+	CHECKF(r.error == 0 && r.unflushed == 3 && r.kept == 3, "error %d unflushed %llu", r.error,
+	       (unsigned long long)r.unflushed);
+	CHECK(pl_holds(32 << 10, 12 << 10, 3));	       /* the three blocks sent */
+	CHECK(pl_holds((32 + 12) << 10, 20 << 10, 1)); /* the rest never was */
+}
+
 /* Each reaper thread (named nvmefs-cqN) runs only on its device's node's CPUs. */
 static void test_reaper_affinity(struct nvmefs_devset *set)
 {
@@ -618,5 +727,6 @@ int main(void)
 	test_many_in_flight(set);
 	test_faults(set);
 	nvmefs_devset_close(set);
+	test_powerloss();
 	return test_result();
 }

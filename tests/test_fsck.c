@@ -429,6 +429,33 @@ static void test_mount_refusals(void)
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 
+/* A directory with no link and no entry that still holds a file: it
+ * comes back in /lost+found with the file (fsck -y used to stop with
+ * "Structure needs cleaning" here, writing nothing). */
+static void test_leaked_dir(void)
+{
+	struct nvmefs_vol *vol;
+	uint64_t d, f;
+
+	format();
+	vol = open_vol();
+	if (!vol)
+		return;
+	d = make_dir(vol, NVMEFS_ROOT_INO, "d");
+	f = make_file(vol, d, "f");
+	link_to(vol, NVMEFS_ROOT_INO, "d", d, false);
+	set_nlink(vol, d, 0);
+	commit_abandon(vol);
+	expect_repair("leaked directory", "directory 2 is not reachable from the root");
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(nvmefs_iget(vol, d) && nvmefs_iget(vol, d)->nlink == 2);
+	CHECK(nvmefs_dir_find(vol, d, "f") && nvmefs_dir_find(vol, d, "f")->child == f);
+	CHECK(nvmefs_iget(vol, NVMEFS_ROOT_INO)->nlink == 3); /* lost+found's ".." */
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
 /* Overwrite len bytes at off of image i with garbage. */
 static void scribble(int i, off_t off, size_t len)
 {
@@ -507,6 +534,7 @@ int main(int argc, char **argv)
 	test_leaked_and_orphan();
 	test_damaged_journal();
 	test_mount_refusals();
+	test_leaked_dir();
 	test_labels_and_super();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);

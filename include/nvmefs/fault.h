@@ -23,8 +23,8 @@
  * Power loss, the way CrashMonkey emulates it at block level: once recording
  * is on, every write to a member is remembered (its old and new contents)
  * until a flush of that member that started after the write completed. At
- * the crash point further writes are held back for good, the writes in
- * flight are waited for, and then each remembered write is independently
+ * the crash point further writes fail without reaching a member, the writes
+ * in flight are waited for, and then each remembered write is independently
  * kept, dropped (the old contents put back) or torn (only a prefix of it,
  * in device blocks, kept), chosen by a seed. What is left on the members is
  * what a power cut could have left; the process must then exit at once.
@@ -59,8 +59,8 @@ struct nvmefs_fault {
 	unsigned eagain_ms;  /* refuse io_submit with -EAGAIN for this long */
 };
 
-/* Set (or with kind NONE and no latency, clear) a member's fault. 0 or
- * -ENOMEM. The member's state lives until its set is closed. */
+/* Set (or with kind NONE and no latency, clear) a member's fault. 0, or
+ * -EINVAL for a set not opened by this library. */
 int nvmefs_dev_inject(struct nvmefs_dev *dev, const struct nvmefs_fault *f);
 /* Operations the member's fault has failed so far. */
 uint64_t nvmefs_dev_fault_hits(struct nvmefs_dev *dev);
@@ -99,7 +99,9 @@ int nvmefs_powerloss_record(struct nvmefs_devset *set);
 int nvmefs_powerloss_now(const struct nvmefs_powerloss *pl, nvmefs_powerloss_fn fn);
 
 /* Cut the power when n more writes have been started (counting blocks on
- * every member), from the thread that starts the n-th. 0 or -EINVAL. */
+ * every member): the (n+1)-th and every later one never reaches a member,
+ * and the thread that started it cuts once it has queued its request
+ * (never from a completion thread). 0 or -EINVAL. */
 int nvmefs_powerloss_after(uint64_t n, const struct nvmefs_powerloss *pl, nvmefs_powerloss_fn fn);
 
 #endif
