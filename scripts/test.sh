@@ -4,7 +4,8 @@
 # install packages, build with -Werror, run every test that is not labelled
 # stress or bench, then rebuild with ASan+UBSan and with TSan and run the unit
 # tests under each (and, under ASan+UBSan, a few mounted workloads with the
-# daemon instrumented), and check the C sources' formatting.
+# daemon instrumented), fuzz the metadata parsers briefly, and check the C
+# sources' formatting.
 #
 # usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
 # Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
@@ -45,6 +46,13 @@ if [ -n "$(ls -A "$asan_logs")" ]; then
 	exit 1
 fi
 rm -rf "$asan_logs"
+
+# The metadata parsers under libFuzzer (clang): the committed corpus, which
+# holds every past finding, then a short run per target. The long runs
+# (10 minutes each) are scripts/fuzz.sh 600, docs/RELIABILITY.md.
+echo "== fuzzing (libFuzzer, 20 s per target)"
+bash scripts/fuzz.sh 0
+bash scripts/fuzz.sh 20
 
 echo "== build (TSan)"
 bash scripts/build.sh "$top/build-tsan" -DNVMEFS_TSAN=ON -DCMAKE_BUILD_TYPE=Debug

@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fuzz harnesses' volume: struct nvmefs_vol set up as fs/volume.c's
+ * vol_alloc() and vol_set_geometry() do, without devices (or with a memfd as
+ * every member, for the loader), plus what mount does after loading and the
+ * crc re-sealing that lets mutated inputs past the checksums.
+ */
+#include "fuzz_vol.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "nvmefs/util.h"
+
+const uint8_t fuzz_uuid[16] = {0x6e, 0x76, 0x6d, 0x65, 0x66, 0x73, 0x2d, 0x66,
+			       0x75, 0x7a, 0x7a, 0x01, 0x02, 0x03, 0x04, 0x05};
+
+static char member_path[FUZZ_NDEVS][16] = {"fuzz-member0", "fuzz-member1", "fuzz-member2",
+					   "fuzz-member3"};
+
+static bool verbose;
+
+static void drop_log(enum nvmefs_log_level level, const char *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
+void fuzz_init(void)
+{
+	struct nvmefs_label l, back;
+	uint8_t *blk = malloc(NVMEFS_BLOCK);
+
+	verbose = getenv("FUZZ_VERBOSE") != NULL;
+	if (verbose)
+		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
+	else
+		nvmefs_log_set_sink(drop_log);
+	/* The harness geometry must itself be a label mount accepts. */
+	if (!blk)
+		abort();
+	for (unsigned i = 0; i < FUZZ_NDEVS; i++) {
+		fuzz_label_init(&l, i);
+		nvmefs_label_encode(&l, blk);
+		if (nvmefs_label_decode(&back, blk))
+			FUZZ_BUG("the harness's own label %u does not decode", i);
+	}
+	free(blk);
+}
+
+void fuzz_label_init(struct nvmefs_label *l, unsigned index)
+{
+	memset(l, 0, sizeof(*l));
+	memcpy(l->uuid, fuzz_uuid, sizeof(l->uuid));
+	snprintf(l->name, sizeof(l->name), "fuzz");
+	l->index = index;
+	l->count = FUZZ_NDEVS;
+	l->chunk_size = FUZZ_CHUNK;
+	l->created_ns = 1700000000000000000ull;
+	for (unsigned i = 0; i < FUZZ_NDEVS; i++)
+		l->dev_size[i] = FUZZ_DEV_SIZE;
+	l->data_start = FUZZ_DATA_START;
+	l->data_end = FUZZ_DATA_END;
+	l->meta_off = FUZZ_META_OFF;
+	l->meta_size = FUZZ_META_SIZE;
+	l->ckpt_slot_size = FUZZ_CKPT_SLOT;
+	l->journal_size = FUZZ_JOURNAL;
+}
+
+/* The memfd standing in for every member; only the metadata area exists. */
+static int image_fd(void)
+{
+	static int fd = -1;
+
+	if (fd >= 0)
+		return fd;
+	fd = memfd_create("nvmefs-fuzz", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, FUZZ_META_OFF + FUZZ_META_SIZE)) {
+		int err = -errno;
+
+		close(fd);
+		fd = -1;
+		return err;
+	}
+	return fd;
+}
+
+int fuzz_image_write(const uint8_t *img, size_t len)
+{
+	uint8_t *buf = calloc(1, FUZZ_META_SIZE);
+	int fd = image_fd(), ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (fd < 0) {
+		free(buf);
+		return fd;
+	}
+	memcpy(buf, img, len < FUZZ_META_SIZE ? len : FUZZ_META_SIZE);
+	if (pwrite(fd, buf, FUZZ_META_SIZE, FUZZ_META_OFF) != (ssize_t)FUZZ_META_SIZE)
+		ret = -EIO;
+	free(buf);
+	return ret;
+}
+
+int fuzz_image_read(uint8_t *img)
+{
+	int fd = image_fd();
+
+	if (fd < 0)
+		return fd;
+	if (pread(fd, img, FUZZ_META_SIZE, FUZZ_META_OFF) != (ssize_t)FUZZ_META_SIZE)
+		return -EIO;
+	return 0;
+}
+
+static struct nvmefs_devset *image_set(void)
+{
+	struct nvmefs_devset *set;
+	int fd = image_fd();
+
+	if (fd < 0)
+		return NULL;
+	set = calloc(1, sizeof(*set) + FUZZ_NDEVS * sizeof(set->devs[0]));
+	if (!set)
+		return NULL;
+	set->count = FUZZ_NDEVS;
+	for (unsigned i = 0; i < FUZZ_NDEVS; i++) {
+		set->devs[i].path = member_path[i];
+		set->devs[i].fd = fd;
+		set->devs[i].size = FUZZ_DEV_SIZE;
+		set->devs[i].block_size = NVMEFS_BLOCK;
+		set->devs[i].mem_align = NVMEFS_BLOCK;
+	}
+	return set;
+}
+
+/* Empty hash tables of FUZZ_HASH_SIZE buckets instead of meta_init's: their
+ * growth is then reached by inputs of a few records. */
+static int shrink_tables(struct nvmefs_vol *vol)
+{
+	free(vol->itab);
+	free(vol->dtab);
+	vol->itab_size = vol->dtab_size = FUZZ_HASH_SIZE;
+	vol->itab = calloc(vol->itab_size, sizeof(*vol->itab));
+	vol->dtab = calloc(vol->dtab_size, sizeof(*vol->dtab));
+	return vol->itab && vol->dtab ? 0 : -ENOMEM;
+}
+
+struct nvmefs_vol *fuzz_vol_create(bool with_image)
+{
+	struct nvmefs_vol *vol = calloc(1, sizeof(*vol));
+
+	if (!vol)
+		return NULL;
+	if (with_image) {
+		vol->set = image_set();
+		if (!vol->set) {
+			free(vol);
+			return NULL;
+		}
+	}
+	/* vol_alloc() */
+	vol->ndevs = FUZZ_NDEVS;
+	pthread_mutex_init(&vol->lock, NULL);
+	if (nvmefs_meta_init(vol) || shrink_tables(vol) || nvmefs_journal_init(vol)) {
+		nvmefs_meta_exit(vol);
+		pthread_mutex_destroy(&vol->lock);
+		free(vol->set);
+		free(vol);
+		return NULL;
+	}
+	/* vol_set_geometry() */
+	fuzz_label_init(&vol->label, 0);
+	for (unsigned i = 0; i < vol->ndevs; i++) {
+		vol->data_start[i] = FUZZ_DATA_START;
+		vol->data_end[i] = FUZZ_DATA_END;
+		vol->total_bytes += FUZZ_DATA_END - FUZZ_DATA_START;
+	}
+	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD / 16 * 15;
+	return vol;
+}
+
+void fuzz_vol_destroy(struct nvmefs_vol *vol)
+{
+	if (!vol)
+		return;
+	/* vol_free() */
+	nvmefs_meta_exit(vol);
+	nvmefs_journal_exit(vol);
+	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
+		nvmefs_freemap_exit(&vol->free[d]);
+	pthread_mutex_destroy(&vol->lock);
+	free(vol->set);
+	free(vol);
+}
+
+int fuzz_vol_add_root(struct nvmefs_vol *vol)
+{
+	struct nvmefs_rec root = {.type = NVMEFS_REC_INODE};
+	bool was = vol->replaying;
+	int ret;
+
+	root.inode.ino = NVMEFS_ROOT_INO;
+	root.inode.mode = S_IFDIR | 0755;
+	root.inode.nlink = 2;
+	root.inode.atime = root.inode.mtime = root.inode.ctime = root.inode.crtime =
+		(struct nvmefs_time){1700000000, 0};
+	vol->replaying = true;
+	ret = nvmefs_meta_apply(vol, &root);
+	vol->replaying = was;
+	return ret;
+}
+
+int fuzz_apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+
+	while (pos < len) {
+		struct nvmefs_rec r;
+		long n = nvmefs_rec_decode(&r, p + pos, len - pos);
+		int ret;
+
+		if (n < 0)
+			return -EUCLEAN;
+		if (n == 0 || (size_t)n > len - pos)
+			FUZZ_BUG("nvmefs_rec_decode returned %ld with %zu bytes left", n,
+				 len - pos);
+		ret = nvmefs_meta_apply(vol, &r);
+		if (ret)
+			return ret == -ENOMEM ? ret : -EUCLEAN;
+		pos += (size_t)n;
+	}
+	return 0;
+}
+
+/* volume.c's reclaim_orphans(), without the commit at its end. */
+static int reclaim_orphans(struct nvmefs_vol *vol)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
+			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+			next = in->hnext;
+			if (!in->orphan)
+				continue;
+			r.ino.ino = in->ino;
+			ret = nvmefs_meta_log(vol, &r);
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* The oracle: what mounted must checkpoint into something that mounts. */
+static void check_checkpoint(struct nvmefs_vol *vol)
+{
+	uint8_t *snap = NULL, *snap2 = NULL;
+	size_t len = 0, len2 = 0;
+	struct nvmefs_vol *v2 = NULL;
+	int ret;
+
+	if (nvmefs_meta_snapshot(vol, &snap, &len))
+		return; /* out of memory */
+	if (vol->meta_bytes != len)
+		FUZZ_BUG("meta_bytes is %llu but a checkpoint of the state is %zu bytes",
+			 (unsigned long long)vol->meta_bytes, len);
+	v2 = fuzz_vol_create(false);
+	if (!v2)
+		goto out;
+	v2->replaying = true;
+	ret = fuzz_apply_stream(v2, snap, len);
+	v2->replaying = false;
+	if (ret == -ENOMEM)
+		goto out;
+	if (ret)
+		FUZZ_BUG("the checkpoint (%zu bytes) of a state that mounted does not load", len);
+	if (nvmefs_meta_verify(v2))
+		FUZZ_BUG("the checkpoint of a state that mounted does not verify");
+	ret = nvmefs_alloc_rebuild(v2);
+	if (ret == -ENOMEM)
+		goto out;
+	if (ret)
+		FUZZ_BUG("the checkpoint of a state that mounted has overlapping extents");
+	if (v2->free_bytes != vol->free_bytes + vol->pending_bytes)
+		FUZZ_BUG("free space %llu after reloading the checkpoint, %llu + %llu pending "
+			 "before",
+			 (unsigned long long)v2->free_bytes, (unsigned long long)vol->free_bytes,
+			 (unsigned long long)vol->pending_bytes);
+	if (v2->ninodes != vol->ninodes || v2->ndirents != vol->ndirents ||
+	    v2->norphans != vol->norphans)
+		FUZZ_BUG("reloaded checkpoint: %zu inodes %zu entries %zu orphans, "
+			 "was %zu %zu %zu",
+			 v2->ninodes, v2->ndirents, v2->norphans, vol->ninodes, vol->ndirents,
+			 vol->norphans);
+	if (nvmefs_meta_snapshot(v2, &snap2, &len2) == 0 && len2 != len)
+		FUZZ_BUG("checkpoint is %zu bytes, %zu after reloading it", len, len2);
+out:
+	free(snap2);
+	fuzz_vol_destroy(v2);
+	free(snap);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * What nvmefs_meta_verify() promises about entries, checked again on the
+ * state it accepted: each names an inode that exists, is neither the root
+ * nor an orphan (mount's orphan reclaim would free it under the entry), and
+ * has the links to cover its entries (a directory: one), else an unlink
+ * frees an inode other entries still name (regressions
+ * journal/regress-orphan-still-linked, journal/regress-nlink-below-entries).
+ */
+static void check_links(struct nvmefs_vol *vol)
+{
+	uint64_t *kids = malloc((vol->ndirents + 1) * sizeof(*kids));
+	size_t n = 0;
+
+	if (!kids)
+		return; /* out of memory */
+	for (size_t i = 0; i < vol->dtab_size; i++) {
+		for (struct nvmefs_dirent *d = vol->dtab[i]; d; d = d->hnext)
+			kids[n++] = d->child;
+	}
+	qsort(kids, n, sizeof(*kids), u64_cmp);
+	for (size_t i = 0, run; i < n; i += run) {
+		struct nvmefs_inode *c = nvmefs_iget(vol, kids[i]);
+
+		for (run = 1; i + run < n && kids[i + run] == kids[i];)
+			run++;
+		if (!c)
+			FUZZ_BUG("verified state: an entry names missing inode %llu",
+				 (unsigned long long)kids[i]);
+		if (c->ino == NVMEFS_ROOT_INO)
+			FUZZ_BUG("verified state: an entry names the root");
+		if (c->orphan)
+			FUZZ_BUG("verified state: orphan inode %llu is named by %zu entries",
+				 (unsigned long long)c->ino, run);
+		if (c->dir ? run > 1 : run > c->nlink)
+			FUZZ_BUG(
+				"verified state: inode %llu (%s, nlink %u) is named by %zu entries",
+				(unsigned long long)c->ino, c->dir ? "directory" : "file", c->nlink,
+				run);
+	}
+	free(kids);
+}
+
+/*
+ * Inode numbers are handed out from next_ino, "after the highest in use"
+ * (docs/FORMAT.md): every inode in use must be below it, or the next one
+ * created collides, or (next_ino wrapped past 2^64 - 1, regression
+ * journal/regress-ino-max) is inode 0, which no mount decodes again.
+ */
+static void check_next_ino(struct nvmefs_vol *vol)
+{
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			if (in->ino >= vol->next_ino)
+				FUZZ_BUG("inode %llu in use, but the next new one would be %llu",
+					 (unsigned long long)in->ino,
+					 (unsigned long long)vol->next_ino);
+		}
+	}
+}
+
+int fuzz_vol_mount_tail(struct nvmefs_vol *vol)
+{
+	int ret;
+
+	check_links(vol);
+	check_next_ino(vol);
+	ret = nvmefs_alloc_rebuild(vol);
+	if (ret)
+		return ret;
+	/* Open unlinked files are checkpointed as orphans while mounted. */
+	check_checkpoint(vol);
+	ret = reclaim_orphans(vol);
+	if (ret)
+		return ret;
+	if (verbose)
+		fprintf(stderr, "fuzz: mounted: %zu inodes, %zu entries, %llu bytes free\n",
+			vol->ninodes, vol->ndirents, (unsigned long long)vol->free_bytes);
+	check_checkpoint(vol);
+	return 0;
+}
+
+void fuzz_reseal_frame(uint8_t *block)
+{
+	uint32_t crc;
+
+	memset(block + 12, 0, 4);
+	crc = htole32(nvmefs_crc32c(block, NVMEFS_BLOCK));
+	memcpy(block + 12, &crc, 4);
+}
+
+void fuzz_reseal_txn(uint8_t *buf, size_t avail)
+{
+	uint32_t plen, crc;
+
+	if (avail < NVMEFS_TXN_HDR)
+		return;
+	memcpy(&plen, buf + 36, 4); /* header: ... nblocks(4) @32, payload_len(4) @36 */
+	plen = le32toh(plen);
+	if (plen > avail - NVMEFS_TXN_HDR)
+		return;
+	memset(buf + 12, 0, 4);
+	crc = htole32(nvmefs_crc32c(buf, NVMEFS_TXN_HDR + plen));
+	memcpy(buf + 12, &crc, 4);
+}
+
+void fuzz_reseal_ring(uint8_t *ring, size_t len)
+{
+	for (size_t off = len / NVMEFS_BLOCK * NVMEFS_BLOCK; off;) {
+		off -= NVMEFS_BLOCK;
+		if (len - off >= NVMEFS_TXN_HDR && !memcmp(ring + off, FUZZ_TXN_MAGIC, 8))
+			fuzz_reseal_txn(ring + off, len - off);
+	}
+}
+
+void fuzz_reseal_image(uint8_t *img)
+{
+	struct nvmefs_label l;
+	uint64_t ckpt, journal;
+
+	fuzz_label_init(&l, 0);
+	ckpt = nvmefs_meta_ckpt_off(&l, 0);
+	journal = nvmefs_meta_journal_off(&l);
+	for (unsigned w = 0; w < 2; w++) {
+		uint8_t *b = img + nvmefs_meta_super_off(w);
+
+		if (!memcmp(b, FUZZ_SUPER_MAGIC, 8))
+			fuzz_reseal_frame(b);
+	}
+	for (uint64_t off = ckpt; off < journal; off += NVMEFS_BLOCK) {
+		if (!memcmp(img + off, FUZZ_CKPT_MAGIC, 8))
+			fuzz_reseal_frame(img + off);
+	}
+	fuzz_reseal_ring(img + journal, FUZZ_JOURNAL);
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Support shared by the libFuzzer harnesses in tests/fuzz/ and by
+ * gen_corpus: an in-memory volume (no devices) that decoded records are
+ * applied to as mount applies them, a memfd standing in for member 0 for the
+ * targets that run the real loader, the steps mount takes after loading, and
+ * helpers that re-seal crcs so the fuzzer can reach past them.
+ *
+ * Everything here mimics fs/volume.c and fs/journal.c, whose helpers
+ * (vol_alloc, apply_stream, replay, reclaim_orphans) are static; keep the
+ * two in step when those change.
+ */
+#ifndef NVMEFS_FUZZ_VOL_H
+#define NVMEFS_FUZZ_VOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fs_i.h"
+
+/* The volume every harness loads into: 4 members, each with its data area
+ * at [1 MiB, 1 GiB); member 0's metadata area right after its label, with
+ * small checkpoint slots and journal so whole images stay fuzzable. */
+#define FUZZ_NDEVS	4u
+#define FUZZ_CHUNK	(1u << 20)
+#define FUZZ_DATA_START (1ull << 20)
+#define FUZZ_DATA_END	(1ull << 30)
+#define FUZZ_DEV_SIZE	(FUZZ_DATA_END + NVMEFS_BLOCK) /* + the backup label */
+#define FUZZ_META_OFF	NVMEFS_BLOCK
+#define FUZZ_CKPT_SLOT	(3u * NVMEFS_BLOCK)
+#define FUZZ_JOURNAL	(8u * NVMEFS_BLOCK)
+#define FUZZ_META_SIZE	(2u * NVMEFS_BLOCK + 2u * FUZZ_CKPT_SLOT + FUZZ_JOURNAL)
+#define FUZZ_CKPT_SEQ	1u /* checkpoint sequence the block harness expects */
+#define FUZZ_FIRST_TXN	1u /* sequence number of the first transaction */
+#define FUZZ_HASH_SIZE	8u /* initial inode and entry hash buckets */
+
+/* Frame magics (docs/FORMAT.md; private to fs/format.c). */
+#define FUZZ_LABEL_MAGIC "NVMEFSL1"
+#define FUZZ_SUPER_MAGIC "NVMEFSS1"
+#define FUZZ_TXN_MAGIC	 "NVMEFSJ1"
+#define FUZZ_CKPT_MAGIC	 "NVMEFSC1"
+
+/* The volume's UUID; its first 8 bytes are the journal id. */
+extern const uint8_t fuzz_uuid[16];
+
+/* Print why and abort(): a harness oracle failed (a bug, not bad input). */
+#define FUZZ_BUG(...)                                                                              \
+	do {                                                                                       \
+		fprintf(stderr, "fuzz: BUG: " __VA_ARGS__);                                        \
+		fputc('\n', stderr);                                                               \
+		abort();                                                                           \
+	} while (0)
+
+/* Once per process: silence the library's log lines (still formatted). With
+ * FUZZ_VERBOSE set, show them all (debug too) and say how far inputs got. */
+void fuzz_init(void);
+
+/* Member index's label of the fuzz volume (as mkfs would write it). */
+void fuzz_label_init(struct nvmefs_label *l, unsigned index);
+
+/*
+ * A volume as vol_alloc() + vol_set_geometry() leave it: geometry from
+ * fuzz_label_init, metadata (with FUZZ_HASH_SIZE hash tables) and journal
+ * initialized, no members. With
+ * with_image, member 0 is the shared memfd (fuzz_image_write) so that
+ * nvmefs_journal_load() and the journal writers work; the other members
+ * share it too (only flushed). Returns NULL when out of memory. Free with
+ * fuzz_vol_destroy().
+ */
+struct nvmefs_vol *fuzz_vol_create(bool with_image);
+void fuzz_vol_destroy(struct nvmefs_vol *vol);
+
+/* Apply the root directory as mkfs does before its first checkpoint. */
+int fuzz_vol_add_root(struct nvmefs_vol *vol);
+
+/* Replace the metadata area of the shared memfd with img (len bytes,
+ * zero-padded to FUZZ_META_SIZE). Returns 0 or -errno. */
+int fuzz_image_write(const uint8_t *img, size_t len);
+/* Read the metadata area back (FUZZ_META_SIZE bytes). */
+int fuzz_image_read(uint8_t *img);
+
+/* Decode and apply every record of p[0, len) until the first that is
+ * malformed (-EUCLEAN) or does not apply, as journal.c's apply_stream(). */
+int fuzz_apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len);
+
+/*
+ * What nvmefs_vol_open() does after nvmefs_journal_load() succeeded (the
+ * state verified): rebuild free space, reclaim orphans (logged into the open
+ * transaction, not committed); with oracles around it: every entry names an
+ * inode that exists, is not the root, is not an orphan and has the links to
+ * cover it, every inode number in use is below next_ino, and, before and
+ * after the reclaim, the state's checkpoint stream loads again into a fresh
+ * volume, verifies, rebuilds to the same free space and re-serializes to
+ * the same length, and meta_bytes equals that length. A failed oracle is a
+ * bug: FUZZ_BUG. Returns 0 or the error that would fail the mount.
+ */
+int fuzz_vol_mount_tail(struct nvmefs_vol *vol);
+
+/* Recompute the crc of a label, superblock or checkpoint block (magic,
+ * version and fields untouched). */
+void fuzz_reseal_frame(uint8_t *block);
+/* Recompute the crc of the transaction at buf (avail bytes from it) if its
+ * claimed payload fits in avail. */
+void fuzz_reseal_txn(uint8_t *buf, size_t avail);
+/* Walk a journal ring of len bytes from its last block to its first and
+ * re-seal every block that starts with the transaction magic (backwards, so
+ * a transaction's crc covers the re-sealed headers inside its payload). */
+void fuzz_reseal_ring(uint8_t *ring, size_t len);
+/* Re-seal every block of the metadata-area image img (FUZZ_META_SIZE
+ * bytes) that starts with its part's magic. */
+void fuzz_reseal_image(uint8_t *img);
+
+/* libFuzzer's entry points, defined by each harness. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#endif

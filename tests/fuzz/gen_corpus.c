@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Writes the fuzzers' seed corpus with the real encoders (and, for the
+ * loader's images, the real journal writer on the harness's memfd): valid
+ * labels and superblocks; transactions and checkpoints whose records cover
+ * every record type (an inode of each file type, a symlink target, entries
+ * added and removed, extents written, unwritten, merged, split and punched,
+ * xattrs set, replaced and removed, orphans added and removed, inodes
+ * freed) and apply cleanly, which is checked here against a model volume.
+ * Block-structured inputs are cut after their last non-zero byte (the
+ * harnesses pad with zeros), so the corpus stays small.
+ *
+ * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load}/)
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fuzz_vol.h"
+
+#define MAX_RECS    256
+#define MANY_FILES  12
+#define CHURN_NAMES 20
+#define KIB	    1024ull
+#define MIB	    (1024 * KIB)
+
+static const char *outdir;
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "gen_corpus: %s: %s\n", what, strerror(err < 0 ? -err : err));
+	exit(1);
+}
+
+/* Write OUTDIR/sub/name; with trim, cut after its last non-zero byte (for
+ * block-structured inputs, which the harnesses pad with zeros). */
+static void save_file(const char *sub, const char *name, const uint8_t *buf, size_t len, bool trim)
+{
+	char path[4096];
+	int fd;
+
+	while (trim && len > 1 && buf[len - 1] == 0)
+		len--;
+	snprintf(path, sizeof(path), "%s/%s", outdir, sub);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		die(path, errno);
+	snprintf(path, sizeof(path), "%s/%s/%s", outdir, sub, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die(path, errno);
+	if (write(fd, buf, len) != (ssize_t)len)
+		die(path, EIO);
+	close(fd);
+}
+
+static void save(const char *sub, const char *name, const uint8_t *buf, size_t len)
+{
+	save_file(sub, name, buf, len, true);
+}
+
+/* ---- records ---- */
+
+struct recs {
+	struct nvmefs_rec v[MAX_RECS];
+	size_t n;
+};
+
+static struct nvmefs_rec *add(struct recs *rs, uint16_t type)
+{
+	struct nvmefs_rec *r;
+
+	if (rs->n == MAX_RECS)
+		die("too many records", ENOSPC);
+	r = &rs->v[rs->n++];
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	return r;
+}
+
+static void inode(struct recs *rs, uint64_t ino, uint32_t mode, uint32_t nlink, uint64_t size)
+{
+	struct nvmefs_rec *r = add(rs, NVMEFS_REC_INODE);
+	struct nvmefs_time t = {1700000000 + (int64_t)ino, (uint32_t)ino * 1000};
+
+	r->inode.ino = ino;
+	r->inode.mode = mode;
+	r->inode.uid = 1000;
+	r->inode.gid = 1000;
+	r->inode.nlink = nlink;
+	r->inode.size = size;
+	r->inode.atime = r->inode.mtime = r->inode.ctime = r->inode.crtime = t;
+}
+
+/* A regular file striped over count members from first, or a change of
+ * one's attributes (same layout). */
+static void file(struct recs *rs, uint64_t ino, uint32_t nlink, uint64_t size, uint32_t chunk,
+		 unsigned count, unsigned first)
+{
+	struct nvmefs_rec *r;
+
+	inode(rs, ino, S_IFREG | 0644, nlink, size);
+	r = &rs->v[rs->n - 1];
+	r->inode.layout.chunk_size = chunk;
+	r->inode.layout.stripe_count = count;
+	for (unsigned s = 0; s < count; s++)
+		r->inode.layout.devs[s] = (uint8_t)((first + s) % FUZZ_NDEVS);
+}
+
+static void symlink_(struct recs *rs, uint64_t ino, const char *target)
+{
+	struct nvmefs_rec *r;
+
+	inode(rs, ino, S_IFLNK | 0777, 1, strlen(target));
+	r = &rs->v[rs->n - 1];
+	r->inode.target = target;
+	r->inode.target_len = (uint16_t)strlen(target);
+}
+
+static void dirent(struct recs *rs, uint16_t type, uint64_t parent, const char *name,
+		   uint64_t child, uint8_t dt)
+{
+	struct nvmefs_rec *r = add(rs, type);
+
+	r->dirent.parent = parent;
+	r->dirent.child = child;
+	r->dirent.type = dt;
+	r->dirent.name = name;
+	r->dirent.name_len = (uint16_t)strlen(name);
+}
+
+static void extent(struct recs *rs, uint64_t ino, uint32_t slot, uint64_t comp_off,
+		   uint64_t dev_off, uint64_t len, uint32_t flags)
+{
+	struct nvmefs_rec *r = add(rs, NVMEFS_REC_EXTENT);
+
+	r->extent.ino = ino;
+	r->extent.slot = slot;
+	r->extent.comp_off = comp_off;
+	r->extent.dev_off = dev_off;
+	r->extent.len = len;
+	r->extent.flags = flags;
+}
+
+static void punch(struct recs *rs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct nvmefs_rec *r = add(rs, NVMEFS_REC_PUNCH);
+
+	r->punch.ino = ino;
+	r->punch.off = off;
+	r->punch.len = len;
+}
+
+static void xattr(struct recs *rs, uint16_t type, uint64_t ino, const char *name, const void *value,
+		  uint32_t value_len)
+{
+	struct nvmefs_rec *r = add(rs, type);
+
+	r->xattr.ino = ino;
+	r->xattr.name = name;
+	r->xattr.name_len = (uint16_t)strlen(name);
+	r->xattr.value = value;
+	r->xattr.value_len = value_len;
+}
+
+static void ino_rec(struct recs *rs, uint16_t type, uint64_t ino)
+{
+	add(rs, type)->ino.ino = ino;
+}
+
+/* Every record type, on top of the root mkfs creates. Leaves inode 9 an
+ * orphan (unlinked while open) for mount to reclaim. */
+static void scenario_all(struct recs *rs)
+{
+	const uint64_t d0 = FUZZ_DATA_START;
+
+	inode(rs, 1, S_IFDIR | 0755, 3, 0);
+	inode(rs, 2, S_IFDIR | 0750, 2, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "sub", 2, DT_DIR);
+	file(rs, 3, 1, 300 * KIB, 64 * KIB, 4, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 2, "file", 3, DT_REG);
+	extent(rs, 3, 0, 0, d0, 64 * KIB, 0);
+	extent(rs, 3, 0, 64 * KIB, d0 + 64 * KIB, 64 * KIB, 0); /* merges */
+	extent(rs, 3, 1, 0, d0, 64 * KIB, 0);
+	extent(rs, 3, 2, 0, d0, 64 * KIB, 0);
+	extent(rs, 3, 3, 0, d0, 64 * KIB, NVMEFS_EXT_UNWRITTEN);
+	extent(rs, 3, 3, 0, d0, 4 * KIB, 0); /* written over unwritten */
+	punch(rs, 3, 4 * KIB, 8 * KIB);	     /* splits slot 0's extent */
+	symlink_(rs, 4, "sub/file");
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "link", 4, DT_LNK);
+	inode(rs, 5, S_IFIFO | 0600, 1, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "fifo", 5, DT_FIFO);
+	inode(rs, 6, S_IFSOCK | 0755, 1, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "sock", 6, DT_SOCK);
+	inode(rs, 7, S_IFCHR | 0666, 1, 0);
+	rs->v[rs->n - 1].inode.rdev = makedev(1, 3);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "null", 7, DT_CHR);
+	inode(rs, 8, S_IFBLK | 0660, 1, 0);
+	rs->v[rs->n - 1].inode.rdev = makedev(7, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 2, "loop0", 8, DT_BLK);
+	xattr(rs, NVMEFS_REC_XATTR_SET, 3, "user.note", "hello", 5);
+	xattr(rs, NVMEFS_REC_XATTR_SET, 2, "user.empty", "", 0);
+	xattr(rs, NVMEFS_REC_XATTR_SET, 3, "user.note", "replaced", 8);
+	xattr(rs, NVMEFS_REC_XATTR_SET, 3, "trusted.gone", "x", 1);
+	xattr(rs, NVMEFS_REC_XATTR_DEL, 3, "trusted.gone", NULL, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "hard", 3, DT_REG);
+	file(rs, 3, 2, 300 * KIB, 64 * KIB, 4, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_DEL, 1, "fifo", 5, DT_FIFO);
+	inode(rs, 5, S_IFIFO | 0600, 0, 0);
+	ino_rec(rs, NVMEFS_REC_INODE_FREE, 5);
+	/* Unlinked while open: an orphan at the crash. */
+	file(rs, 9, 1, 8 * KIB, 4 * KIB, 2, 2);
+	dirent(rs, NVMEFS_REC_DIRENT_ADD, 1, "open", 9, DT_REG);
+	extent(rs, 9, 0, 0, 2 * MIB, 4 * KIB, 0);
+	extent(rs, 9, 1, 0, 2 * MIB, 4 * KIB, 0);
+	dirent(rs, NVMEFS_REC_DIRENT_DEL, 1, "open", 9, DT_REG);
+	file(rs, 9, 0, 8 * KIB, 4 * KIB, 2, 2);
+	ino_rec(rs, NVMEFS_REC_ORPHAN_ADD, 9);
+	/* Unlinked while open and closed again. */
+	file(rs, 10, 0, 0, 64 * KIB, 1, 1);
+	xattr(rs, NVMEFS_REC_XATTR_SET, 10, "user.tag", "t", 1);
+	ino_rec(rs, NVMEFS_REC_ORPHAN_ADD, 10);
+	ino_rec(rs, NVMEFS_REC_ORPHAN_DEL, 10);
+	ino_rec(rs, NVMEFS_REC_INODE_FREE, 10);
+	/* Truncate: punch to the end, then the size. */
+	punch(rs, 3, 128 * KIB, UINT64_MAX);
+	file(rs, 3, 2, 128 * KIB, 64 * KIB, 4, 0);
+}
+
+static char many_names[MANY_FILES][8];
+static char churn_names[CHURN_NAMES][8];
+
+/* Files f000... in sub/, 64 KiB each on one member, rotating. */
+static void scenario_many(struct recs *rs, unsigned from, unsigned to)
+{
+	for (unsigned k = from; k < to; k++) {
+		uint64_t ino = 100 + k;
+
+		snprintf(many_names[k], sizeof(many_names[k]), "f%03u", k);
+		file(rs, ino, 1, 64 * KIB, 64 * KIB, FUZZ_NDEVS, k);
+		dirent(rs, NVMEFS_REC_DIRENT_ADD, 2, many_names[k], ino, DT_REG);
+		extent(rs, ino, 0, 0, 8 * MIB + k * 64 * KIB, 64 * KIB, 0);
+	}
+}
+
+static size_t encode(const struct recs *rs, size_t from, size_t to, uint8_t *buf)
+{
+	size_t len = 0;
+
+	for (size_t i = from; i < to; i++)
+		len += nvmefs_rec_encode(&rs->v[i], buf + len);
+	return len;
+}
+
+/* Apply records [from, to) to vol as replay would; they must all apply. */
+static void apply(struct nvmefs_vol *vol, const struct recs *rs, size_t from, size_t to)
+{
+	vol->replaying = true;
+	for (size_t i = from; i < to; i++) {
+		int ret = nvmefs_meta_apply(vol, &rs->v[i]);
+
+		if (ret) {
+			fprintf(stderr, "gen_corpus: record %zu (type %u) does not apply\n", i,
+				rs->v[i].type);
+			die("scenario", ret);
+		}
+	}
+	vol->replaying = false;
+}
+
+static struct nvmefs_vol *model(void)
+{
+	struct nvmefs_vol *vol = fuzz_vol_create(false);
+
+	if (!vol || fuzz_vol_add_root(vol))
+		die("model volume", ENOMEM);
+	return vol;
+}
+
+/* The model must verify and rebuild as a mount would. */
+static void check_model(struct nvmefs_vol *vol)
+{
+	int ret = nvmefs_meta_verify(vol);
+
+	if (!ret)
+		ret = nvmefs_alloc_rebuild(vol);
+	if (ret)
+		die("model volume does not verify", ret);
+}
+
+/* ---- label/ ---- */
+
+static void gen_labels(void)
+{
+	uint8_t blk[NVMEFS_BLOCK];
+	struct nvmefs_label l;
+	struct nvmefs_super s = {0};
+
+	fuzz_label_init(&l, 0);
+	nvmefs_label_encode(&l, blk);
+	save("label", "member0", blk, sizeof(blk));
+	fuzz_label_init(&l, 3);
+	nvmefs_label_encode(&l, blk);
+	save("label", "member3", blk, sizeof(blk));
+	/* Another shape: 3 members, 4 KiB chunks, a longer name. */
+	fuzz_label_init(&l, 1);
+	snprintf(l.name, sizeof(l.name), "scratch volume");
+	l.count = 3;
+	l.chunk_size = 4096;
+	l.dev_size[3] = 0;
+	nvmefs_label_encode(&l, blk);
+	save("label", "member1_of_3", blk, sizeof(blk));
+
+	memcpy(s.uuid, fuzz_uuid, 16);
+	s.seq = 1;
+	s.clean = 1;
+	s.ckpt_seq = 1;
+	s.ckpt_len = 190;
+	nvmefs_super_encode(&s, blk);
+	save("label", "super_clean", blk, sizeof(blk));
+	s.seq = 7;
+	s.ckpt_slot = 1;
+	s.clean = 0;
+	s.ckpt_seq = 4;
+	s.ckpt_len = 5000;
+	s.journal_tail = 12 * NVMEFS_BLOCK;
+	s.journal_seq = 9;
+	nvmefs_super_encode(&s, blk);
+	save("label", "super_unclean", blk, sizeof(blk));
+}
+
+/* ---- journal/ ---- */
+
+/* Encode a transaction of payload [p, p + plen) at ring + off; returns its
+ * size in bytes. */
+static size_t put_txn(uint8_t *ring, size_t off, uint64_t seq, const uint8_t *p, size_t plen)
+{
+	struct nvmefs_txn t = {.seq = seq};
+	size_t bytes = (NVMEFS_TXN_HDR + plen + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK * NVMEFS_BLOCK;
+
+	t.nblocks = (uint32_t)(bytes / NVMEFS_BLOCK);
+	t.payload_len = (uint32_t)plen;
+	memset(ring + off, 0, bytes);
+	memcpy(ring + off + NVMEFS_TXN_HDR, p, plen);
+	nvmefs_txn_encode(&t, fuzz_uuid, ring + off);
+	return bytes;
+}
+
+static size_t put_pad(uint8_t *ring, size_t off, uint64_t seq)
+{
+	struct nvmefs_txn t = {.seq = seq, .nblocks = 1, .pad = 1};
+
+	memset(ring + off, 0, NVMEFS_BLOCK);
+	nvmefs_txn_encode(&t, fuzz_uuid, ring + off);
+	return NVMEFS_BLOCK;
+}
+
+/* Save records as one mode-2 (bare stream) input. */
+static void save_stream(const char *sub, const char *name, uint8_t mode, const struct recs *rs,
+			size_t from, size_t to)
+{
+	static uint8_t buf[1 + 64 * KIB];
+
+	buf[0] = mode;
+	save_file(sub, name, buf, 1 + encode(rs, from, to, buf + 1), false);
+}
+
+static void gen_journal(void)
+{
+	static uint8_t in[1 + 8 * NVMEFS_BLOCK], pay[4 * NVMEFS_BLOCK];
+	uint8_t *ring = in + 1;
+	struct nvmefs_vol *vol = model();
+	struct recs rs = {.n = 0};
+	size_t third, off = 0, plen;
+	uint64_t seq = FUZZ_FIRST_TXN;
+
+	scenario_all(&rs);
+	apply(vol, &rs, 0, rs.n);
+	check_model(vol);
+	fuzz_vol_destroy(vol);
+	third = rs.n / 3;
+
+	/* A ring from block 0: three transactions, then a pad to the end. */
+	memset(in, 0, sizeof(in));
+	in[0] = 0;
+	plen = encode(&rs, 0, third, pay);
+	off += put_txn(ring, off, seq++, pay, plen);
+	plen = encode(&rs, third, 2 * third, pay);
+	off += put_txn(ring, off, seq++, pay, plen);
+	plen = encode(&rs, 2 * third, rs.n, pay);
+	off += put_txn(ring, off, seq++, pay, plen);
+	off += put_pad(ring, off, seq++);
+	save("journal", "ring_all", in, 1 + off);
+
+	/* A ring of 4 blocks starting at block 2: one transaction, a pad at
+	 * the ring's end, the rest wrapped to its start. */
+	memset(in, 0, sizeof(in));
+	in[0] = 2 << 2;
+	seq = FUZZ_FIRST_TXN;
+	plen = encode(&rs, 0, third, pay);
+	if (put_txn(ring, 2 * NVMEFS_BLOCK, seq++, pay, plen) != NVMEFS_BLOCK)
+		die("ring_wrap: first transaction is not one block", EINVAL);
+	put_pad(ring, 3 * NVMEFS_BLOCK, seq++);
+	plen = encode(&rs, third, rs.n, pay);
+	if (put_txn(ring, 0, seq++, pay, plen) > 2 * NVMEFS_BLOCK)
+		die("ring_wrap: second transaction is over two blocks", EINVAL);
+	save("journal", "ring_wrap", in, 1 + 4 * NVMEFS_BLOCK);
+
+	/* Bare streams: the whole scenario, and small ones per feature. */
+	save_stream("journal", "stream_all", 2, &rs, 0, rs.n);
+	rs.n = 0;
+	inode(&rs, 2, S_IFDIR | 0755, 2, 0);
+	dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, "d", 2, DT_DIR);
+	save_stream("journal", "stream_mkdir", 2, &rs, 0, rs.n);
+	rs.n = 0;
+	file(&rs, 2, 1, 12 * KIB, 4 * KIB, 3, 1);
+	dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, "f", 2, DT_REG);
+	extent(&rs, 2, 0, 0, FUZZ_DATA_START, 4 * KIB, 0);
+	extent(&rs, 2, 1, 0, FUZZ_DATA_START, 4 * KIB, NVMEFS_EXT_UNWRITTEN);
+	extent(&rs, 2, 2, 0, FUZZ_DATA_START, 4 * KIB, 0);
+	punch(&rs, 2, 4 * KIB, 4 * KIB);
+	save_stream("journal", "stream_extents", 2, &rs, 0, rs.n);
+	rs.n = 0;
+	symlink_(&rs, 2, "/etc/passwd");
+	dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, "l", 2, DT_LNK);
+	xattr(&rs, NVMEFS_REC_XATTR_SET, 1, "user.a", "1", 1);
+	xattr(&rs, NVMEFS_REC_XATTR_SET, 2, "user.b", "22", 2);
+	xattr(&rs, NVMEFS_REC_XATTR_DEL, 1, "user.a", NULL, 0);
+	save_stream("journal", "stream_symlink_xattr", 2, &rs, 0, rs.n);
+	rs.n = 0;
+	file(&rs, 2, 1, 4 * KIB, 4 * KIB, 1, 0);
+	dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, "o", 2, DT_REG);
+	extent(&rs, 2, 0, 0, FUZZ_DATA_START, 4 * KIB, 0);
+	dirent(&rs, NVMEFS_REC_DIRENT_DEL, 1, "o", 2, DT_REG);
+	ino_rec(&rs, NVMEFS_REC_ORPHAN_ADD, 2);
+	save_stream("journal", "stream_orphan", 2, &rs, 0, rs.n);
+	/* Directory churn: 16 names (one inode, hard links), 12 removed, more
+	 * added: the entry array compacts instead of growing. */
+	rs.n = 0;
+	file(&rs, 2, 16, 0, 4 * KIB, 1, 0);
+	for (unsigned k = 0; k < CHURN_NAMES; k++) {
+		snprintf(churn_names[k], sizeof(churn_names[k]), "n%02u", k);
+		if (k >= 16)
+			continue;
+		dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, churn_names[k], 2, DT_REG);
+	}
+	for (unsigned k = 0; k < 12; k++)
+		dirent(&rs, NVMEFS_REC_DIRENT_DEL, 1, churn_names[k], 2, DT_REG);
+	for (unsigned k = 16; k < CHURN_NAMES; k++)
+		dirent(&rs, NVMEFS_REC_DIRENT_ADD, 1, churn_names[k], 2, DT_REG);
+	vol = model();
+	apply(vol, &rs, 0, rs.n);
+	check_model(vol);
+	fuzz_vol_destroy(vol);
+	save_stream("journal", "stream_dir_churn", 2, &rs, 0, rs.n);
+}
+
+/* ---- ckpt/ ---- */
+
+/* Save a checkpoint stream as mode 0 (blocks) and mode 1 (stream). */
+static void save_ckpt(const char *name, const uint8_t *stream, size_t len)
+{
+	static uint8_t in[1 + 4 + FUZZ_CKPT_SLOT];
+	char fname[64];
+	uint32_t len32 = htole32((uint32_t)len);
+	uint8_t *slot = in + 5;
+	size_t pos = 0;
+	uint64_t b;
+
+	if ((len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD * NVMEFS_BLOCK > FUZZ_CKPT_SLOT)
+		die("checkpoint does not fit the slot", ENOSPC);
+	memset(in, 0, sizeof(in));
+	in[0] = 0;
+	memcpy(in + 1, &len32, 4);
+	for (b = 0; pos < len; b++) {
+		uint8_t *blk = slot + b * NVMEFS_BLOCK;
+		size_t used = len - pos < NVMEFS_CKPT_PAYLOAD ? len - pos : NVMEFS_CKPT_PAYLOAD;
+
+		memcpy(blk + NVMEFS_CKPT_HDR, stream + pos, used);
+		nvmefs_ckpt_encode(blk, fuzz_uuid, FUZZ_CKPT_SEQ, b, (uint32_t)used);
+		pos += used;
+	}
+	snprintf(fname, sizeof(fname), "blocks_%s", name);
+	save("ckpt", fname, in, 5 + b * NVMEFS_BLOCK);
+	in[4] = 1;
+	memcpy(in + 5, stream, len);
+	snprintf(fname, sizeof(fname), "stream_%s", name);
+	save_file("ckpt", fname, in + 4, 1 + len, false);
+}
+
+/* Checkpoint the model as the journal would and save it. */
+static void save_snapshot(const char *name, struct nvmefs_vol *vol)
+{
+	uint8_t *snap;
+	size_t len;
+	int ret = nvmefs_meta_snapshot(vol, &snap, &len);
+
+	if (ret)
+		die("snapshot", ret);
+	save_ckpt(name, snap, len);
+	free(snap);
+}
+
+static void gen_ckpt(void)
+{
+	static char big[5000];
+	struct nvmefs_vol *vol = model();
+	struct recs rs = {.n = 0};
+
+	save_snapshot("mkfs", vol);
+	scenario_all(&rs);
+	apply(vol, &rs, 0, rs.n);
+	check_model(vol);
+	save_snapshot("all", vol);
+	/* Enough to span every block of the slot. */
+	rs.n = 0;
+	scenario_many(&rs, 0, MANY_FILES);
+	memset(big, 'v', sizeof(big));
+	xattr(&rs, NVMEFS_REC_XATTR_SET, 2, "user.big", big, sizeof(big));
+	apply(vol, &rs, 0, rs.n);
+	check_model(vol);
+	save_snapshot("big", vol);
+	fuzz_vol_destroy(vol);
+}
+
+/* ---- load/ ---- */
+
+/* Log records [from, to) as live operations do, then commit. */
+static void commit(struct nvmefs_vol *vol, const struct recs *rs, size_t from, size_t to)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = from; i < to && !ret; i++)
+		ret = nvmefs_meta_log(vol, &rs->v[i]);
+	pthread_mutex_unlock(&vol->lock);
+	if (!ret)
+		ret = nvmefs_journal_commit(vol);
+	if (ret)
+		die("commit", ret);
+}
+
+static void save_image(const char *name)
+{
+	static uint8_t img[FUZZ_META_SIZE];
+	int ret = fuzz_image_read(img);
+
+	if (ret)
+		die("reading the image back", ret);
+	save("load", name, img, sizeof(img));
+}
+
+static void gen_load(void)
+{
+	static char big[5000];
+	static const uint8_t zero[1];
+	struct nvmefs_vol *vol;
+	struct recs rs = {.n = 0};
+	const uint64_t jsize = FUZZ_JOURNAL;
+	unsigned k;
+	size_t third;
+	int ret;
+
+	ret = fuzz_image_write(zero, 0);
+	vol = fuzz_vol_create(true);
+	if (ret || !vol)
+		die("image volume", ret ? ret : -ENOMEM);
+	/* mkfs: the root and the first checkpoint. */
+	if (fuzz_vol_add_root(vol))
+		die("root", EINVAL);
+	ret = nvmefs_journal_format(vol);
+	if (!ret)
+		ret = nvmefs_alloc_rebuild(vol);
+	if (ret)
+		die("format", ret);
+	/* Two transactions after it: replay on top of the mkfs checkpoint. */
+	scenario_all(&rs);
+	third = rs.n / 3;
+	commit(vol, &rs, 0, third);
+	commit(vol, &rs, third, 2 * third);
+	save_image("mkfs_2txn");
+	/* More, with a checkpoint every 8 KiB of journal (half the ring less
+	 * the room reserved for a checkpoint's superblock write), until one
+	 * leaves the head 3/4 into the ring. */
+	commit(vol, &rs, 2 * third, rs.n);
+	for (k = 0; vol->j.head != vol->j.tail || vol->j.head % jsize != jsize / 4 * 3; k++) {
+		if (k == MANY_FILES - 2)
+			die("no checkpoint 3/4 into the journal", EINVAL);
+		rs.n = 0;
+		scenario_many(&rs, k, k + 1);
+		commit(vol, &rs, 0, rs.n);
+	}
+	/* A one-block transaction; a two-block one, which checkpoints (the
+	 * tail moves to 7/8 of the ring); another, which no longer fits
+	 * before the ring's end: a pad, then it at the ring's start. Replay
+	 * walks both. */
+	rs.n = 0;
+	scenario_many(&rs, k, k + 1);
+	commit(vol, &rs, 0, rs.n);
+	memset(big, 'w', sizeof(big));
+	rs.n = 0;
+	xattr(&rs, NVMEFS_REC_XATTR_SET, 2, "user.big", big, sizeof(big));
+	commit(vol, &rs, 0, rs.n);
+	big[0] = 'x';
+	commit(vol, &rs, 0, rs.n);
+	if (vol->j.tail % jsize != jsize / 8 * 7 || vol->j.head - vol->j.tail != 3 * NVMEFS_BLOCK)
+		die("the journal did not wrap as planned", EINVAL);
+	save_image("wrapped_orphan");
+	fuzz_vol_destroy(vol);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_corpus OUTDIR\n");
+		return 2;
+	}
+	outdir = argv[1];
+	if (mkdir(outdir, 0755) && errno != EEXIST)
+		die(outdir, errno);
+	fuzz_init();
+	gen_labels();
+	gen_journal();
+	gen_ckpt();
+	gen_load();
+	return 0;
+}
