@@ -116,8 +116,12 @@ static void test_super(void)
 
 	memcpy(s.uuid, uuid, 16);
 	nvmefs_super_encode(&s, blk);
+	memset(&out, 0xa5, sizeof(out)); /* padding included: compare fields */
 	CHECK_ERR(nvmefs_super_decode(&out, blk), 0);
-	CHECK(memcmp(&s, &out, sizeof(s)) == 0);
+	CHECK(!memcmp(s.uuid, out.uuid, 16) && s.seq == out.seq && s.ckpt_slot == out.ckpt_slot &&
+	      s.ckpt_seq == out.ckpt_seq && s.ckpt_len == out.ckpt_len &&
+	      s.journal_tail == out.journal_tail && s.journal_seq == out.journal_seq &&
+	      s.clean == out.clean);
 	blk[100] ^= 4;
 	CHECK(nvmefs_super_decode(&out, blk) != 0);
 }
