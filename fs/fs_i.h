@@ -205,6 +205,9 @@ void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
+/* Log INODE_FREE for every orphan (files unlinked while open before a
+ * crash); their count in *n. The caller commits. */
+int nvmefs_meta_reclaim_orphans(struct nvmefs_vol *vol, size_t *n);
 /* Check the loaded state is whole: every entry's child exists, link counts. */
 int nvmefs_meta_verify(struct nvmefs_vol *vol);
 /* Remove the inode from the table and free its memory (lookup 0, dead). */
@@ -230,6 +233,10 @@ int nvmefs_journal_init(struct nvmefs_vol *vol);
 void nvmefs_journal_exit(struct nvmefs_vol *vol);
 /* Append an encoded record to the open transaction (meta held). */
 int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Decode and apply a stream of len bytes of records (a checkpoint's or a
+ * transaction's; what names it in messages). -EUCLEAN for a malformed or
+ * contradicting record, -ENOMEM. */
+int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what);
 /* Read the superblocks and checkpoint and replay the journal into vol. */
 int nvmefs_journal_load(struct nvmefs_vol *vol);
 /* Make every change so far durable (data flushed, records committed). */

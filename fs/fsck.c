@@ -660,7 +660,7 @@ static int check_links(struct fsck *f, size_t *orphans)
 static int check_space(struct fsck *f)
 {
 	struct nvmefs_vol *vol = f->vol;
-	uint64_t used = 0, files = 0, dirs = 0;
+	uint64_t used = 0, files = 0, dirs = 0, used_d[NVMEFS_MAX_DEVICES] = {0};
 	int ret;
 
 	pass_begin(f, "free space");
@@ -675,34 +675,28 @@ static int check_space(struct fsck *f)
 	}
 	if (ret)
 		return ret;
-	for (unsigned d = 0; d < vol->ndevs; d++) {
-		uint64_t free_d = 0, used_d = 0, area = vol->data_end[d] - vol->data_start[d];
-
-		for (size_t k = 0; k < vol->free[d].n; k++)
-			free_d += vol->free[d].v[k].len;
-		for (size_t i = 0; i < vol->itab_size; i++) {
-			for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-				for (unsigned s = 0; in->slots && s < in->layout.stripe_count;
-				     s++) {
-					if (in->layout.devs[s] != d)
-						continue;
-					for (size_t k = 0; k < in->slots[s].n; k++)
-						used_d += in->slots[s].v[k].len;
-				}
-			}
-		}
-		if (used_d + free_d != area)
-			problem(f, false,
-				"member %u: %" PRIu64 " bytes used and %" PRIu64
-				" free do not add up to its %" PRIu64 " byte data area",
-				d, used_d, free_d, area);
-		used += used_d;
-	}
+	/* One pass over the inodes: bytes mapped on each member. */
 	for (size_t i = 0; i < vol->itab_size; i++) {
 		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
 			files += !in->dir;
 			dirs += !!in->dir;
+			for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
+				for (size_t k = 0; k < in->slots[s].n; k++)
+					used_d[in->layout.devs[s]] += in->slots[s].v[k].len;
+			}
 		}
+	}
+	for (unsigned d = 0; d < vol->ndevs; d++) {
+		uint64_t free_d = 0, area = vol->data_end[d] - vol->data_start[d];
+
+		for (size_t k = 0; k < vol->free[d].n; k++)
+			free_d += vol->free[d].v[k].len;
+		if (used_d[d] + free_d != area)
+			problem(f, false,
+				"member %u: %" PRIu64 " bytes used and %" PRIu64
+				" free do not add up to its %" PRIu64 " byte data area",
+				d, used_d[d], free_d, area);
+		used += used_d[d];
 	}
 	printf("%" PRIu64 " files, %" PRIu64 " directories, %" PRIu64 " of %" PRIu64
 	       " bytes used\n",

@@ -434,7 +434,7 @@ static int read_super(struct nvmefs_vol *vol, struct nvmefs_super *best)
 	return ret;
 }
 
-static int apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what)
+int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what)
 {
 	size_t pos = 0;
 
@@ -443,15 +443,15 @@ static int apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len, co
 		long n = nvmefs_rec_decode(&r, p + pos, len - pos);
 		int ret;
 
-		if (n < 0) {
-			nvmefs_err("%s: %s: malformed record at byte %zu", vol->set->devs[0].path,
+		if (n <= 0 || (size_t)n > len - pos) {
+			nvmefs_err("%s: %s: malformed record at byte %zu", nvmefs_meta_where(vol),
 				   what, pos);
 			return -EUCLEAN;
 		}
 		ret = nvmefs_meta_apply(vol, &r);
 		if (ret) {
 			nvmefs_err("%s: %s: record at byte %zu (type %u) contradicts the metadata",
-				   vol->set->devs[0].path, what, pos, r.type);
+				   nvmefs_meta_where(vol), what, pos, r.type);
 			return ret == -ENOMEM ? ret : -EUCLEAN;
 		}
 		pos += (size_t)n;
@@ -504,7 +504,7 @@ static int load_checkpoint(struct nvmefs_vol *vol, const struct nvmefs_super *s)
 			pos += used;
 		}
 	}
-	ret = apply_stream(vol, stream, s->ckpt_len, "checkpoint");
+	ret = nvmefs_journal_apply(vol, stream, s->ckpt_len, "checkpoint");
 out:
 	free(buf);
 	free(stream);
@@ -559,7 +559,8 @@ static long replay(struct nvmefs_vol *vol)
 		if (t.pad) {
 			j->head += jsize - phys;
 		} else {
-			ret = apply_stream(vol, buf + NVMEFS_TXN_HDR, t.payload_len, "journal");
+			ret = nvmefs_journal_apply(vol, buf + NVMEFS_TXN_HDR, t.payload_len,
+						   "journal");
 			if (ret)
 				break;
 			j->head += (uint64_t)nb * NVMEFS_BLOCK;

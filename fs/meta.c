@@ -767,6 +767,28 @@ int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
 	return 0;
 }
 
+int nvmefs_meta_reclaim_orphans(struct nvmefs_vol *vol, size_t *n)
+{
+	int ret = 0;
+
+	*n = 0;
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
+			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+			next = in->hnext;
+			if (!in->orphan)
+				continue;
+			r.ino.ino = in->ino;
+			ret = nvmefs_meta_log(vol, &r); /* frees its extents too */
+			(*n)++;
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -12,7 +12,8 @@
  *   powerloss [seed=S] [keep=PCT] [tear=PCT] [after=N]
  *       (keep and tear default to 33 each; the rest of the writes dropped)
  *
- * Numbers take K, M, G suffixes (powers of 1024). A bad command is EINVAL.
+ * Numbers are decimal with an optional K, M, G, T, P suffix (powers of
+ * 1024, nvmefs_parse_size). A bad command is EINVAL.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,25 +37,6 @@ struct cmd {
 	struct nvmefs_powerloss pl;
 	uint64_t after;
 };
-
-static int parse_num(const char *s, uint64_t *out)
-{
-	char *end;
-	uint64_t v, mul = 1;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'M' || *end == 'G')
-		mul = 1ull << (*end++ == 'K' ? 10 : end[-1] == 'M' ? 20 : 30);
-	if (*end || (v && mul > UINT64_MAX / v))
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
 
 static int parse_ops(const char *s, unsigned *ops)
 {
@@ -85,12 +67,12 @@ static int parse_arg(struct cmd *c, char *arg)
 		if (!dash)
 			return -EINVAL;
 		*dash = 0;
-		if (parse_num(val, &c->f.off_lo) || parse_num(dash + 1, &c->f.off_hi) ||
-		    c->f.off_hi <= c->f.off_lo)
+		if (nvmefs_parse_size(val, &c->f.off_lo) ||
+		    nvmefs_parse_size(dash + 1, &c->f.off_hi) || c->f.off_hi <= c->f.off_lo)
 			return -EINVAL;
 		return 0;
 	}
-	if (parse_num(val, &v))
+	if (nvmefs_parse_size(val, &v))
 		return -EINVAL;
 	if (!strcmp(arg, "dev") && v < NVMEFS_MAX_DEVICES) {
 		c->dev = (unsigned)v;

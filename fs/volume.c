@@ -183,22 +183,8 @@ static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
 static int reclaim_orphans(struct nvmefs_vol *vol)
 {
 	size_t n = 0;
-	int ret = 0;
+	int ret = nvmefs_meta_reclaim_orphans(vol, &n);
 
-	pthread_mutex_lock(&vol->lock);
-	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
-		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
-			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
-
-			next = in->hnext;
-			if (!in->orphan)
-				continue;
-			r.ino.ino = in->ino;
-			ret = nvmefs_meta_log(vol, &r); /* frees its extents too */
-			n++;
-		}
-	}
-	pthread_mutex_unlock(&vol->lock);
 	if (!ret && n) {
 		nvmefs_info("reclaimed %zu file(s) unlinked while open before the last shutdown",
 			    n);

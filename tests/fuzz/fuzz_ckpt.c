@@ -63,7 +63,7 @@ static int load_blocks(struct nvmefs_vol *vol, unsigned mode, const uint8_t *dat
 		memcpy(stream + pos, blk + NVMEFS_CKPT_HDR, used);
 		pos += used;
 	}
-	ret = fuzz_apply_stream(vol, stream, ckpt_len);
+	ret = nvmefs_journal_apply(vol, stream, ckpt_len, "fuzz");
 out:
 	free(stream);
 	free(slot);
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	vol->replaying = true;
 	if (mode & 1)
-		ret = fuzz_apply_stream(vol, data + 1, size - 1);
+		ret = nvmefs_journal_apply(vol, data + 1, size - 1, "fuzz");
 	else
 		ret = load_blocks(vol, mode, data + 1, size - 1);
 	vol->replaying = false;

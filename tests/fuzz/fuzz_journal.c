@@ -45,7 +45,8 @@ static int replay(struct nvmefs_vol *vol, const uint8_t *ring, size_t jsize, uin
 		if (t.pad) {
 			head += jsize - phys;
 		} else {
-			ret = fuzz_apply_stream(vol, ring + phys + NVMEFS_TXN_HDR, t.payload_len);
+			ret = nvmefs_journal_apply(vol, ring + phys + NVMEFS_TXN_HDR, t.payload_len,
+						   "fuzz");
 			if (ret)
 				return ret;
 			head += (uint64_t)nb * NVMEFS_BLOCK;
@@ -92,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((mode & 3) < 2)
 		ret = replay_ring(vol, mode, data + 1, size - 1);
 	else
-		ret = fuzz_apply_stream(vol, data + 1, size - 1);
+		ret = nvmefs_journal_apply(vol, data + 1, size - 1, "fuzz");
 	vol->replaying = false;
 	if (!ret)
 		ret = nvmefs_meta_verify(vol);

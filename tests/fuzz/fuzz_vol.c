@@ -218,50 +218,6 @@ int fuzz_vol_add_root(struct nvmefs_vol *vol)
 	return ret;
 }
 
-int fuzz_apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len)
-{
-	size_t pos = 0;
-
-	while (pos < len) {
-		struct nvmefs_rec r;
-		long n = nvmefs_rec_decode(&r, p + pos, len - pos);
-		int ret;
-
-		if (n < 0)
-			return -EUCLEAN;
-		if (n == 0 || (size_t)n > len - pos)
-			FUZZ_BUG("nvmefs_rec_decode returned %ld with %zu bytes left", n,
-				 len - pos);
-		ret = nvmefs_meta_apply(vol, &r);
-		if (ret)
-			return ret == -ENOMEM ? ret : -EUCLEAN;
-		pos += (size_t)n;
-	}
-	return 0;
-}
-
-/* volume.c's reclaim_orphans(), without the commit at its end. */
-static int reclaim_orphans(struct nvmefs_vol *vol)
-{
-	int ret = 0;
-
-	pthread_mutex_lock(&vol->lock);
-	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
-		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
-			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
-
-			next = in->hnext;
-			if (!in->orphan)
-				continue;
-			r.ino.ino = in->ino;
-			ret = nvmefs_meta_log(vol, &r);
-		}
-	}
-	pthread_mutex_unlock(&vol->lock);
-	return ret;
-}
-
-/* The oracle: what mounted must checkpoint into something that mounts. */
 static void check_checkpoint(struct nvmefs_vol *vol)
 {
 	uint8_t *snap = NULL, *snap2 = NULL;
@@ -278,7 +234,7 @@ static void check_checkpoint(struct nvmefs_vol *vol)
 	if (!v2)
 		goto out;
 	v2->replaying = true;
-	ret = fuzz_apply_stream(v2, snap, len);
+	ret = nvmefs_journal_apply(v2, snap, len, "fuzz");
 	v2->replaying = false;
 	if (ret == -ENOMEM)
 		goto out;
@@ -388,7 +344,11 @@ int fuzz_vol_mount_tail(struct nvmefs_vol *vol)
 		return ret;
 	/* Open unlinked files are checkpointed as orphans while mounted. */
 	check_checkpoint(vol);
-	ret = reclaim_orphans(vol);
+	{
+		size_t n;
+
+		ret = nvmefs_meta_reclaim_orphans(vol, &n);
+	}
 	if (ret)
 		return ret;
 	if (verbose)

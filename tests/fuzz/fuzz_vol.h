@@ -82,10 +82,6 @@ int fuzz_image_write(const uint8_t *img, size_t len);
 /* Read the metadata area back (FUZZ_META_SIZE bytes). */
 int fuzz_image_read(uint8_t *img);
 
-/* Decode and apply every record of p[0, len) until the first that is
- * malformed (-EUCLEAN) or does not apply, as journal.c's apply_stream(). */
-int fuzz_apply_stream(struct nvmefs_vol *vol, const uint8_t *p, size_t len);
-
 /*
  * What nvmefs_vol_open() does after nvmefs_journal_load() succeeded (the
  * state verified): rebuild free space, reclaim orphans (logged into the open
