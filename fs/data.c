@@ -360,7 +360,8 @@ static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
 	return ret;
 }
 
-/* Read the block-aligned range [off, off + len) into buf (zeros for holes). */
+/* Read the block-aligned range [off, off + len) into buf (zeros for holes).
+ * Synchronous: for edge blocks and truncation only. */
 static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t off,
 		       uint64_t len)
 {
@@ -373,55 +374,6 @@ static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t 
 	if (!ret)
 		ret = run_io(vol, NVMEFS_IO_READ, &pl);
 	plan_free(&pl);
-	return ret;
-}
-
-/* Buffers: from the pinned pool when the range fits, else plain aligned. */
-static uint8_t *buf_get(struct nvmefs_vol *vol, size_t len)
-{
-	if (len <= vol->buf_size)
-		return nvmefs_bufpool_get(vol->pool);
-	return nvmefs_aligned_alloc(len);
-}
-
-static void buf_put(struct nvmefs_vol *vol, uint8_t *buf, size_t len)
-{
-	if (len <= vol->buf_size)
-		nvmefs_bufpool_put(vol->pool, buf);
-	else
-		free(buf);
-}
-
-int nvmefs_data_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t len, uint64_t off,
-		     nvmefs_reply_fn reply, void *ctx)
-{
-	uint64_t size, a, e;
-	uint8_t *buf;
-	int ret;
-
-	pthread_rwlock_rdlock(&in->io_lock);
-	pthread_mutex_lock(&vol->lock);
-	size = in->size;
-	pthread_mutex_unlock(&vol->lock);
-	if (off >= size || !len) {
-		pthread_rwlock_unlock(&in->io_lock);
-		return reply(ctx, NULL, 0);
-	}
-	if (len > size - off)
-		len = (size_t)(size - off);
-	a = ROUND_DOWN(off);
-	e = ROUND_UP(off + len);
-	buf = buf_get(vol, e - a);
-	if (!buf) {
-		pthread_rwlock_unlock(&in->io_lock);
-		return -ENOMEM;
-	}
-	ret = read_blocks(vol, in, buf, a, e - a);
-	/* Reply outside the lock; the buffer stays ours until put. */
-	pthread_rwlock_unlock(&in->io_lock);
-	if (!ret)
-		ret = reply(ctx, buf + (off - a), len);
-	buf_put(vol, buf, e - a);
 	return ret;
 }
 
@@ -462,7 +414,7 @@ static bool reclaim_pending(struct nvmefs_vol *vol)
  * Plan [off, off + len) with fn, reserving space for the holes it fills.
  * On ENOSPC while released space waits for its commit, commit and plan once
  * more. On failure nothing stays reserved. Called without meta; the
- * caller's exclusive io_lock keeps the plan valid after it returns.
+ * caller's exclusive range lock keeps the plan valid after it returns.
  */
 static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
 		     piece_fn fn, struct plan *pl)
@@ -482,56 +434,317 @@ static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 	}
 }
 
-/* Write the aligned buffer buf over the block range [a, e). */
-static int write_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t a,
-			uint64_t e, uint64_t new_size)
+/* ---- asynchronous reads and writes ---- */
+
+/*
+ * One read or write in flight. It owns its buffer (a pool buffer whose data
+ * area starts NVMEFS_DATA_OFF bytes in, or a larger one of its own) and its
+ * range lock from the start until the done callback has returned.
+ */
+struct dio {
+	struct nvmefs_io_req io; /* first: the engine hands this back */
+	struct plan pl;
+	struct nvmefs_vol *vol;
+	struct nvmefs_inode *in;
+	struct nvmefs_rl_ent rl;
+	uint8_t *buf;	     /* a pool buffer (data area NVMEFS_DATA_OFF in), or ... */
+	bool pooled;	     /* ... when false, a malloc'ed data area of its own */
+	uint64_t off;	     /* the file range asked for ... */
+	size_t len;	     /* ... clamped at EOF for reads */
+	const uint8_t *data; /* read: where the reply's bytes start */
+	nvmefs_data_done_fn done;
+	void *ctx;
+};
+
+static void dio_count(struct nvmefs_vol *vol, int delta)
 {
-	struct plan pl = {.buf = buf};
+	pthread_mutex_lock(&vol->dio_lock);
+	vol->dio_inflight += delta;
+	if (vol->dio_inflight > vol->dio_peak)
+		vol->dio_peak = vol->dio_inflight;
+	if (!vol->dio_inflight)
+		pthread_cond_broadcast(&vol->dio_cond);
+	pthread_mutex_unlock(&vol->dio_lock);
+}
+
+void nvmefs_data_drain(struct nvmefs_vol *vol)
+{
+	pthread_mutex_lock(&vol->dio_lock);
+	while (vol->dio_inflight)
+		pthread_cond_wait(&vol->dio_cond, &vol->dio_lock);
+	pthread_mutex_unlock(&vol->dio_lock);
+}
+
+static void buf_release(struct nvmefs_vol *vol, uint8_t *buf, bool pooled)
+{
+	if (pooled)
+		nvmefs_bufpool_put(vol->pool, buf);
+	else
+		free(buf);
+}
+
+static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+			   nvmefs_data_done_fn done, void *ctx)
+{
+	struct dio *d = calloc(1, sizeof(*d));
+
+	if (!d) {
+		done(ctx, -ENOMEM, NULL);
+		nvmefs_bufpool_put(vol->pool, buf);
+		return NULL;
+	}
+	d->vol = vol;
+	d->in = in;
+	d->buf = buf;
+	d->pooled = true;
+	d->done = done;
+	d->ctx = ctx;
+	d->io.priv = d;
+	dio_count(vol, 1);
+	return d;
+}
+
+/* Unlock, answer, and free everything the dio holds. */
+static void dio_finish(struct dio *d, ssize_t res)
+{
+	struct nvmefs_vol *vol = d->vol;
+
+	if (d->rl.hi)
+		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
+	d->done(d->ctx, res, res > 0 ? d->data : NULL);
+	buf_release(vol, d->buf, d->pooled);
+	plan_free(&d->pl);
+	free(d);
+	dio_count(vol, -1);
+}
+
+/*
+ * Make the data area hold need bytes: a pool buffer holds vol->buf_size -
+ * NVMEFS_DATA_OFF; bigger ranges (a request larger than max_io, which the
+ * kernel does not send) get their own buffer, keeping keep bytes of the
+ * old data area. Returns the data area or NULL.
+ */
+static uint8_t *dio_area(struct dio *d, size_t need, size_t keep, size_t keep_at)
+{
+	struct nvmefs_vol *vol = d->vol;
+	uint8_t *big;
+
+	if (need <= vol->buf_size - NVMEFS_DATA_OFF)
+		return d->buf + NVMEFS_DATA_OFF;
+	big = nvmefs_aligned_alloc(need);
+	if (!big)
+		return NULL;
+	memcpy(big + keep_at, d->buf + NVMEFS_DATA_OFF + keep_at, keep);
+	buf_release(vol, d->buf, d->pooled);
+	d->buf = big;
+	d->pooled = false;
+	return big;
+}
+
+static void read_io_done(struct nvmefs_io_req *io, int res)
+{
+	struct dio *d = io->priv;
+
+	if (res)
+		nvmefs_err("inode %llu: read of %zu segment(s) failed: %s",
+			   (unsigned long long)d->in->ino, d->pl.nio, strerror(-res));
+	dio_finish(d, res ? res : (ssize_t)d->len);
+}
+
+void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			    uint64_t off, nvmefs_data_done_fn done, void *ctx)
+{
+	struct dio *d = dio_new(vol, in, buf, done, ctx);
+	uint64_t size, a, e;
+	uint8_t *area;
 	int ret;
 
-	ret = plan_walk(vol, in, a, e - a, write_piece, &pl);
-	if (!ret)
-		ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
+	if (!d)
+		return;
+	if (off >= NVMEFS_MAX_FILE_SIZE || !len) {
+		dio_finish(d, 0);
+		return;
+	}
+	if (len > NVMEFS_MAX_FILE_SIZE - off)
+		len = (size_t)(NVMEFS_MAX_FILE_SIZE - off);
+	nvmefs_rl_lock(&in->io_lock, &d->rl, ROUND_DOWN(off), ROUND_UP(off + len), false);
+	pthread_mutex_lock(&vol->lock);
+	size = in->size;
+	pthread_mutex_unlock(&vol->lock);
+	if (off >= size) {
+		dio_finish(d, 0);
+		return;
+	}
+	if (len > size - off)
+		len = (size_t)(size - off);
+	a = ROUND_DOWN(off);
+	e = ROUND_UP(off + len);
+	area = dio_area(d, e - a, 0, 0);
+	if (!area) {
+		dio_finish(d, -ENOMEM);
+		return;
+	}
+	d->off = off;
+	d->len = len;
+	d->data = area + (off - a);
+	d->pl.buf = area;
+	atomic_fetch_add_explicit(&vol->stats.reads, 1, memory_order_relaxed);
+	pthread_mutex_lock(&vol->lock);
+	ret = walk(vol, in, a, e - a, read_piece, &d->pl);
+	pthread_mutex_unlock(&vol->lock);
+	if (ret || !d->pl.nio) { /* all holes: nothing to wait for */
+		dio_finish(d, ret ? ret : (ssize_t)len);
+		return;
+	}
+	d->io.op = NVMEFS_IO_READ;
+	d->io.segs = d->pl.io;
+	d->io.nr_segs = (unsigned)d->pl.nio;
+	d->io.done = read_io_done;
+	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	if (ret)
+		dio_finish(d, ret);
+}
+
+static void write_io_done(struct nvmefs_io_req *io, int res)
+{
+	struct dio *d = io->priv;
+	struct nvmefs_vol *vol = d->vol;
+	struct nvmefs_inode *in = d->in;
+	int ret = res;
+
+	if (res)
+		nvmefs_err("inode %llu: write of %zu segment(s) failed: %s",
+			   (unsigned long long)in->ino, d->pl.nio, strerror(-res));
 	pthread_mutex_lock(&vol->lock);
 	if (ret) {
-		plan_unreserve(vol, in, &pl);
+		plan_unreserve(vol, in, &d->pl);
 	} else {
-		ret = log_extents(vol, &pl);
-		if (new_size > in->size)
-			in->size = new_size;
+		ret = log_extents(vol, &d->pl);
+		if (d->off + d->len > in->size)
+			in->size = d->off + d->len;
 		touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
-	plan_free(&pl);
+	dio_finish(d, ret ? ret : (ssize_t)d->len);
+}
+
+/* Read one edge block and keep its bytes outside [keep_lo, keep_hi). */
+static int merge_edge(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *blk, uint64_t boff,
+		      size_t keep_lo, size_t keep_hi)
+{
+	uint8_t *tmp = nvmefs_aligned_alloc(BLK);
+	int ret;
+
+	if (!tmp)
+		return -ENOMEM;
+	ret = read_blocks(vol, in, tmp, boff, BLK);
+	if (!ret) {
+		memcpy(blk, tmp, keep_lo);
+		memcpy(blk + keep_hi, tmp + keep_hi, BLK - keep_hi);
+		atomic_fetch_add_explicit(&vol->stats.copied_bytes, keep_lo + BLK - keep_hi,
+					  memory_order_relaxed);
+	}
+	free(tmp);
 	return ret;
 }
 
-ssize_t nvmefs_data_write(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *data,
-			  size_t len, uint64_t off)
+/*
+ * Put the payload where the block-aligned write of [a, e) wants it (area +
+ * off - a), then fill the edge blocks' other bytes with their old contents
+ * (zeros past EOF by the invariant). An aligned payload already in place is
+ * not touched: that is the zero-copy case.
+ */
+static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e)
 {
-	uint64_t a = ROUND_DOWN(off), e = ROUND_UP(off + len);
-	uint8_t *buf;
+	struct nvmefs_vol *vol = d->vol;
+	uint64_t off = d->off, end = off + d->len;
+	uint8_t *area = d->pl.buf;
 	int ret = 0;
 
-	if (!len)
-		return 0;
-	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off)
-		return -EFBIG;
-	buf = buf_get(vol, e - a);
-	if (!buf)
-		return -ENOMEM;
-	/* Edge blocks: their old contents (zeros past EOF by the invariant). */
-	if (off != a)
-		ret = read_blocks(vol, in, buf, a, BLK);
-	if (!ret && (off + len) != e && (e - BLK != a || off == a))
-		ret = read_blocks(vol, in, buf + (e - BLK - a), e - BLK, BLK);
-	if (!ret) {
-		memcpy(buf + (off - a), data, len);
-		ret = write_blocks(vol, in, buf, a, e, off + len);
+	if (data != area + (off - a)) {
+		memmove(area + (off - a), data, d->len);
+		atomic_fetch_add_explicit(&vol->stats.copied_bytes, d->len, memory_order_relaxed);
+	} else if (off == a && end == e) {
+		atomic_fetch_add_explicit(&vol->stats.zero_copy_writes, 1, memory_order_relaxed);
 	}
-	buf_put(vol, buf, e - a);
-	return ret ? ret : (ssize_t)len;
+	if (off != a) {
+		size_t hi = ROUND_DOWN(end) == a ? (size_t)(end - a) : BLK;
+
+		ret = merge_edge(vol, d->in, area, a, (size_t)(off - a), hi);
+		if (ret || ROUND_DOWN(end) == a)
+			return ret;
+	}
+	if (end != e)
+		ret = merge_edge(vol, d->in, area + (e - BLK - a), e - BLK, 0,
+				 (size_t)(end - (e - BLK)));
+	return ret;
+}
+
+void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+			     const void *data, size_t len, uint64_t off, bool append,
+			     nvmefs_data_done_fn done, void *ctx)
+{
+	struct dio *d = dio_new(vol, in, buf, done, ctx);
+	uint64_t a, e;
+	size_t at;
+	int ret;
+
+	if (!d)
+		return;
+	if (!len) {
+		dio_finish(d, 0);
+		return;
+	}
+	/* An appending write learns its offset only under a whole-file lock. */
+	if (append) {
+		nvmefs_rl_lock(&in->io_lock, &d->rl, 0, NVMEFS_RL_ALL, true);
+		pthread_mutex_lock(&vol->lock);
+		off = in->size;
+		pthread_mutex_unlock(&vol->lock);
+	}
+	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off) {
+		dio_finish(d, -EFBIG);
+		return;
+	}
+	a = ROUND_DOWN(off);
+	e = ROUND_UP(off + len);
+	if (!append)
+		nvmefs_rl_lock(&in->io_lock, &d->rl, a, e, true);
+	d->off = off;
+	d->len = len;
+	/* Where data sits in the pool buffer, if it is there (the request was
+	 * received into it); a bigger area must take it along. */
+	at = (const uint8_t *)data >= d->buf + NVMEFS_DATA_OFF &&
+			     (const uint8_t *)data + len <= d->buf + vol->buf_size
+		     ? (size_t)((const uint8_t *)data - (d->buf + NVMEFS_DATA_OFF))
+		     : SIZE_MAX;
+	d->pl.buf = dio_area(d, e - a, at == SIZE_MAX ? 0 : len, at == SIZE_MAX ? 0 : at);
+	if (!d->pl.buf) {
+		dio_finish(d, -ENOMEM);
+		return;
+	}
+	if (at != SIZE_MAX)
+		data = d->pl.buf + at;
+	atomic_fetch_add_explicit(&vol->stats.writes, 1, memory_order_relaxed);
+	ret = place_payload(d, data, a, e);
+	if (!ret)
+		ret = plan_walk(vol, in, a, e - a, write_piece, &d->pl);
+	if (ret) {
+		dio_finish(d, ret);
+		return;
+	}
+	d->io.op = NVMEFS_IO_WRITE;
+	d->io.segs = d->pl.io;
+	d->io.nr_segs = (unsigned)d->pl.nio;
+	d->io.done = write_io_done;
+	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	if (ret) {
+		pthread_mutex_lock(&vol->lock);
+		plan_unreserve(vol, in, &d->pl);
+		pthread_mutex_unlock(&vol->lock);
+		dio_finish(d, ret);
+	}
 }
 
 /* Zero [from, to) inside one block if that block holds written data. */
@@ -544,7 +757,7 @@ static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 
 	if (from >= to)
 		return 0;
-	buf = buf_get(vol, BLK);
+	buf = nvmefs_aligned_alloc(BLK);
 	if (!buf)
 		return -ENOMEM;
 	ret = read_blocks(vol, in, buf, a, BLK);
@@ -560,7 +773,7 @@ static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 			ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
 		plan_free(&pl);
 	}
-	buf_put(vol, buf, BLK);
+	free(buf);
 	return ret;
 }
 

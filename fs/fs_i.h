@@ -8,17 +8,21 @@
  *
  * Locking: vol->lock (the metadata lock) protects every field marked
  * "meta"; it is never held across device I/O or a FUSE reply. An inode's
- * io_lock orders data I/O on that file against truncate and punch (writers
- * exclusive for now). The journal's commit_lock serializes commits and
- * checkpoints. Order: io_lock, then commit_lock, then vol->lock.
+ * io_lock is a byte-range lock: reads share their blocks, a write holds its
+ * blocks exclusively from before its edge blocks are read until its extents
+ * are logged (released by the I/O completion), and truncate, fallocate and
+ * punch hold the whole file. The journal's commit_lock serializes commits
+ * and checkpoints. Order: io_lock, then commit_lock, then vol->lock.
  */
 #ifndef NVMEFS_FS_I_H
 #define NVMEFS_FS_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "format.h"
@@ -26,6 +30,23 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/engine.h"
 #include "nvmefs/layout.h"
+
+/*
+ * A byte-range lock on one file's data (fs/rangelock.c). Each holder owns
+ * an entry from lock to unlock; entries may be unlocked by another thread.
+ */
+struct nvmefs_rl_ent {
+	struct nvmefs_rl_ent *next;
+	uint64_t lo, hi; /* [lo, hi) */
+	bool excl;
+};
+
+struct nvmefs_rangelock {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct nvmefs_rl_ent *head, **tail; /* mu: entries in arrival order */
+	unsigned waiters;		    /* mu */
+};
 
 /* One mapped run of a slot's component on its device. */
 struct nvmefs_ext {
@@ -83,7 +104,7 @@ struct nvmefs_inode {
 	bool dead;	 /* storage freed, INODE_FREE logged */
 	bool dirty;	 /* attributes to log at the next commit */
 	struct nvmefs_inode *dirty_next;
-	pthread_rwlock_t io_lock;
+	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -132,10 +153,12 @@ struct nvmefs_journal {
 };
 
 struct nvmefs_vol_opts {
-	unsigned queue_depth; /* engine, per device (0: 32) */
-	size_t pool_bytes;    /* pinned buffer pool (0: 64 MiB) */
-	size_t max_io;	      /* largest FUSE read or write (0: 1 MiB) */
-	unsigned commit_ms;   /* group commit interval (0: 5000) */
+	unsigned queue_depth;	 /* engine, per device (0: 32) */
+	size_t pool_bytes;	 /* pinned buffer pool (0: 64 MiB) */
+	size_t max_io;		 /* largest FUSE read or write (0: 1 MiB) */
+	unsigned commit_ms;	 /* group commit interval (0: 5000) */
+	unsigned max_background; /* FUSE background requests (0: 64) */
+	uint64_t dirty_bytes;	 /* dirty page cache the kernel may hold (cached) */
 	bool read_only;
 	bool direct; /* direct mode: no page cache for file data */
 	/* fsck: load what is on disk and stop there; overlapping extents,
@@ -167,14 +190,32 @@ struct nvmefs_vol {
 	uint64_t meta_bytes;	/* size of a checkpoint of the current state */
 	uint64_t meta_cap;	/* what one checkpoint slot holds */
 	size_t norphans;
-	bool replaying; /* records come from disk: apply without logging */
+	bool replaying;	       /* records come from disk: apply without logging */
+	bool writeback;	       /* the kernel caches writes (FUSE writeback cache) */
+	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
+	/* Asynchronous reads and writes in flight (nvmefs_data_drain). */
+	pthread_mutex_t dio_lock;
+	pthread_cond_t dio_cond;
+	unsigned dio_inflight; /* dio_lock */
+	unsigned dio_peak;     /* dio_lock: the most at once since mount */
+	/* Data path counters (relaxed atomics): copies the daemon made. */
+	struct {
+		atomic_uint_fast64_t reads, writes;
+		atomic_uint_fast64_t zero_copy_writes; /* aligned, sent from the receive buffer */
+		atomic_uint_fast64_t copied_bytes;     /* payload and edge bytes memcpy'd */
+	} stats;
 	struct nvmefs_journal j;
 	/* The test daemon nvmefs-fi only (fs/testctl.c): a setxattr of
 	 * NVMEFS_TEST_CTL_XATTR on the root is a command to it. NULL in nvmefs. */
 	int (*test_ctl)(struct nvmefs_vol *vol, const char *cmd, size_t len);
+	/* The test daemon only: true once its emulated power is cut; data
+	 * replies are then held back, as a dead machine sends none. */
+	bool (*test_mute)(void);
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"
+/* The root's read-only xattr with the data path counters (ops.c). */
+#define NVMEFS_COUNTERS_XATTR "trusted.nvmefs.counters"
 
 /* Member 0's path, where the metadata lives: for messages about it. */
 static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
@@ -188,6 +229,18 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
  * array is then unchanged). vp is the address of the array pointer.
  */
 int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem);
+
+/* ---- rangelock.c ---- */
+void nvmefs_rl_init(struct nvmefs_rangelock *rl);
+void nvmefs_rl_exit(struct nvmefs_rangelock *rl); /* no entry may be held */
+/* Lock [lo, hi) shared or exclusive with entry e (the caller's until
+ * unlock), waiting for every earlier conflicting entry: FIFO, no starvation.
+ * NVMEFS_RL_ALL as hi locks to the end of any file. */
+void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo, uint64_t hi,
+		    bool excl);
+/* Release e; any thread may. */
+void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
+#define NVMEFS_RL_ALL UINT64_MAX
 
 /* ---- meta.c: the in-memory model and record application ---- */
 int nvmefs_meta_init(struct nvmefs_vol *vol);
@@ -270,15 +323,48 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
 void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 
 /* ---- data.c ---- */
-/* Read [off, off + len) (clamped at EOF) under the io_lock, then hand it to
- * reply with no lock held: the caller replies straight from the I/O buffer.
- * Returns reply's result or -errno (reply not called). */
-typedef int (*nvmefs_reply_fn)(void *ctx, const void *data, size_t len);
-int nvmefs_data_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t len, uint64_t off,
-		     nvmefs_reply_fn reply, void *ctx);
-ssize_t nvmefs_data_write(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *data,
-			  size_t len, uint64_t off);
-/* Change the size (io_lock held for writing). */
+/*
+ * Pool buffers (vol->pool, vol->buf_size bytes each) carry data from
+ * NVMEFS_DATA_OFF on: the FUSE loop receives a request so that a WRITE's
+ * payload starts there (fs/loop.c), and reads and writes use the same area
+ * for the block-aligned range they move.
+ */
+#define NVMEFS_DATA_OFF 4096u
+
+/*
+ * Completion of an asynchronous read or write: res is the bytes read or
+ * written, or -errno; for a read, data points at the bytes (valid until
+ * the callback returns). Called exactly once, from the calling thread when
+ * the request ends early, else from an I/O completion thread; it must not
+ * block for long.
+ */
+typedef void (*nvmefs_data_done_fn)(void *ctx, ssize_t res, const void *data);
+
+/*
+ * Read [off, off + len) (clamped at EOF) into the pool buffer buf, which
+ * the call takes over (it goes back to the pool after done returns). Takes
+ * a shared range lock until the data is in.
+ */
+void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			    uint64_t off, nvmefs_data_done_fn done, void *ctx);
+
+/*
+ * Write len bytes of data at off (at EOF when append, decided under a
+ * whole-file lock). buf is a pool buffer the call takes over; when data
+ * lies in it (the request was received there) and the write is
+ * block-aligned, the devices write straight from it: no copy. Otherwise the
+ * payload is moved into place and the edge blocks are read first. The
+ * range stays locked exclusively until the I/O is done and its extents are
+ * logged.
+ */
+void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+			     const void *data, size_t len, uint64_t off, bool append,
+			     nvmefs_data_done_fn done, void *ctx);
+
+/* Wait until no asynchronous read or write is in flight. */
+void nvmefs_data_drain(struct nvmefs_vol *vol);
+
+/* Change the size (io_lock held exclusively over the whole file). */
 int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size);
 int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
 			  uint64_t len);
@@ -300,6 +386,22 @@ int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 /* Largest inode number: numbers are never reused within a mount, and 2^62
  * keeps next_ino far from wrapping. */
 #define NVMEFS_INO_MAX ((1ull << 62) - 1)
+
+/* ---- loop.c: the FUSE request loop ---- */
+struct fuse_session;
+/*
+ * Serve se with threads workers until it is unmounted or a signal stops it.
+ * after_init(arg), if given, runs once, right after the INIT reply went to
+ * the kernel. Returns 0, or -errno when receiving failed.
+ */
+int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
+		    void (*after_init)(void *arg), void *arg);
+/*
+ * The pool buffer the calling worker received its current request into,
+ * now the caller's (the worker takes another); outside a worker, a fresh
+ * pool buffer. NULL only when the pool cannot allocate.
+ */
+void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
 
 /* ---- ops.c ---- */
 struct fuse_lowlevel_ops;

@@ -14,6 +14,8 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +25,26 @@
 
 #include "fs_i.h"
 #ifdef NVMEFS_FAULT_INJECTION
+#include "nvmefs/fault.h"
 #include "testctl.h"
 #endif
 #include "nvmefs/util.h"
 
+#define DEFAULT_THREADS 8
+#define DEFAULT_POOL	(64ull << 20)
+/* A pool buffer: the largest request and two edge blocks (fs/volume.c). */
+#define POOL_BUF ((1ull << 20) + 8192)
+
+/* What to set on the mount's bdi once the kernel has taken the INIT reply. */
+struct bdi_tuning {
+	const char *mountpoint;
+	uint64_t readahead, dirty;
+	bool cached;
+};
+
 struct cfg {
 	char *devs, *mountpoint;
-	char *queue_depth, *threads, *pool, *mode, *commit;
+	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty;
 	int foreground, debug, help, version, noallow_other, ro;
 };
 
@@ -43,6 +58,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("pool=%s", pool),
 	OPT("mode=%s", mode),
 	OPT("commit=%s", commit),
+	OPT("readahead=%s", readahead),
+	OPT("dirty=%s", dirty),
 	OPT("-f", foreground),
 	OPT("debug", debug),
 	OPT("-d", debug),
@@ -67,9 +84,12 @@ static void usage(FILE *f)
 		   "  -o mode=cached|direct  cached: page cache and mmap (default);\n"
 		   "                       direct: every read and write goes to the devices\n"
 		   "  -o queue_depth=N     I/Os in flight per device (default 32)\n"
-		   "  -o threads=N         FUSE worker threads (default 16)\n"
+		   "  -o threads=N         FUSE worker threads (default 8)\n"
 		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
 		   "  -o commit=SECONDS    group commit interval (default 5)\n"
+		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
+		   "  -o dirty=SIZE        cached mode: dirty page cache this mount may hold\n"
+		   "                       before writers wait (default 1G)\n"
 		   "  -o ro                mount read-only\n"
 		   "  -o noallow_other     only the mounting user may access (root mounts\n"
 		   "                       allow other users by default)\n"
@@ -111,6 +131,22 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 	return 0;
 }
 
+static int parse_bdi_opts(const struct cfg *c, struct bdi_tuning *t)
+{
+	t->readahead = 16 << 20;
+	t->dirty = 1ull << 30;
+	if (c->readahead && (nvmefs_parse_size(c->readahead, &t->readahead) ||
+			     t->readahead < 4096 || t->readahead > (1ull << 30))) {
+		nvmefs_err("bad readahead '%s': want a size from 4K to 1G", c->readahead);
+		return -EINVAL;
+	}
+	if (c->dirty && (nvmefs_parse_size(c->dirty, &t->dirty) || t->dirty < (1u << 20))) {
+		nvmefs_err("bad dirty '%s': want a size of at least 1M", c->dirty);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsigned *threads)
 {
 	uint64_t v;
@@ -132,6 +168,19 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 		}
 		o->pool_bytes = v;
 	}
+	/* Every worker holds a buffer to receive into; the rest carry the
+	 * reads and writes in flight. */
+	v = o->pool_bytes ? o->pool_bytes : DEFAULT_POOL;
+	if (v / POOL_BUF < *threads + 2) {
+		nvmefs_err("pool=%s holds %llu buffers of 1 MiB + 8 KiB; threads=%u needs at "
+			   "least %u",
+			   c->pool ? c->pool : "64M", (unsigned long long)(v / POOL_BUF), *threads,
+			   *threads + 2);
+		return -EINVAL;
+	}
+	/* The kernel's readahead and write-back requests in flight, bounded
+	 * by the buffers the workers do not hold. */
+	o->max_background = (unsigned)(v / POOL_BUF) - *threads;
 	if (c->mode) {
 		if (!strcmp(c->mode, "direct"))
 			o->direct = true;
@@ -158,24 +207,83 @@ static unsigned split_devs(char *devs, const char **paths, unsigned max)
 	return n;
 }
 
+/* The device number ("0:NN") of the FUSE mount on mnt, from mountinfo (a
+ * stat of the mount point would be a request to ourselves). */
+static int mount_devno(const char *mnt, char *out, size_t len)
+{
+	char *line = NULL, path[PATH_MAX], dev[32], where[PATH_MAX + 1];
+	size_t cap = 0;
+	FILE *f;
+	int ret = -ENOENT;
+
+	if (!realpath(mnt, path))
+		return -errno;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last match is ours. */
+	while (getline(&line, &cap, f) > 0) {
+		if (sscanf(line, "%*u %*u %31s %*s %4096s", dev, where) == 2 &&
+		    !strcmp(where, path) && strstr(line, " - fuse.nvmefs ")) {
+			snprintf(out, len, "%s", dev);
+			ret = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+static int write_bdi(const char *devno, const char *knob, uint64_t v)
+{
+	char path[128];
+	FILE *f;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/%s", devno, knob);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	if (fprintf(f, "%llu\n", (unsigned long long)v) < 0)
+		ret = -EIO;
+	if (fclose(f))
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * Runs once, right after INIT. The kernel caps a FUSE mount's readahead at
+ * max_readahead and gives its write-back cache 1% of the dirty limit
+ * (about 40 MiB here) with strict per-bdi throttling; both are too small
+ * to keep several drives busy, and both are the bdi's sysfs knobs (root
+ * only; an unprivileged mount keeps the kernel's values).
+ */
+static void tune_bdi(void *arg)
+{
+	const struct bdi_tuning *t = arg;
+	char devno[32];
+	int ret;
+
+	if (!t->cached)
+		return;
+	ret = mount_devno(t->mountpoint, devno, sizeof(devno));
+	if (!ret)
+		ret = write_bdi(devno, "read_ahead_kb", t->readahead >> 10);
+	if (!ret && t->dirty)
+		ret = write_bdi(devno, "max_bytes", t->dirty);
+	if (ret)
+		nvmefs_warn("cannot tune the mount's readahead and write-back (%s); "
+			    "sequential cached I/O will be slower",
+			    strerror(-ret));
+	else
+		nvmefs_debug("bdi %s: read_ahead_kb %llu, max_bytes %llu", devno,
+			     (unsigned long long)(t->readahead >> 10),
+			     (unsigned long long)t->dirty);
+}
+
 static void syslog_sink(enum nvmefs_log_level level, const char *msg)
 {
 	syslog((int)level, "%s", msg);
-}
-
-static int serve(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads)
-{
-	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	int ret;
-
-	if (!lc)
-		return -ENOMEM;
-	fuse_loop_cfg_set_max_threads(lc, threads);
-	fuse_loop_cfg_set_idle_threads(lc, threads / 2 ? threads / 2 : 1);
-	fuse_loop_cfg_set_clone_fd(lc, 0);
-	ret = fuse_session_loop_mt(se, lc);
-	fuse_loop_cfg_destroy(lc);
-	return ret;
 }
 
 static int add_mount_opts(struct fuse_args *args, const struct cfg *c, const char *first_dev)
@@ -203,8 +311,9 @@ int main(int argc, char **argv)
 	const char *paths[NVMEFS_MAX_DEVICES];
 	struct fuse_session *se = NULL;
 	struct nvmefs_vol *vol = NULL;
+	struct bdi_tuning bdi;
 	struct cfg c = {0};
-	unsigned threads = 16, n;
+	unsigned threads = DEFAULT_THREADS, n;
 	int ret = 1;
 
 	nvmefs_log_set_ident("nvmefs");
@@ -230,8 +339,11 @@ int main(int argc, char **argv)
 		c.foreground = 1;
 		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
 	}
-	if (parse_vol_opts(&c, &vopts, &threads))
+	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi))
 		goto out;
+	bdi.mountpoint = c.mountpoint;
+	bdi.cached = !vopts.direct;
+	vopts.dirty_bytes = bdi.dirty;
 	n = split_devs(c.devs, paths, NVMEFS_MAX_DEVICES);
 	if (n == 0 || n > NVMEFS_MAX_DEVICES) {
 		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
@@ -241,6 +353,7 @@ int main(int argc, char **argv)
 		goto out;
 #ifdef NVMEFS_FAULT_INJECTION
 	vol->test_ctl = nvmefs_testctl;
+	vol->test_mute = nvmefs_powerloss_cut;
 #endif
 	if (add_mount_opts(&args, &c, paths[0]))
 		goto out_vol;
@@ -264,7 +377,9 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
-	ret = serve(se, vol, threads) ? 1 : 0;
+	ret = nvmefs_loop_run(se, vol, threads, tune_bdi, &bdi) ? 1 : 0;
+	/* Replies still to come from the I/O completions need the session. */
+	nvmefs_data_drain(vol);
 out_unmount:
 	fuse_session_unmount(se);
 out_handlers:
@@ -282,6 +397,8 @@ out:
 	free(c.pool);
 	free(c.mode);
 	free(c.commit);
+	free(c.readahead);
+	free(c.dirty);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -89,7 +89,7 @@ static void inode_free_mem(struct nvmefs_inode *in)
 	}
 	free(in->xattrs);
 	free(in->target);
-	pthread_rwlock_destroy(&in->io_lock);
+	nvmefs_rl_exit(&in->io_lock);
 	free(in);
 }
 
@@ -236,7 +236,7 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 	}
 	in->ino = r->inode.ino;
 	in->mode = r->inode.mode;
-	pthread_rwlock_init(&in->io_lock, NULL);
+	nvmefs_rl_init(&in->io_lock);
 	if (S_ISDIR(in->mode)) {
 		in->dir = calloc(1, sizeof(*in->dir));
 		if (!in->dir)

@@ -10,6 +10,7 @@
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 
 #include "fs_i.h"
 
@@ -257,6 +258,18 @@ static void set_times(struct nvmefs_inode *in, const struct stat *attr, int to_s
 		in->mtime = attr->st_mtim;
 }
 
+/* Change a regular file's size, holding its whole range. */
+static int truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size)
+{
+	struct nvmefs_rl_ent rl;
+	int ret;
+
+	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
+	ret = nvmefs_data_truncate(vol, in, size);
+	nvmefs_rl_unlock(&in->io_lock, &rl);
+	return ret;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -282,11 +295,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			err = -EISDIR;
 		else if (!S_ISREG(in->mode))
 			err = -EINVAL;
-		else {
-			pthread_rwlock_wrlock(&in->io_lock);
-			err = nvmefs_data_truncate(vol, in, (uint64_t)attr->st_size);
-			pthread_rwlock_unlock(&in->io_lock);
-		}
+		else
+			err = truncate_locked(vol, in, (uint64_t)attr->st_size);
 	}
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
@@ -671,23 +681,58 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 /* ---- files ---- */
 
+/*
+ * With the write-back cache the kernel accepts a write before we have space
+ * for it, and a full volume shows only at fsync or close (as on NFS). So
+ * once free space is below what the kernel may hold dirty for this mount
+ * (plus a chunk per member), files opened for writing bypass the cache:
+ * their writes get ENOSPC at write(2), as on a local filesystem.
+ */
+static bool low_space(struct nvmefs_vol *vol)
+{
+	uint64_t margin = vol->opts.dirty_bytes + (uint64_t)vol->ndevs * vol->label.chunk_size;
+	bool low;
+
+	pthread_mutex_lock(&vol->lock);
+	low = vol->free_bytes < margin;
+	pthread_mutex_unlock(&vol->lock);
+	return low;
+}
+
 static void set_open_flags(struct nvmefs_vol *vol, struct fuse_file_info *fi)
 {
-	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT);
+	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) ||
+			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
 	fi->keep_cache = !fi->direct_io;
+}
+
+/*
+ * fuse_reply_open, plus FOPEN_PARALLEL_DIRECT_WRITES on direct opens, so the
+ * kernel (6.2 and later) lets writers of one file at disjoint offsets in at
+ * once instead of taking the inode lock for each write. libfuse 3.14's
+ * fuse_file_info has no bit for it (3.15 added parallel_direct_writes), so
+ * the reply is built here as fuse_reply_open builds it. Extending writes
+ * stay serialized by the kernel. fuse_reply_create has no such way out:
+ * the handle a create returns lacks the flag.
+ */
+static void reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	struct fuse_open_out arg = {.fh = fi->fh};
+	struct iovec iov = {.iov_base = &arg, .iov_len = sizeof(arg)};
+
+	if (fi->direct_io)
+		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
+	if (fi->keep_cache)
+		arg.open_flags |= FOPEN_KEEP_CACHE;
+	fuse_reply_iov(req, &iov, 1);
 }
 
 /* Truncate at open (O_TRUNC with atomic_o_trunc). */
 static int open_trunc(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
-	int ret;
-
 	if (read_only(vol))
 		return -EROFS;
-	pthread_rwlock_wrlock(&in->io_lock);
-	ret = nvmefs_data_truncate(vol, in, 0);
-	pthread_rwlock_unlock(&in->io_lock);
-	return ret;
+	return truncate_locked(vol, in, 0);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -717,7 +762,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	set_open_flags(vol, fi);
-	fuse_reply_open(req, fi);
+	reply_open(req, fi);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -743,11 +788,33 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	fuse_reply_create(req, &e, fi);
 }
 
-static int reply_data(void *ctx, const void *data, size_t len)
+/* The test daemon after its emulated power cut: no more answers. */
+static bool muted(fuse_req_t req)
 {
+	struct nvmefs_vol *vol = VOL(req);
+
+	return vol->test_mute && vol->test_mute();
+}
+
+static void read_done(void *ctx, ssize_t res, const void *data)
+{
+	if (muted(ctx))
+		return;
 	/* The request is answered whatever the send's outcome: never reply twice. */
-	fuse_reply_buf(ctx, data, len);
-	return 0;
+	if (res < 0)
+		fuse_reply_err(ctx, (int)-res);
+	else
+		fuse_reply_buf(ctx, data, (size_t)res);
+}
+
+static void write_done(void *ctx, ssize_t res, const void *data)
+{
+	if (muted(ctx))
+		return;
+	if (res < 0)
+		fuse_reply_err(ctx, (int)-res);
+	else
+		fuse_reply_write(ctx, (size_t)res);
 }
 
 static bool ts_le(const struct timespec *a, const struct timespec *b)
@@ -778,17 +845,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	int ret;
+	void *buf;
 
 	in = find_inode(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
 	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = nvmefs_loop_take_buf(vol);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	touch_atime(vol, in);
-	ret = nvmefs_data_read(vol, in, size, (uint64_t)off, reply_data, req);
-	if (ret)
-		fuse_reply_err(req, -ret);
+	nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
 }
 
 /* A write by an unprivileged process clears setuid, and setgid when the
@@ -810,12 +884,12 @@ static void kill_suid(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t wri
 	pthread_mutex_unlock(&vol->lock);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	ssize_t n;
+	void *buf;
 
 	if (read_only(vol)) {
 		fuse_reply_err(req, EROFS);
@@ -826,20 +900,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->io_lock);
-	if (fi->flags & O_APPEND) {
-		pthread_mutex_lock(&vol->lock);
-		off = (off_t)in->size;
-		pthread_mutex_unlock(&vol->lock);
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
 	}
-	n = nvmefs_data_write(vol, in, buf, size, (uint64_t)off);
-	if (n > 0)
-		kill_suid(vol, in, fuse_req_ctx(req)->uid);
-	pthread_rwlock_unlock(&in->io_lock);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_write(req, (size_t)n);
+	buf = nvmefs_loop_take_buf(vol);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* As the kernel does, privileges go before the data changes. */
+	kill_suid(vol, in, fuse_req_ctx(req)->uid);
+	/* With the writeback cache the kernel has placed O_APPEND writes
+	 * itself, and its write-back uses any open file: ignore the flag. */
+	nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off,
+				(fi->flags & O_APPEND) && !vol->writeback, write_done, req);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -873,6 +948,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
+	struct nvmefs_rl_ent rl;
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
 	int ret;
@@ -892,9 +968,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->io_lock);
+	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
 	ret = nvmefs_data_fallocate(vol, in, mode, (uint64_t)offset, (uint64_t)length);
-	pthread_rwlock_unlock(&in->io_lock);
+	nvmefs_rl_unlock(&in->io_lock, &rl);
 	fuse_reply_err(req, -ret);
 }
 
@@ -1123,6 +1199,37 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, -ret);
 }
 
+/*
+ * The data path's counters as text, read as the root's xattr
+ * NVMEFS_COUNTERS_XATTR (trusted.*: root only; not listed): how many reads
+ * and writes, how many writes went to the devices straight from the buffer
+ * the request arrived in, how many bytes the daemon copied, and the most
+ * reads and writes that were in flight at once.
+ */
+static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
+{
+	char buf[256];
+	unsigned peak;
+	int n;
+
+	pthread_mutex_lock(&vol->dio_lock);
+	peak = vol->dio_peak;
+	pthread_mutex_unlock(&vol->dio_lock);
+	n = snprintf(buf, sizeof(buf),
+		     "reads %llu\nwrites %llu\nzero_copy_writes %llu\ncopied_bytes %llu\n"
+		     "peak_in_flight %u\n",
+		     (unsigned long long)atomic_load(&vol->stats.reads),
+		     (unsigned long long)atomic_load(&vol->stats.writes),
+		     (unsigned long long)atomic_load(&vol->stats.zero_copy_writes),
+		     (unsigned long long)atomic_load(&vol->stats.copied_bytes), peak);
+	if (!size)
+		fuse_reply_xattr(req, (size_t)n);
+	else if (size < (size_t)n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct nvmefs_vol *vol = VOL(req);
@@ -1132,6 +1239,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len = 0;
 	int ret = xattr_name_check(name);
 
+	if (ino == FUSE_ROOT_ID && !strcmp(name, NVMEFS_COUNTERS_XATTR)) {
+		reply_counters(req, vol, size);
+		return;
+	}
 	if (ret) {
 		fuse_reply_err(req, ret == -EOPNOTSUPP ? ENODATA : -ret);
 		return;
@@ -1242,6 +1353,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct nvmefs_vol *vol = userdata;
+
 	/* Let the kernel clear setuid/setgid on write, truncate and chown by
 	 * sending SETATTR; we do not second-guess it. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
@@ -1249,13 +1362,28 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_DIRECT requests (aio or large) go out in parallel, not one by one. */
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* Cached mode: writes land in the page cache and reach us as large
+	 * write-back requests, many at a time, instead of one synchronous
+	 * request per write(2). */
+	vol->writeback = !vol->opts.direct && (conn->capable & FUSE_CAP_WRITEBACK_CACHE);
+	if (vol->writeback)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* 1 MiB requests (libfuse then asks for max_pages = 256). The kernel
+	 * lowers the readahead window to max_readahead; main.c raises it again
+	 * after INIT through the mount's bdi. */
 	conn->max_write = 1u << 20;
 	conn->max_readahead = 1u << 20;
-	conn->max_background = 64;
-	conn->congestion_threshold = 48;
+	/* Readahead and write-back requests in flight: as many as the pool
+	 * has buffers for, beyond the workers' own. */
+	conn->max_background = vol->opts.max_background ? vol->opts.max_background : 64;
+	conn->congestion_threshold = conn->max_background * 3 / 4;
 	conn->time_gran = 1;
+	atomic_store(&vol->init_done, true);
 }
 
 const struct fuse_lowlevel_ops nvmefs_ops = {

@@ -43,6 +43,8 @@ static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvme
 	if (opts)
 		vol->opts = *opts;
 	pthread_mutex_init(&vol->lock, NULL);
+	pthread_mutex_init(&vol->dio_lock, NULL);
+	pthread_cond_init(&vol->dio_cond, NULL);
 	if (nvmefs_meta_init(vol) || nvmefs_journal_init(vol)) {
 		nvmefs_meta_exit(vol);
 		free(vol);
@@ -58,6 +60,8 @@ static void vol_free(struct nvmefs_vol *vol)
 	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
 		nvmefs_freemap_exit(&vol->free[d]);
 	pthread_mutex_destroy(&vol->lock);
+	pthread_cond_destroy(&vol->dio_cond);
+	pthread_mutex_destroy(&vol->dio_lock);
 	free(vol);
 }
 
@@ -254,7 +258,7 @@ int nvmefs_vol_start(struct nvmefs_vol *vol)
 		/* A request plus its two edge blocks. */
 		.buf_size = max_io + 2 * NVMEFS_BLOCK,
 		.max_bytes = vol->opts.pool_bytes ? vol->opts.pool_bytes : 64 << 20,
-		.numa_node = vol->set->devs[0].numa_node,
+		.numa_node = nvmefs_devset_home_node(vol->set),
 	};
 	int ret;
 
@@ -284,6 +288,7 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 
 	if (!vol)
 		return 0;
+	nvmefs_data_drain(vol);
 	nvmefs_journal_stop(vol);
 	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <numa.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -54,7 +55,7 @@ static int sysfs_numa_node(dev_t d)
 {
 	char link[64], path[PATH_MAX], attr[PATH_MAX + 32];
 	char *slash;
-	int node;
+	int node = 0;
 
 	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(d), minor(d));
 	if (!realpath(link, path))
@@ -392,4 +393,47 @@ uint32_t nvmefs_devset_block_size(const struct nvmefs_devset *set)
 		if (set->devs[i].block_size > bs)
 			bs = set->devs[i].block_size;
 	return bs;
+}
+
+int nvmefs_devset_home_node(const struct nvmefs_devset *set)
+{
+	unsigned best_n = 0;
+	int best = 0;
+
+	for (unsigned i = 0; i < set->count; i++) {
+		unsigned n = 0;
+
+		for (unsigned j = 0; j < set->count; j++)
+			n += set->devs[j].numa_node == set->devs[i].numa_node;
+		if (n > best_n || (n == best_n && set->devs[i].numa_node < best)) {
+			best_n = n;
+			best = set->devs[i].numa_node;
+		}
+	}
+	return best;
+}
+
+int nvmefs_node_cpus(int node, cpu_set_t *cpus)
+{
+	struct bitmask *mask;
+	unsigned n = 0;
+
+	if (numa_available() < 0)
+		return -ENOSYS;
+	if (node < 0 || node > numa_max_node())
+		return -ENOENT;
+	mask = numa_allocate_cpumask();
+	if (!mask)
+		return -ENOMEM;
+	CPU_ZERO(cpus);
+	if (numa_node_to_cpus(node, mask) == 0) {
+		for (unsigned c = 0; c < mask->size && c < CPU_SETSIZE; c++) {
+			if (numa_bitmask_isbitset(mask, c)) {
+				CPU_SET(c, cpus);
+				n++;
+			}
+		}
+	}
+	numa_free_cpumask(mask);
+	return n ? 0 : -ENOENT;
 }

@@ -284,26 +284,10 @@ static void reap_one(struct edev *d, struct unit *u, long res, uint64_t now)
  */
 static void node_affinity(const struct edev *d, pthread_attr_t *attr)
 {
-	struct bitmask *cpus;
 	cpu_set_t set;
-	unsigned ncpu = 0;
 
-	if (numa_available() < 0 || d->dev->numa_node > numa_max_node())
-		return;
-	cpus = numa_allocate_cpumask();
-	if (!cpus)
-		return;
-	CPU_ZERO(&set);
-	if (numa_node_to_cpus(d->dev->numa_node, cpus) == 0) {
-		for (unsigned c = 0; c < cpus->size && c < CPU_SETSIZE; c++) {
-			if (numa_bitmask_isbitset(cpus, c)) {
-				CPU_SET(c, &set);
-				ncpu++;
-			}
-		}
-	}
-	numa_free_cpumask(cpus);
-	if (ncpu && pthread_attr_setaffinity_np(attr, sizeof(set), &set) != 0)
+	if (nvmefs_node_cpus(d->dev->numa_node, &set) == 0 &&
+	    pthread_attr_setaffinity_np(attr, sizeof(set), &set) != 0)
 		nvmefs_warn("%s: cannot run on NUMA node %d", d->dev->path, d->dev->numa_node);
 }
 

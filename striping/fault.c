@@ -469,6 +469,16 @@ static int pl_check(const struct nvmefs_powerloss *o, nvmefs_powerloss_fn fn)
 	return pl.set ? 0 : -EINVAL;
 }
 
+bool nvmefs_powerloss_cut(void)
+{
+	bool frozen;
+
+	pthread_mutex_lock(&pl.lock);
+	frozen = pl.frozen;
+	pthread_mutex_unlock(&pl.lock);
+	return frozen;
+}
+
 int nvmefs_powerloss_now(const struct nvmefs_powerloss *o, nvmefs_powerloss_fn fn)
 {
 	int ret;

@@ -27,6 +27,8 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <numa.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -785,9 +787,56 @@ static void test_loops(const char *dir)
 	test_loop_small(dir);
 }
 
+/* A set whose members hang off the given nodes (only numa_node is set). */
+static int home_of(unsigned n, const int *nodes)
+{
+	struct nvmefs_devset *set = calloc(1, sizeof(*set) + n * sizeof(set->devs[0]));
+	int home;
+
+	set->count = n;
+	for (unsigned i = 0; i < n; i++)
+		set->devs[i].numa_node = nodes[i];
+	home = nvmefs_devset_home_node(set);
+	free(set);
+	return home;
+}
+
+/*
+ * NUMA placement: the home node is where most members are (lowest on a
+ * tie), and its CPUs come from libnuma: on this one-node machine, node 0
+ * has every CPU this process may use, and a node that does not exist has
+ * none. Opened members report a node (loop devices and files: 0).
+ */
+static void test_numa(void)
+{
+	const int one[] = {0}, most[] = {1, 0, 1, 1}, tie[] = {1, 1, 0, 0}, far[] = {3, 2, 3};
+	cpu_set_t cpus, allowed;
+	int ret;
+
+	CHECK(home_of(1, one) == 0);
+	CHECK(home_of(4, most) == 1);
+	CHECK(home_of(4, tie) == 0);
+	CHECK(home_of(3, far) == 3);
+	ret = nvmefs_node_cpus(0, &cpus);
+	if (ret == -ENOSYS) {
+		printf("numa: libnuma sees no NUMA here; CPU sets not checked\n");
+		return;
+	}
+	CHECK_ERR(ret, 0);
+	CHECK_ERR(nvmefs_node_cpus(numa_max_node() + 1, &cpus), -ENOENT);
+	CHECK_ERR(nvmefs_node_cpus(-1, &cpus), -ENOENT);
+	if (numa_max_node() == 0 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+		CPU_AND(&allowed, &allowed, &cpus);
+		CHECKF(CPU_COUNT(&allowed) > 0, "node 0 has none of our CPUs");
+		CHECKF(CPU_COUNT(&cpus) == numa_num_configured_cpus(), "node 0: %d CPUs of %d",
+		       CPU_COUNT(&cpus), numa_num_configured_cpus());
+	}
+}
+
 int main(void)
 {
 	nvmefs_log_set_sink(capture);
+	test_numa();
 	make_dirs();
 	atexit(detach_all); /* runs before remove_dirs(): detach, then delete */
 	test_files(ext4_dir, "ext4");

@@ -12,6 +12,7 @@
 #ifndef NVMEFS_DEVSET_H
 #define NVMEFS_DEVSET_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -76,5 +77,19 @@ int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len);
 
 /* Largest block size over the members: an alignment that suits them all. */
 uint32_t nvmefs_devset_block_size(const struct nvmefs_devset *set);
+
+/*
+ * The NUMA node most members hang off (the lowest on a tie): where threads
+ * and buffers that serve every member are placed.
+ */
+int nvmefs_devset_home_node(const struct nvmefs_devset *set);
+
+/*
+ * The CPUs of NUMA node node, from libnuma, into *cpus. Returns 0, -ENOSYS
+ * when libnuma sees no NUMA support, or -ENOENT for a node that does not
+ * exist or has no CPU. Call it from one thread at a time: libnuma fills its
+ * node-to-CPU cache lazily without a lock.
+ */
+int nvmefs_node_cpus(int node, cpu_set_t *cpus);
 
 #endif

@@ -32,6 +32,7 @@
 #ifndef NVMEFS_FAULT_H
 #define NVMEFS_FAULT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct nvmefs_engine;
@@ -97,6 +98,10 @@ int nvmefs_powerloss_record(struct nvmefs_devset *set);
 /* Cut the power now: returns only if recording is off (-EINVAL); otherwise
  * rewrites the members and calls fn. */
 int nvmefs_powerloss_now(const struct nvmefs_powerloss *pl, nvmefs_powerloss_fn fn);
+
+/* Has the power been cut (the process is about to end)? A daemon then
+ * answers nothing more: a real power cut returns no error to anyone. */
+bool nvmefs_powerloss_cut(void);
 
 /* Cut the power when n more writes have been started (counting blocks on
  * every member): the (n+1)-th and every later one never reaches a member,

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The data path's promises, read off the daemon's counters (the root's
+# xattr trusted.nvmefs.counters, fs/ops.c):
+#  - zero copy: aligned 1 MiB writes go to the devices straight from the
+#    buffer the request arrived in (every such write counted zero-copy, no
+#    byte copied), in direct mode (O_DIRECT-like writes) and in cached mode
+#    (the kernel's write-back of whole pages); an unaligned write is copied
+#    and counted, and every file reads back exactly;
+#  - enough in flight: with every device write slowed to 300 ms (the test
+#    daemon's latency fault), 4 threads writing one file at disjoint
+#    offsets have 4 writes in flight at once (the kernel's inode lock and our
+#    range lock let them in together); so do 4 readers of one file, and the
+#    kernel's write-back of one file in cached mode has several writes out.
+# No timing is asserted: the counter says what overlapped.
+# usage: test_datapath.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
+. "$here/lib_mount.sh"
+
+[ $# = 1 ] || {
+	echo "usage: test_datapath.sh BUILD_DIR" >&2
+	exit 2
+}
+build=$1
+mnt_time_limit 240 "$0" "$@"
+mnt_need getfattr attr
+mnt_need python3
+[ -x "$build/tests/nvmefs-fi" ] || mnt_skip "$build/tests/nvmefs-fi not built"
+mnt_setup "$build" 4 256M
+MNT_DAEMON=tests/nvmefs-fi
+MNT_FOREGROUND=1
+
+counter() { # NAME -> value
+	getfattr --absolute-names --only-values -n trusted.nvmefs.counters "$MNT" | awk -v k="$1" '$1 == k {print $2}'
+}
+
+ctl() { # COMMAND
+	setfattr -n trusted.nvmefs.fault -v "$1" "$MNT"
+}
+
+head -c $((16 << 20)) /dev/urandom >"$MNT_TMP/src"
+
+# ---- zero copy, direct mode ----
+mnt_mount mode=direct
+w0=$(counter writes)
+z0=$(counter zero_copy_writes)
+c0=$(counter copied_bytes)
+dd if="$MNT_TMP/src" of="$MNT/a" bs=1M status=none
+w1=$(counter writes)
+z1=$(counter zero_copy_writes)
+c1=$(counter copied_bytes)
+check "direct: 16 aligned 1 MiB writes arrive as 16 requests (got $((w1 - w0)))" \
+	test $((w1 - w0)) -eq 16
+check "direct: every aligned write is zero-copy ($((z1 - z0)) of $((w1 - w0)))" \
+	test $((z1 - z0)) -eq $((w1 - w0))
+check "direct: no byte copied for aligned writes (got $((c1 - c0)))" test $((c1 - c0)) -eq 0
+check "direct: the file reads back" cmp "$MNT_TMP/src" "$MNT/a"
+# 5 writes of 1000 bytes at an odd offset: copied, counted, and right.
+dd if="$MNT_TMP/src" of="$MNT/a" bs=1000 count=5 seek=7 conv=notrunc status=none
+dd if="$MNT_TMP/src" of="$MNT_TMP/ref" bs=1M status=none
+dd if="$MNT_TMP/src" of="$MNT_TMP/ref" bs=1000 count=5 seek=7 conv=notrunc status=none
+c2=$(counter copied_bytes)
+z2=$(counter zero_copy_writes)
+check "direct: unaligned writes are copied (copied $((c2 - c1)) bytes for 5000)" \
+	test $((c2 - c1)) -ge 5000
+check "direct: unaligned writes are not counted zero-copy" test "$z2" -eq "$z1"
+check "direct: the file with unaligned writes reads back" cmp "$MNT_TMP/ref" "$MNT/a"
+mnt_umount
+
+# ---- zero copy, cached mode (the kernel's write-back cache) ----
+mnt_mount mode=cached
+w0=$(counter writes)
+z0=$(counter zero_copy_writes)
+c0=$(counter copied_bytes)
+dd if="$MNT_TMP/src" of="$MNT/b" bs=1M conv=fsync status=none
+w1=$(counter writes)
+z1=$(counter zero_copy_writes)
+c1=$(counter copied_bytes)
+check "cached: write-back sent writes ($((w1 - w0)))" test $((w1 - w0)) -ge 1
+check "cached: every page-aligned write-back is zero-copy ($((z1 - z0)) of $((w1 - w0)))" \
+	test $((z1 - z0)) -eq $((w1 - w0))
+check "cached: no byte copied (got $((c1 - c0)))" test $((c1 - c0)) -eq 0
+echo 3 >/proc/sys/vm/drop_caches
+check "cached: the file reads back" cmp "$MNT_TMP/src" "$MNT/b"
+mnt_umount
+
+# ---- requests in flight at once ----
+# PY MODE PATH: 4 threads, each writing (w) or reading (r) its own 1 MiB at
+# disjoint offsets of one existing 4 MiB file.
+par() {
+	python3 - "$1" "$2" <<'EOF'
+import os, sys, threading
+mode, path = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDWR)
+def one(i):
+    if mode == "w":
+        os.pwrite(fd, bytes([65 + i]) * (1 << 20), i << 20)
+    else:
+        assert len(os.pread(fd, 1 << 20, i << 20)) == 1 << 20
+ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+os.close(fd)
+EOF
+}
+
+mnt_mount mode=direct
+head -c $((4 << 20)) /dev/zero >"$MNT/c"
+for d in 0 1 2 3; do ctl "latency dev=$d us=300000"; done
+p0=$(counter peak_in_flight)
+par w "$MNT/c"
+p1=$(counter peak_in_flight)
+check "direct: 4 writers of one file at disjoint offsets overlap (peak $p1, was $p0)" \
+	test "$p1" -ge 4
+python3 -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+assert all(d[i << 20:(i + 1) << 20] == bytes([65 + i]) * (1 << 20) for i in range(4))
+' "$MNT/c" || check "direct: each writer's MiB is there" false
+for d in 0 1 2 3; do ctl "clear dev=$d"; done
+mnt_umount
+
+mnt_mount mode=direct
+for d in 0 1 2 3; do ctl "latency dev=$d us=300000"; done
+par r "$MNT/c"
+p=$(counter peak_in_flight)
+check "direct: 4 readers of one file overlap (peak $p)" test "$p" -ge 4
+for d in 0 1 2 3; do ctl "clear dev=$d"; done
+mnt_umount
+
+mnt_mount mode=cached
+for d in 0 1 2 3; do ctl "latency dev=$d us=100000"; done
+dd if="$MNT_TMP/src" of="$MNT/d" bs=1M conv=fsync status=none
+p=$(counter peak_in_flight)
+check "cached: write-back of one file has several writes out (peak $p)" test "$p" -ge 2
+for d in 0 1 2 3; do ctl "clear dev=$d"; done
+echo 3 >/proc/sys/vm/drop_caches
+check "cached: the slowly written file reads back" cmp "$MNT_TMP/src" "$MNT/d"
+mnt_umount
+
+mnt_result

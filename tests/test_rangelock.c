@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit test of fs/rangelock.c, the byte-range lock on a file's data:
+ *  - disjoint exclusive ranges are held at once (writers of one file at
+ *    different offsets do not wait for each other);
+ *  - overlapping shared ranges are held at once, an overlapping exclusive
+ *    one waits until the holder unlocks;
+ *  - arrival order is kept: a shared request behind a waiting exclusive one
+ *    waits too (a truncate is not starved by a stream of reads);
+ *  - any thread may unlock (the I/O completion releases a write's range).
+ * "Waits" is checked by a waiter that has not returned while the holder
+ * still holds (it cannot have); "does not wait" by the lock returning at all
+ * while the other range is held, in this thread.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "test_util.h"
+
+struct waiter {
+	struct nvmefs_rangelock *rl;
+	struct nvmefs_rl_ent e;
+	uint64_t lo, hi;
+	bool excl;
+	atomic_bool got;
+	pthread_t t;
+};
+
+static void *wait_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	nvmefs_rl_lock(w->rl, &w->e, w->lo, w->hi, w->excl);
+	atomic_store(&w->got, true);
+	return NULL;
+}
+
+static void start(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, uint64_t hi,
+		  bool excl)
+{
+	w->rl = rl;
+	w->lo = lo;
+	w->hi = hi;
+	w->excl = excl;
+	atomic_store(&w->got, false);
+	pthread_create(&w->t, NULL, wait_main, w);
+}
+
+/* Give a waiter time to run into the lock (it must still be waiting). */
+static void settle(void)
+{
+	usleep(50 * 1000);
+}
+
+static void test_disjoint_and_shared(void)
+{
+	struct nvmefs_rangelock rl;
+	struct nvmefs_rl_ent a, b, c, d;
+
+	nvmefs_rl_init(&rl);
+	nvmefs_rl_lock(&rl, &a, 0, 4096, true);
+	nvmefs_rl_lock(&rl, &b, 4096, 8192, true); /* returns: no overlap */
+	nvmefs_rl_unlock(&rl, &a);
+	nvmefs_rl_unlock(&rl, &b);
+	nvmefs_rl_lock(&rl, &c, 0, 1 << 20, false);
+	nvmefs_rl_lock(&rl, &d, 4096, 8192, false); /* returns: both shared */
+	nvmefs_rl_unlock(&rl, &d);
+	nvmefs_rl_unlock(&rl, &c);
+	CHECK(rl.head == NULL);
+	nvmefs_rl_exit(&rl);
+}
+
+static void test_overlap_waits(void)
+{
+	struct nvmefs_rangelock rl;
+	struct nvmefs_rl_ent a;
+	struct waiter w;
+
+	nvmefs_rl_init(&rl);
+	nvmefs_rl_lock(&rl, &a, 0, 8192, false);
+	start(&w, &rl, 4096, 12288, true);
+	settle();
+	CHECKF(!atomic_load(&w.got), "exclusive granted over a shared holder");
+	nvmefs_rl_unlock(&rl, &a);
+	pthread_join(w.t, NULL);
+	CHECK(atomic_load(&w.got));
+	nvmefs_rl_unlock(&rl, &w.e);
+	CHECK(rl.head == NULL);
+	nvmefs_rl_exit(&rl);
+}
+
+static void test_fifo(void)
+{
+	struct nvmefs_rangelock rl;
+	struct nvmefs_rl_ent a;
+	struct waiter trunc, rd;
+
+	nvmefs_rl_init(&rl);
+	nvmefs_rl_lock(&rl, &a, 0, 4096, false);
+	start(&trunc, &rl, 0, NVMEFS_RL_ALL, true);
+	settle();
+	start(&rd, &rl, 0, 4096, false); /* compatible with a, not with trunc */
+	settle();
+	CHECKF(!atomic_load(&trunc.got), "exclusive granted over a shared holder");
+	CHECKF(!atomic_load(&rd.got), "a later reader overtook a waiting truncate");
+	nvmefs_rl_unlock(&rl, &a);
+	pthread_join(trunc.t, NULL);
+	settle();
+	CHECKF(!atomic_load(&rd.got), "reader granted while the truncate holds the file");
+	nvmefs_rl_unlock(&rl, &trunc.e);
+	pthread_join(rd.t, NULL);
+	nvmefs_rl_unlock(&rl, &rd.e);
+	CHECK(rl.head == NULL);
+	nvmefs_rl_exit(&rl);
+}
+
+/* Writers at disjoint offsets of one file, each unlocking from another
+ * thread (as a completion does), all get in while each other hold. */
+struct cross {
+	struct nvmefs_rangelock *rl;
+	struct nvmefs_rl_ent *e;
+};
+
+static void *unlock_main(void *arg)
+{
+	struct cross *c = arg;
+
+	nvmefs_rl_unlock(c->rl, c->e);
+	return NULL;
+}
+
+static void test_cross_thread_unlock(void)
+{
+	enum { N = 16 };
+	struct nvmefs_rangelock rl;
+	struct nvmefs_rl_ent e[N];
+	struct cross c[N];
+	pthread_t t[N];
+	struct waiter w;
+
+	nvmefs_rl_init(&rl);
+	for (unsigned i = 0; i < N; i++)
+		nvmefs_rl_lock(&rl, &e[i], i * 4096ull, (i + 1) * 4096ull, true);
+	start(&w, &rl, 0, NVMEFS_RL_ALL, true);
+	settle();
+	CHECK(!atomic_load(&w.got));
+	for (unsigned i = 0; i < N; i++) {
+		c[i] = (struct cross){.rl = &rl, .e = &e[i]};
+		pthread_create(&t[i], NULL, unlock_main, &c[i]);
+	}
+	for (unsigned i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	pthread_join(w.t, NULL);
+	CHECK(atomic_load(&w.got));
+	nvmefs_rl_unlock(&rl, &w.e);
+	CHECK(rl.head == NULL && rl.tail == &rl.head);
+	nvmefs_rl_exit(&rl);
+}
+
+int main(void)
+{
+	test_disjoint_and_shared();
+	test_overlap_waits();
+	test_fifo();
+	test_cross_thread_unlock();
+	return test_result();
+}
