@@ -452,6 +452,7 @@ struct dio {
 	uint64_t off;	     /* the file range asked for ... */
 	size_t len;	     /* ... clamped at EOF for reads */
 	const uint8_t *data; /* read: where the reply's bytes start */
+	bool keep_times;     /* write: the kernel owns mtime and ctime */
 	nvmefs_data_done_fn done;
 	void *ctx;
 };
@@ -622,7 +623,8 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 		ret = log_extents(vol, &d->pl);
 		if (d->off + d->len > in->size)
 			in->size = d->off + d->len;
-		touch_mc(in);
+		if (!d->keep_times)
+			touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
@@ -682,10 +684,11 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 }
 
 void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			     const void *data, size_t len, uint64_t off, bool append,
+			     const void *data, size_t len, uint64_t off, unsigned flags,
 			     nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = dio_new(vol, in, buf, done, ctx);
+	bool append = flags & NVMEFS_WRITE_APPEND;
 	uint64_t a, e;
 	size_t at;
 	int ret;
@@ -713,6 +716,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 		nvmefs_rl_lock(&in->io_lock, &d->rl, a, e, true);
 	d->off = off;
 	d->len = len;
+	d->keep_times = flags & NVMEFS_WRITE_KEEP_TIMES;
 	/* Where data sits in the pool buffer, if it is there (the request was
 	 * received into it); a bigger area must take it along. */
 	at = (const uint8_t *)data >= d->buf + NVMEFS_DATA_OFF &&

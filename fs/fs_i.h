@@ -160,7 +160,8 @@ struct nvmefs_vol_opts {
 	unsigned max_background; /* FUSE background requests (0: 64) */
 	uint64_t dirty_bytes;	 /* dirty page cache the kernel may hold (cached) */
 	bool read_only;
-	bool direct; /* direct mode: no page cache for file data */
+	bool direct;	/* direct mode: no page cache for file data */
+	bool writeback; /* cached mode: the kernel's write-back cache */
 	/* fsck: load what is on disk and stop there; overlapping extents,
 	 * dangling entries and orphans are left for the checker to find. */
 	bool check;
@@ -348,17 +349,19 @@ typedef void (*nvmefs_data_done_fn)(void *ctx, ssize_t res, const void *data);
 void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
 			    uint64_t off, nvmefs_data_done_fn done, void *ctx);
 
+/* nvmefs_data_write_async flags */
+#define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
+#define NVMEFS_WRITE_KEEP_TIMES (1u << 1) /* leave mtime and ctime (the kernel's) */
+
 /*
- * Write len bytes of data at off (at EOF when append, decided under a
- * whole-file lock). buf is a pool buffer the call takes over; when data
- * lies in it (the request was received there) and the write is
- * block-aligned, the devices write straight from it: no copy. Otherwise the
- * payload is moved into place and the edge blocks are read first. The
- * range stays locked exclusively until the I/O is done and its extents are
+ * Write len bytes of data at off (NVMEFS_WRITE_* flags). buf is a pool buffer the call takes over;
+ * when data lies in it (the request was received there) and the write is block-aligned, the devices
+ * write straight from it: no copy. Otherwise the payload is moved into place and the edge blocks
+ * are read first. The range stays locked exclusively until the I/O is done and its extents are
  * logged.
  */
 void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			     const void *data, size_t len, uint64_t off, bool append,
+			     const void *data, size_t len, uint64_t off, unsigned flags,
 			     nvmefs_data_done_fn done, void *ctx);
 
 /* Wait until no asynchronous read or write is in flight. */

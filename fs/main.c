@@ -39,13 +39,13 @@
 struct bdi_tuning {
 	const char *mountpoint;
 	uint64_t readahead, dirty;
-	bool cached;
+	bool cached, writeback;
 };
 
 struct cfg {
 	char *devs, *mountpoint;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty;
-	int foreground, debug, help, version, noallow_other, ro;
+	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
 #define OPT(t, p)                                                                                  \
@@ -60,6 +60,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
 	OPT("dirty=%s", dirty),
+	OPT("writeback", writeback),
 	OPT("-f", foreground),
 	OPT("debug", debug),
 	OPT("-d", debug),
@@ -88,8 +89,11 @@ static void usage(FILE *f)
 		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
 		   "  -o commit=SECONDS    group commit interval (default 5)\n"
 		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
-		   "  -o dirty=SIZE        cached mode: dirty page cache this mount may hold\n"
-		   "                       before writers wait (default 1G)\n"
+		   "  -o writeback         cached mode: the kernel's write-back cache; a full\n"
+		   "                       volume then shows at fsync or close (docs/DATAPATH.md)\n"
+		   "  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
+		   "                       before writers wait (default 1G, at most 1/8 of the\n"
+		   "                       volume)\n"
 		   "  -o ro                mount read-only\n"
 		   "  -o noallow_other     only the mounting user may access (root mounts\n"
 		   "                       allow other users by default)\n"
@@ -190,6 +194,7 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 		}
 	}
 	o->read_only = c->ro;
+	o->writeback = c->writeback;
 	return 0;
 }
 
@@ -269,7 +274,7 @@ static void tune_bdi(void *arg)
 	ret = mount_devno(t->mountpoint, devno, sizeof(devno));
 	if (!ret)
 		ret = write_bdi(devno, "read_ahead_kb", t->readahead >> 10);
-	if (!ret && t->dirty)
+	if (!ret && t->writeback)
 		ret = write_bdi(devno, "max_bytes", t->dirty);
 	if (ret)
 		nvmefs_warn("cannot tune the mount's readahead and write-back (%s); "
@@ -343,7 +348,6 @@ int main(int argc, char **argv)
 		goto out;
 	bdi.mountpoint = c.mountpoint;
 	bdi.cached = !vopts.direct;
-	vopts.dirty_bytes = bdi.dirty;
 	n = split_devs(c.devs, paths, NVMEFS_MAX_DEVICES);
 	if (n == 0 || n > NVMEFS_MAX_DEVICES) {
 		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
@@ -351,6 +355,12 @@ int main(int argc, char **argv)
 	}
 	if (nvmefs_vol_open(&vol, paths, n, &vopts))
 		goto out;
+	/* The dirty cache is also the space that may turn out missing at
+	 * write-back: keep it a small part of the volume. */
+	if (bdi.dirty > vol->total_bytes / 8)
+		bdi.dirty = vol->total_bytes / 8 > (1u << 20) ? vol->total_bytes / 8 : 1u << 20;
+	vol->opts.dirty_bytes = bdi.dirty;
+	bdi.writeback = vopts.writeback;
 #ifdef NVMEFS_FAULT_INJECTION
 	vol->test_ctl = nvmefs_testctl;
 	vol->test_mute = nvmefs_powerloss_cut;

@@ -889,6 +889,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
+	unsigned flags = 0;
 	void *buf;
 
 	if (read_only(vol)) {
@@ -911,10 +912,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 	}
 	/* As the kernel does, privileges go before the data changes. */
 	kill_suid(vol, in, fuse_req_ctx(req)->uid);
-	/* With the writeback cache the kernel has placed O_APPEND writes
-	 * itself, and its write-back uses any open file: ignore the flag. */
-	nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off,
-				(fi->flags & O_APPEND) && !vol->writeback, write_done, req);
+	/* With the write-back cache the kernel has placed O_APPEND writes
+	 * itself, and its write-back uses any open file: ignore the flag. A
+	 * write-back request carries times the kernel owns and sends later. */
+	if ((fi->flags & O_APPEND) && !vol->writeback)
+		flags |= NVMEFS_WRITE_APPEND;
+	if (fi->writepage)
+		flags |= NVMEFS_WRITE_KEEP_TIMES;
+	nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off, flags, write_done, req);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1365,10 +1370,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_DIRECT requests (aio or large) go out in parallel, not one by one. */
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
-	/* Cached mode: writes land in the page cache and reach us as large
-	 * write-back requests, many at a time, instead of one synchronous
-	 * request per write(2). */
-	vol->writeback = !vol->opts.direct && (conn->capable & FUSE_CAP_WRITEBACK_CACHE);
+	/* -o writeback (cached mode): writes land in the page cache and reach
+	 * us as large write-back requests, many at a time, instead of one
+	 * synchronous request per write(2). The kernel then owns size, mtime
+	 * and ctime, and a full volume shows at fsync or close. */
+	vol->writeback = vol->opts.writeback && !vol->opts.direct &&
+			 (conn->capable & FUSE_CAP_WRITEBACK_CACHE);
 	if (vol->writeback)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else

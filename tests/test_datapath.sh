@@ -5,13 +5,15 @@
 #  - zero copy: aligned 1 MiB writes go to the devices straight from the
 #    buffer the request arrived in (every such write counted zero-copy, no
 #    byte copied), in direct mode (O_DIRECT-like writes) and in cached mode
-#    (the kernel's write-back of whole pages); an unaligned write is copied
+#    with -o writeback (the kernel's write-back of whole pages); an
+#    unaligned write is copied
 #    and counted, and every file reads back exactly;
 #  - enough in flight: with every device write slowed to 300 ms (the test
 #    daemon's latency fault), 4 threads writing one file at disjoint
 #    offsets have 4 writes in flight at once (the kernel's inode lock and our
 #    range lock let them in together); so do 4 readers of one file, and the
-#    kernel's write-back of one file in cached mode has several writes out.
+#    kernel's write-back of one file (cached, -o writeback) has several
+#    writes out.
 # No timing is asserted: the counter says what overlapped.
 # usage: test_datapath.sh BUILD_DIR
 set -euo pipefail
@@ -70,7 +72,7 @@ check "direct: the file with unaligned writes reads back" cmp "$MNT_TMP/ref" "$M
 mnt_umount
 
 # ---- zero copy, cached mode (the kernel's write-back cache) ----
-mnt_mount mode=cached
+mnt_mount mode=cached,writeback
 w0=$(counter writes)
 z0=$(counter zero_copy_writes)
 c0=$(counter copied_bytes)
@@ -130,9 +132,12 @@ check "direct: 4 readers of one file overlap (peak $p)" test "$p" -ge 4
 for d in 0 1 2 3; do ctl "clear dev=$d"; done
 mnt_umount
 
-mnt_mount mode=cached
+mnt_mount mode=cached,writeback
+# Dirty the pages first (the page cache takes them at once), then slow
+# the devices and flush: the kernel's write-back sends them together.
+dd if="$MNT_TMP/src" of="$MNT/d" bs=1M status=none
 for d in 0 1 2 3; do ctl "latency dev=$d us=100000"; done
-dd if="$MNT_TMP/src" of="$MNT/d" bs=1M conv=fsync status=none
+sync "$MNT/d"
 p=$(counter peak_in_flight)
 check "cached: write-back of one file has several writes out (peak $p)" test "$p" -ge 2
 for d in 0 1 2 3; do ctl "clear dev=$d"; done
