@@ -34,7 +34,8 @@ static void usage(FILE *f)
 		   "\n"
 		   "Format DEV... (block devices or image files) as one nvmefs volume.\n"
 		   "\n"
-		   "  -c CHUNK  stripe unit, a power of two from 4K to 1G (default 1M)\n"
+		   "  -c CHUNK  stripe unit, a power of two from 4K to 1G (default: 1M\n"
+		   "            divided among the members, at least 64K; 256K for 4)\n"
 		   "  -L LABEL  volume label, at most 63 bytes\n"
 		   "  -f        format even members that hold a filesystem\n"
 		   "  -q        print only the volume's UUID\n");
@@ -133,6 +134,21 @@ static int plan_meta(struct nvmefs_label *l, uint64_t size0)
 	return 0;
 }
 
+/*
+ * 1 MiB divided among the members (a power of two, at least 64 KiB): the
+ * largest FUSE request, 1 MiB, then reaches every member at once, so even
+ * one sequential reader or writer with one request in flight (dd, cp)
+ * keeps all the drives busy. 4 members: 256 KiB.
+ */
+static uint64_t default_chunk(unsigned members)
+{
+	uint64_t chunk = 1 << 20;
+
+	while (chunk > (64u << 10) && chunk * members > (1u << 20))
+		chunk >>= 1;
+	return chunk;
+}
+
 static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *name,
 			struct nvmefs_label *labels)
 {
@@ -217,7 +233,7 @@ int main(int argc, char **argv)
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set = NULL;
 	const char *name = NULL;
-	uint64_t chunk = 1 << 20;
+	uint64_t chunk = 0; /* default: see default_chunk() */
 	bool force = false, quiet = false;
 	int opt, ret;
 
@@ -281,6 +297,8 @@ int main(int argc, char **argv)
 			ret = -EEXIST;
 		}
 	}
+	if (!chunk)
+		chunk = default_chunk(set->count);
 	if (!ret)
 		ret = build_labels(set, (uint32_t)chunk, name, labels);
 	for (unsigned i = 0; i < set->count && !ret && force; i++) {
