@@ -11,7 +11,7 @@ pkgs=(
 	build-essential cmake pkg-config clang clang-format
 	libfuse3-dev fuse3 libaio-dev libnuma-dev libjson-c-dev libisal-dev libblkid-dev
 	# tests and benchmarks
-	util-linux fio jq procps
+	util-linux fio jq procps gnuplot-nox
 	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test
 	e2fsprogs xfsprogs btrfs-progs python3
 	# libFuzzer's runtime (with clang) for tests/fuzz
