@@ -542,6 +542,17 @@ static uint8_t *dio_area(struct dio *d, size_t need, size_t keep, size_t keep_at
 	return big;
 }
 
+/* Send the plan's segments; done runs once they all completed. After 0,
+ * d belongs to the completion. */
+static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
+{
+	d->io.op = op;
+	d->io.segs = d->pl.io;
+	d->io.nr_segs = (unsigned)d->pl.nio;
+	d->io.done = done;
+	return nvmefs_engine_submit(d->vol->eng, &d->io);
+}
+
 static void read_io_done(struct nvmefs_io_req *io, int res)
 {
 	struct dio *d = io->priv;
@@ -597,11 +608,7 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 		dio_finish(d, ret ? ret : (ssize_t)len);
 		return;
 	}
-	d->io.op = NVMEFS_IO_READ;
-	d->io.segs = d->pl.io;
-	d->io.nr_segs = (unsigned)d->pl.nio;
-	d->io.done = read_io_done;
-	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	ret = dio_submit(d, NVMEFS_IO_READ, read_io_done);
 	if (ret)
 		dio_finish(d, ret);
 }
@@ -738,11 +745,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 		dio_finish(d, ret);
 		return;
 	}
-	d->io.op = NVMEFS_IO_WRITE;
-	d->io.segs = d->pl.io;
-	d->io.nr_segs = (unsigned)d->pl.nio;
-	d->io.done = write_io_done;
-	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
 	if (ret) {
 		pthread_mutex_lock(&vol->lock);
 		plan_unreserve(vol, in, &d->pl);
