@@ -285,7 +285,18 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int err = 0;
 
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
+	in = nvmefs_iget(vol, ino);
+	if (in && in->dead && !(to_set & FUSE_SET_ATTR_SIZE)) {
+		/* With the write-back cache the kernel sends a file's times
+		 * after its last name and handle are gone; the inode is freed
+		 * (nothing to log), so answer with what it was. */
+		fill_stat(in, &st);
+		pthread_mutex_unlock(&vol->lock);
+		fuse_reply_attr(req, &st, TIMEOUT);
+		return;
+	}
+	if (in && in->dead)
+		in = NULL;
 	pthread_mutex_unlock(&vol->lock);
 	if (!in) {
 		fuse_reply_err(req, ENOENT);
