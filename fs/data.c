@@ -521,7 +521,7 @@ static void dio_finish(struct dio *d, ssize_t res)
 
 /*
  * Make the data area hold need bytes: a pool buffer holds vol->buf_size -
- * NVMEFS_DATA_OFF; bigger ranges (a request larger than max_io, which the
+ * NVMEFS_DATA_OFF; bigger ranges (a request larger than 1 MiB, which the
  * kernel does not send) get their own buffer, keeping keep bytes of the
  * old data area. Returns the data area or NULL.
  */

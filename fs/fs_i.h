@@ -155,7 +155,6 @@ struct nvmefs_journal {
 struct nvmefs_vol_opts {
 	unsigned queue_depth;	 /* engine, per device (0: 32) */
 	size_t pool_bytes;	 /* pinned buffer pool (0: 64 MiB) */
-	size_t max_io;		 /* largest FUSE read or write (0: 1 MiB) */
 	unsigned commit_ms;	 /* group commit interval (0: 5000) */
 	unsigned max_background; /* FUSE background requests (0: 64) */
 	uint64_t dirty_bytes;	 /* dirty page cache the kernel may hold (cached) */
@@ -331,6 +330,11 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol);
  * for the block-aligned range they move.
  */
 #define NVMEFS_DATA_OFF 4096u
+
+/* Bytes per pool buffer: the largest FUSE request (1 MiB, fs/loop.c) and
+ * a block either side of it (its header page, an unaligned range's edge). */
+#define NVMEFS_POOL_BUF	    ((1u << 20) + 2 * NVMEFS_BLOCK)
+#define NVMEFS_POOL_DEFAULT (64u << 20) /* -o pool= */
 
 /*
  * Completion of an asynchronous read or write: res is the bytes read or

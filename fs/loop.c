@@ -45,6 +45,8 @@
 #define WRITE_HDR (sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in))
 /* What libfuse 3.14 reads at once (se->bufsize): 256 pages and a header page. */
 #define FUSE_READ_SIZE ((size_t)256 * 4096 + 4096)
+_Static_assert(NVMEFS_POOL_BUF >= NVMEFS_DATA_OFF - WRITE_HDR + FUSE_READ_SIZE,
+	       "a pool buffer must hold a whole request read at NVMEFS_DATA_OFF - WRITE_HDR");
 
 struct loop;
 
@@ -185,11 +187,6 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	bool pin;
 	int ret;
 
-	if (vol->buf_size < NVMEFS_DATA_OFF - WRITE_HDR + FUSE_READ_SIZE) {
-		nvmefs_err("internal error: pool buffers of %zu bytes cannot hold a FUSE request",
-			   vol->buf_size);
-		return -EINVAL;
-	}
 	lp.w = calloc(threads, sizeof(*lp.w));
 	if (!lp.w)
 		return -ENOMEM;

@@ -31,9 +31,6 @@
 #include "nvmefs/util.h"
 
 #define DEFAULT_THREADS 8
-#define DEFAULT_POOL	(64ull << 20)
-/* A pool buffer: the largest request and two edge blocks (fs/volume.c). */
-#define POOL_BUF ((1ull << 20) + 8192)
 
 /* What to set on the mount's bdi once the kernel has taken the INIT reply. */
 struct bdi_tuning {
@@ -174,17 +171,17 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	}
 	/* Every worker holds a buffer to receive into; the rest carry the
 	 * reads and writes in flight. */
-	v = o->pool_bytes ? o->pool_bytes : DEFAULT_POOL;
-	if (v / POOL_BUF < *threads + 2) {
+	v = o->pool_bytes ? o->pool_bytes : NVMEFS_POOL_DEFAULT;
+	if (v / NVMEFS_POOL_BUF < *threads + 2) {
 		nvmefs_err("pool=%s holds %llu buffers of 1 MiB + 8 KiB; threads=%u needs at "
 			   "least %u",
-			   c->pool ? c->pool : "64M", (unsigned long long)(v / POOL_BUF), *threads,
-			   *threads + 2);
+			   c->pool ? c->pool : "64M", (unsigned long long)(v / NVMEFS_POOL_BUF),
+			   *threads, *threads + 2);
 		return -EINVAL;
 	}
 	/* The kernel's readahead and write-back requests in flight, bounded
 	 * by the buffers the workers do not hold. */
-	o->max_background = (unsigned)(v / POOL_BUF) - *threads;
+	o->max_background = (unsigned)(v / NVMEFS_POOL_BUF) - *threads;
 	if (c->mode) {
 		if (!strcmp(c->mode, "direct"))
 			o->direct = true;

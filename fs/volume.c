@@ -253,11 +253,9 @@ err:
 int nvmefs_vol_start(struct nvmefs_vol *vol)
 {
 	struct nvmefs_engine_opts eo = {.queue_depth = vol->opts.queue_depth};
-	size_t max_io = vol->opts.max_io ? vol->opts.max_io : 1 << 20;
 	struct nvmefs_bufpool_opts po = {
-		/* A request plus its two edge blocks. */
-		.buf_size = max_io + 2 * NVMEFS_BLOCK,
-		.max_bytes = vol->opts.pool_bytes ? vol->opts.pool_bytes : 64 << 20,
+		.buf_size = NVMEFS_POOL_BUF,
+		.max_bytes = vol->opts.pool_bytes ? vol->opts.pool_bytes : NVMEFS_POOL_DEFAULT,
 		.numa_node = nvmefs_devset_home_node(vol->set),
 	};
 	int ret;

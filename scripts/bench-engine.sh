@@ -79,17 +79,6 @@ N drives capped at $CAP_MIBPS MiB/s each, 1 drive capped at $CAP_MIBPS MiB/s.
 EOF
 }
 
-log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
-
-# quote ARGS... -> one shell-quoted command line
-quote() {
-	local out='' a
-	for a in "$@"; do
-		out+="${out:+ }$(printf '%q' "$a")"
-	done
-	printf '%s\n' "$out"
-}
-
 # ------------------------------------------------------------ inner mode --
 # Runs inside emu-drives.sh (so inside the cgroup): the passes of one setup.
 # Appends "OP TOOL GBPS" lines to $BE_RESULTS and the commands to $BE_CMDLOG.

@@ -162,17 +162,6 @@ Needs root, fio, jq, btrfs-progs, gnuplot, python3-torch.
 EOF
 }
 
-log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
-
-# quote ARGS... -> one shell-quoted command line
-quote() {
-	local out='' a
-	for a in "$@"; do
-		out+="${out:+ }$(printf '%q' "$a")"
-	done
-	printf '%s\n' "$out"
-}
-
 # ------------------------------------------------------------- arguments --
 build=$TOP/build
 out=

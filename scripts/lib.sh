@@ -25,3 +25,15 @@ parse_size() {
 	esac
 	printf '%d\n' $((num * mult))
 }
+
+# log MSG...: "PROG: MSG" on stderr.
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+
+# quote ARGS... -> one shell-quoted command line (for logs of commands run)
+quote() {
+	local out='' a
+	for a in "$@"; do
+		out+="${out:+ }$(printf '%q' "$a")"
+	done
+	printf '%s\n' "$out"
+}
