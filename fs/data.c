@@ -447,8 +447,8 @@ struct dio {
 	struct nvmefs_vol *vol;
 	struct nvmefs_inode *in;
 	struct nvmefs_rl_ent rl;
-	uint8_t *buf;	     /* a pool buffer (data area NVMEFS_DATA_OFF in), or ... */
-	bool pooled;	     /* ... when false, a malloc'ed data area of its own */
+	uint8_t *buf;	     /* a pool buffer; data area NVMEFS_DATA_OFF in */
+	bool locked;	     /* rl is held */
 	uint64_t off;	     /* the file range asked for ... */
 	size_t len;	     /* ... clamped at EOF for reads */
 	const uint8_t *data; /* read: where the reply's bytes start */
@@ -461,8 +461,6 @@ static void dio_count(struct nvmefs_vol *vol, int delta)
 {
 	pthread_mutex_lock(&vol->dio_lock);
 	vol->dio_inflight += delta;
-	if (vol->dio_inflight > vol->dio_peak)
-		vol->dio_peak = vol->dio_inflight;
 	if (!vol->dio_inflight)
 		pthread_cond_broadcast(&vol->dio_cond);
 	pthread_mutex_unlock(&vol->dio_lock);
@@ -474,14 +472,6 @@ void nvmefs_data_drain(struct nvmefs_vol *vol)
 	while (vol->dio_inflight)
 		pthread_cond_wait(&vol->dio_cond, &vol->dio_lock);
 	pthread_mutex_unlock(&vol->dio_lock);
-}
-
-static void buf_release(struct nvmefs_vol *vol, uint8_t *buf, bool pooled)
-{
-	if (pooled)
-		nvmefs_bufpool_put(vol->pool, buf);
-	else
-		free(buf);
 }
 
 static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
@@ -497,7 +487,6 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 	d->vol = vol;
 	d->in = in;
 	d->buf = buf;
-	d->pooled = true;
 	d->done = done;
 	d->ctx = ctx;
 	d->io.priv = d;
@@ -510,53 +499,66 @@ static void dio_finish(struct dio *d, ssize_t res)
 {
 	struct nvmefs_vol *vol = d->vol;
 
-	if (d->rl.hi)
+	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
 	d->done(d->ctx, res, res > 0 ? d->data : NULL);
-	buf_release(vol, d->buf, d->pooled);
+	nvmefs_bufpool_put(vol->pool, d->buf);
 	plan_free(&d->pl);
 	free(d);
 	dio_count(vol, -1);
 }
 
-/*
- * Make the data area hold need bytes: a pool buffer holds vol->buf_size -
- * NVMEFS_DATA_OFF; bigger ranges (a request larger than 1 MiB, which the
- * kernel does not send) get their own buffer, keeping keep bytes of the
- * old data area. Returns the data area or NULL.
- */
-static uint8_t *dio_area(struct dio *d, size_t need, size_t keep, size_t keep_at)
+/* Lock [lo, hi) of the dio's file for it. */
+static void dio_lock(struct dio *d, uint64_t lo, uint64_t hi, bool excl)
 {
-	struct nvmefs_vol *vol = d->vol;
-	uint8_t *big;
+	nvmefs_rl_lock(&d->in->io_lock, &d->rl, lo, hi, excl);
+	d->locked = true;
+}
 
-	if (need <= vol->buf_size - NVMEFS_DATA_OFF)
-		return d->buf + NVMEFS_DATA_OFF;
-	big = nvmefs_aligned_alloc(need);
-	if (!big)
-		return NULL;
-	memcpy(big + keep_at, d->buf + NVMEFS_DATA_OFF + keep_at, keep);
-	buf_release(vol, d->buf, d->pooled);
-	d->buf = big;
-	d->pooled = false;
-	return big;
+/*
+ * The block range [a, e) in the buffer's data area, or NULL when it does
+ * not fit: the kernel sends at most 1 MiB per request (max_write,
+ * max_pages), which with its edge blocks always fits.
+ */
+static uint8_t *dio_area(struct dio *d, uint64_t a, uint64_t e)
+{
+	return e - a <= d->vol->buf_size - NVMEFS_DATA_OFF ? d->buf + NVMEFS_DATA_OFF : NULL;
+}
+
+/* Count requests at the devices (past their range lock), and the most at
+ * once: what the counters' peak_in_flight shows. */
+static void io_count(struct nvmefs_vol *vol, int delta)
+{
+	pthread_mutex_lock(&vol->dio_lock);
+	vol->io_inflight += delta;
+	if (vol->io_inflight > vol->io_peak)
+		vol->io_peak = vol->io_inflight;
+	pthread_mutex_unlock(&vol->dio_lock);
 }
 
 /* Send the plan's segments; done runs once they all completed. After 0,
  * d belongs to the completion. */
 static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
 {
+	struct nvmefs_vol *vol = d->vol;
+	int ret;
+
 	d->io.op = op;
 	d->io.segs = d->pl.io;
 	d->io.nr_segs = (unsigned)d->pl.nio;
 	d->io.done = done;
-	return nvmefs_engine_submit(d->vol->eng, &d->io);
+	io_count(vol, 1);
+	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	if (ret)
+		io_count(vol, -1);
+	return ret;
 }
 
 static void read_io_done(struct nvmefs_io_req *io, int res)
 {
 	struct dio *d = io->priv;
 
+	io_count(d->vol, -1);
 	if (res)
 		nvmefs_err("inode %llu: read of %zu segment(s) failed: %s",
 			   (unsigned long long)d->in->ino, d->pl.nio, strerror(-res));
@@ -579,7 +581,7 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 	}
 	if (len > NVMEFS_MAX_FILE_SIZE - off)
 		len = (size_t)(NVMEFS_MAX_FILE_SIZE - off);
-	nvmefs_rl_lock(&in->io_lock, &d->rl, ROUND_DOWN(off), ROUND_UP(off + len), false);
+	dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);
@@ -591,9 +593,9 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 		len = (size_t)(size - off);
 	a = ROUND_DOWN(off);
 	e = ROUND_UP(off + len);
-	area = dio_area(d, e - a, 0, 0);
+	area = dio_area(d, a, e);
 	if (!area) {
-		dio_finish(d, -ENOMEM);
+		dio_finish(d, -EIO);
 		return;
 	}
 	d->off = off;
@@ -620,6 +622,7 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 	struct nvmefs_inode *in = d->in;
 	int ret = res;
 
+	io_count(vol, -1);
 	if (res)
 		nvmefs_err("inode %llu: write of %zu segment(s) failed: %s",
 			   (unsigned long long)in->ino, d->pl.nio, strerror(-res));
@@ -697,7 +700,6 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	struct dio *d = dio_new(vol, in, buf, done, ctx);
 	bool append = flags & NVMEFS_WRITE_APPEND;
 	uint64_t a, e;
-	size_t at;
 	int ret;
 
 	if (!d)
@@ -708,7 +710,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	}
 	/* An appending write learns its offset only under a whole-file lock. */
 	if (append) {
-		nvmefs_rl_lock(&in->io_lock, &d->rl, 0, NVMEFS_RL_ALL, true);
+		dio_lock(d, 0, NVMEFS_RL_ALL, true);
 		pthread_mutex_lock(&vol->lock);
 		off = in->size;
 		pthread_mutex_unlock(&vol->lock);
@@ -720,23 +722,15 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	a = ROUND_DOWN(off);
 	e = ROUND_UP(off + len);
 	if (!append)
-		nvmefs_rl_lock(&in->io_lock, &d->rl, a, e, true);
+		dio_lock(d, a, e, true);
 	d->off = off;
 	d->len = len;
 	d->keep_times = flags & NVMEFS_WRITE_KEEP_TIMES;
-	/* Where data sits in the pool buffer, if it is there (the request was
-	 * received into it); a bigger area must take it along. */
-	at = (const uint8_t *)data >= d->buf + NVMEFS_DATA_OFF &&
-			     (const uint8_t *)data + len <= d->buf + vol->buf_size
-		     ? (size_t)((const uint8_t *)data - (d->buf + NVMEFS_DATA_OFF))
-		     : SIZE_MAX;
-	d->pl.buf = dio_area(d, e - a, at == SIZE_MAX ? 0 : len, at == SIZE_MAX ? 0 : at);
+	d->pl.buf = dio_area(d, a, e);
 	if (!d->pl.buf) {
-		dio_finish(d, -ENOMEM);
+		dio_finish(d, -EIO);
 		return;
 	}
-	if (at != SIZE_MAX)
-		data = d->pl.buf + at;
 	atomic_fetch_add_explicit(&vol->stats.writes, 1, memory_order_relaxed);
 	ret = place_payload(d, data, a, e);
 	if (!ret)

@@ -197,7 +197,8 @@ struct nvmefs_vol {
 	pthread_mutex_t dio_lock;
 	pthread_cond_t dio_cond;
 	unsigned dio_inflight; /* dio_lock */
-	unsigned dio_peak;     /* dio_lock: the most at once since mount */
+	unsigned io_inflight;  /* dio_lock: of those, at the devices */
+	unsigned io_peak;      /* dio_lock: the most at the devices at once */
 	/* Data path counters (relaxed atomics): copies the daemon made. */
 	struct {
 		atomic_uint_fast64_t reads, writes;

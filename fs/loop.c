@@ -95,7 +95,8 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it
 	 * overrides there (the readahead window) can be changed now. */
-	if (lp->vol->init_done && !atomic_exchange(&lp->init_seen, true) && lp->after_init)
+	if (!atomic_load_explicit(&lp->init_seen, memory_order_relaxed) && lp->vol->init_done &&
+	    !atomic_exchange(&lp->init_seen, true) && lp->after_init)
 		lp->after_init(lp->arg);
 }
 

@@ -1225,7 +1225,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
  * NVMEFS_COUNTERS_XATTR (trusted.*: root only; not listed): how many reads
  * and writes, how many writes went to the devices straight from the buffer
  * the request arrived in, how many bytes the daemon copied, and the most
- * reads and writes that were in flight at once.
+ * reads and writes that were at the devices at once (past their range
+ * locks).
  */
 static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
 {
@@ -1234,7 +1235,7 @@ static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
 	int n;
 
 	pthread_mutex_lock(&vol->dio_lock);
-	peak = vol->dio_peak;
+	peak = vol->io_peak;
 	pthread_mutex_unlock(&vol->dio_lock);
 	n = snprintf(buf, sizeof(buf),
 		     "reads %llu\nwrites %llu\nzero_copy_writes %llu\ncopied_bytes %llu\n"
