@@ -9,6 +9,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <isa-l/crc.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -123,6 +124,47 @@ static int frame_check(const void *block, size_t len, const char *magic)
 	if (le32toh(ver) != NVMEFS_FORMAT_VERSION)
 		return -EPROTO;
 	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+void nvmefs_uuid_str(const uint8_t u[16], char out[NVMEFS_UUID_STR])
+{
+	snprintf(out, NVMEFS_UUID_STR,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+		 u[15]);
+}
+
+int nvmefs_uuid_parse(const char *s, uint8_t u[16])
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < 36; i++) {
+		int hi, lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return -EINVAL;
+			continue;
+		}
+		hi = hexval(s[i]);
+		lo = hi < 0 ? -1 : hexval(s[i + 1]);
+		if (lo < 0)
+			return -EINVAL;
+		u[k++] = (uint8_t)(hi << 4 | lo);
+		i++;
+	}
+	return s[36] ? -EINVAL : 0;
 }
 
 bool nvmefs_label_magic(const void *block)

@@ -83,6 +83,12 @@ static inline uint64_t nvmefs_meta_journal_off(const struct nvmefs_label *l)
 	return 2ull * NVMEFS_BLOCK + 2 * l->ckpt_slot_size;
 }
 
+/* A UUID as 36 characters of lower-case text plus NUL, and back (any case;
+ * returns 0 or -EINVAL). */
+#define NVMEFS_UUID_STR 37
+void nvmefs_uuid_str(const uint8_t u[16], char out[NVMEFS_UUID_STR]);
+int nvmefs_uuid_parse(const char *s, uint8_t u[16]);
+
 /* crc32c (Castagnoli) seeded so that an all-zero buffer does not check out. */
 uint32_t nvmefs_crc32c(const void *buf, size_t len);
 

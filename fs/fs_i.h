@@ -158,6 +158,7 @@ struct nvmefs_vol_opts {
 	unsigned commit_ms;	 /* group commit interval (0: 5000) */
 	unsigned max_background; /* FUSE background requests (0: 64) */
 	uint64_t dirty_bytes;	 /* dirty page cache the kernel may hold (cached) */
+	unsigned busy_wait_ms;	 /* wait this long for a busy member (devset.h) */
 	bool read_only;
 	bool direct;	/* direct mode: no page cache for file data */
 	bool writeback; /* cached mode: the kernel's write-back cache */
@@ -303,6 +304,19 @@ void nvmefs_journal_stop(struct nvmefs_vol *vol);
 int nvmefs_journal_format(struct nvmefs_vol *vol);
 /* Sticky metadata error: non-zero when the volume went read-only. */
 int nvmefs_journal_error(struct nvmefs_vol *vol);
+
+/* ---- discover.c ---- */
+/* True when spec names a volume by tag: UUID=... or LABEL=... (any case). */
+bool nvmefs_discover_is_tag(const char *spec);
+/*
+ * Find the members of the volume spec names (a tag) among the block devices
+ * and the regular files in search (colon-separated directories, or NULL).
+ * Fills paths[0..*n) in member order, malloc'ed, the caller frees them.
+ * Returns 0, or -EINVAL (bad tag), -ENODEV (none or not all found),
+ * -ENOTUNIQ (a label on several volumes), -EEXIST (a member found twice),
+ * having logged why.
+ */
+int nvmefs_discover(const char *spec, const char *search, char **paths, unsigned *n);
 
 /* ---- volume.c ---- */
 /* Aligned synchronous I/O on a member (metadata, labels). */

@@ -2,9 +2,9 @@
 /*
  * nvmefs: mount an nvmefs volume.
  *
- *   nvmefs DEV[,DEV...] MOUNTPOINT [-o OPTS] [-f] [-d]
+ *   nvmefs DEV[,DEV...]|UUID=uuid|LABEL=label MOUNTPOINT [-o OPTS] [-f] [-d]
  *
- * Opens and checks the members and loads the metadata before mounting, so
+ * Finds the members when named by tag (fs/discover.c), opens and checks the members and loads the metadata before mounting, so
  * every refusal reaches the terminal with a non-zero exit; then mounts,
  * daemonizes (unless -f), starts the I/O engine and serves requests with
  * libfuse's multithreaded loop until unmounted, and writes a final
@@ -41,7 +41,7 @@ struct bdi_tuning {
 
 struct cfg {
 	char *devs, *mountpoint;
-	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty;
+	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
@@ -57,6 +57,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
 	OPT("dirty=%s", dirty),
+	OPT("search=%s", search),
 	OPT("writeback", writeback),
 	OPT("-f", foreground),
 	OPT("debug", debug),
@@ -73,10 +74,16 @@ static const struct fuse_opt opt_spec[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: nvmefs DEV[,DEV...] MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+	fprintf(f, "usage: nvmefs SOURCE MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
 		   "\n"
-		   "Mount the nvmefs volume whose members are DEV... (any order).\n"
+		   "Mount an nvmefs volume. SOURCE names its members:\n"
+		   "  DEV[,DEV...]         by path, in any order\n"
+		   "  UUID=uuid, LABEL=l   by the volume's UUID or label, found on the block\n"
+		   "                       devices and in the -o search directories (write\n"
+		   "                       uuid=/label= in lower case in /etc/fstab: mount(8)\n"
+		   "                       resolves the upper-case tags itself and fails)\n"
 		   "\n"
+		   "  -h, --help           this text;  -V, --version: the version\n"
 		   "  -f                   stay in the foreground, log to stderr\n"
 		   "  -d, -o debug         foreground with debug logging (and FUSE's)\n"
 		   "  -o mode=cached|direct  cached: page cache and mmap (default);\n"
@@ -91,11 +98,15 @@ static void usage(FILE *f)
 		   "  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
 		   "                       before writers wait (default 1G, at most 1/8 of the\n"
 		   "                       volume)\n"
+		   "  -o search=DIR[:DIR]  with UUID=/LABEL=: also look at the image files\n"
+		   "                       in these directories\n"
 		   "  -o ro                mount read-only\n"
 		   "  -o noallow_other     only the mounting user may access (root mounts\n"
 		   "                       allow other users by default)\n"
 		   "  other -o options are passed to FUSE (see mount.fuse3(8))\n"
 		   "\n"
+		   "In the background, messages go to syslog (daemon facility); with -f or\n"
+		   "-d to stderr.\n"
 		   "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT)\n");
 }
 
@@ -288,21 +299,53 @@ static void syslog_sink(enum nvmefs_log_level level, const char *msg)
 	syslog((int)level, "%s", msg);
 }
 
-static int add_mount_opts(struct fuse_args *args, const struct cfg *c, const char *first_dev)
+/* fsname is the source as given, so that mount(8) -a finds an fstab line's
+ * volume already mounted; its commas are escaped for libfuse's parser. */
+static int add_mount_opts(struct fuse_args *args, const struct cfg *c, const char *source)
 {
-	char buf[4200];
+	char *esc = NULL, *opts = NULL;
+	size_t len;
+	int ret = -ENOMEM;
 
-	snprintf(buf, sizeof(buf), "-ofsname=nvmefs:%s,subtype=nvmefs,default_permissions%s%s",
-		 first_dev, (geteuid() == 0 && !c->noallow_other) ? ",allow_other" : "",
-		 c->ro ? ",ro" : "");
-	if (strchr(first_dev, ',') || strlen(first_dev) > 4000)
-		snprintf(buf, sizeof(buf), "-ofsname=nvmefs,subtype=nvmefs,default_permissions%s%s",
-			 (geteuid() == 0 && !c->noallow_other) ? ",allow_other" : "",
-			 c->ro ? ",ro" : "");
-	if (fuse_opt_add_arg(args, buf))
+	/* fuse_opt_add_opt_escaped escapes the source's commas and backslashes. */
+	if (fuse_opt_add_opt_escaped(&esc, source))
 		return -ENOMEM;
-	if (c->debug && fuse_opt_add_arg(args, "-d"))
-		return -ENOMEM;
+	len = strlen(esc) + sizeof("fsname=");
+	opts = malloc(len);
+	if (!opts)
+		goto out;
+	snprintf(opts, len, "fsname=%s", esc);
+	ret = fuse_opt_add_opt(&opts, "subtype=nvmefs,default_permissions") ||
+	      (geteuid() == 0 && !c->noallow_other && fuse_opt_add_opt(&opts, "allow_other")) ||
+	      (c->ro && fuse_opt_add_opt(&opts, "ro")) || fuse_opt_add_arg(args, "-o") ||
+	      fuse_opt_add_arg(args, opts) || (c->debug && fuse_opt_add_arg(args, "-d"));
+	ret = ret ? -ENOMEM : 0;
+out:
+	free(opts);
+	free(esc);
+	return ret;
+}
+
+/* The members' paths: split from a list, or found by tag. *owned says the
+ * strings were malloc'ed (discovery); a list is split in place. */
+static int find_members(struct cfg *c, const char **paths, unsigned *n, bool *owned)
+{
+	char *found[NVMEFS_MAX_DEVICES];
+
+	*owned = false;
+	if (nvmefs_discover_is_tag(c->devs)) {
+		if (nvmefs_discover(c->devs, c->search, found, n))
+			return -ENODEV;
+		for (unsigned k = 0; k < *n; k++)
+			paths[k] = found[k];
+		*owned = true;
+		return 0;
+	}
+	*n = split_devs(c->devs, paths, NVMEFS_MAX_DEVICES);
+	if (*n == 0 || *n > NVMEFS_MAX_DEVICES) {
+		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -311,11 +354,13 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct nvmefs_vol_opts vopts = {0};
 	const char *paths[NVMEFS_MAX_DEVICES];
+	char *source = NULL;
+	bool owned = false;
 	struct fuse_session *se = NULL;
 	struct nvmefs_vol *vol = NULL;
 	struct bdi_tuning bdi;
 	struct cfg c = {0};
-	unsigned threads = DEFAULT_THREADS, n;
+	unsigned threads = DEFAULT_THREADS, n = 0;
 	int ret = 1;
 
 	nvmefs_log_set_ident("nvmefs");
@@ -343,13 +388,14 @@ int main(int argc, char **argv)
 	}
 	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi))
 		goto out;
+	/* "umount; mount" must work: the last daemon may still be writing its
+	 * final checkpoint, holding the members, for a moment after umount. */
+	vopts.busy_wait_ms = 10000;
 	bdi.mountpoint = c.mountpoint;
 	bdi.cached = !vopts.direct;
-	n = split_devs(c.devs, paths, NVMEFS_MAX_DEVICES);
-	if (n == 0 || n > NVMEFS_MAX_DEVICES) {
-		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
+	source = strdup(c.devs);
+	if (!source || find_members(&c, paths, &n, &owned))
 		goto out;
-	}
 	if (nvmefs_vol_open(&vol, paths, n, &vopts))
 		goto out;
 	/* The dirty cache is also the space that may turn out missing at
@@ -362,7 +408,7 @@ int main(int argc, char **argv)
 	vol->test_ctl = nvmefs_testctl;
 	vol->test_mute = nvmefs_powerloss_cut;
 #endif
-	if (add_mount_opts(&args, &c, paths[0]))
+	if (add_mount_opts(&args, &c, source))
 		goto out_vol;
 	se = fuse_session_new(&args, &nvmefs_ops, sizeof(nvmefs_ops), vol);
 	if (!se)
@@ -397,6 +443,10 @@ out_vol:
 	if (nvmefs_vol_close(vol))
 		ret = 1;
 out:
+	for (unsigned k = 0; owned && k < n; k++)
+		free((char *)paths[k]);
+	free(source);
+	free(c.search);
 	free(c.devs);
 	free(c.mountpoint);
 	free(c.queue_depth);

@@ -112,13 +112,6 @@ out:
 	return ret ? ret : n;
 }
 
-static void uuid_str(const uint8_t u[16], char out[37])
-{
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
-		 u[13], u[14], u[15]);
-}
-
 /* Size the metadata area on member 0: about 1%, within [32 MiB, 16 GiB]. */
 static int plan_meta(struct nvmefs_label *l, uint64_t size0)
 {
@@ -200,7 +193,7 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 	uint64_t total = 0;
 	char u[37], a[32], b[32];
 
-	uuid_str(l->uuid, u);
+	nvmefs_uuid_str(l->uuid, u);
 	printf("nvmefs: formatted %u member(s) as one volume\n", l->count);
 	printf("  UUID=%s\n", u);
 	printf("  label: %s\n", l->name[0] ? l->name : "(none)");
@@ -320,7 +313,7 @@ int main(int argc, char **argv)
 	if (!ret && quiet) {
 		char u[37];
 
-		uuid_str(labels[0].uuid, u);
+		nvmefs_uuid_str(labels[0].uuid, u);
 		printf("%s\n", u);
 	} else if (!ret) {
 		print_layout(set, labels);

@@ -113,13 +113,6 @@ out:
 	return ret;
 }
 
-static void uuid_str(const uint8_t u[16], char out[37])
-{
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
-		 u[13], u[14], u[15]);
-}
-
 /* Check the members' labels against each other and put the set in label
  * order. */
 static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
@@ -138,8 +131,8 @@ static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
 		const char *path = set->devs[i].path;
 
 		if (memcmp(l->uuid, l0->uuid, 16)) {
-			uuid_str(l->uuid, u1);
-			uuid_str(l0->uuid, u0);
+			nvmefs_uuid_str(l->uuid, u1);
+			nvmefs_uuid_str(l0->uuid, u0);
 			nvmefs_err("%s: belongs to another volume (UUID %s; %s is in %s)", path, u1,
 				   set->devs[0].path, u0);
 			return -EXDEV;
@@ -200,7 +193,8 @@ static int reclaim_orphans(struct nvmefs_vol *vol)
 int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
 		    const struct nvmefs_vol_opts *opts)
 {
-	struct nvmefs_devset_opts dopts = {.read_only = opts && opts->read_only};
+	struct nvmefs_devset_opts dopts = {.read_only = opts && opts->read_only,
+					   .busy_wait_ms = opts ? opts->busy_wait_ms : 0};
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set;
 	struct nvmefs_vol *vol;

@@ -108,19 +108,8 @@ static int probe_blkdev(struct nvmefs_dev *dev, bool read_only)
 	return 0;
 }
 
-static int probe_file(struct nvmefs_dev *dev, const struct stat *st, bool read_only)
+static int probe_file(struct nvmefs_dev *dev, const struct stat *st)
 {
-	if (flock(dev->fd, (read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-		int err = -errno;
-
-		if (err == -EWOULDBLOCK) {
-			nvmefs_err("%s: image file is busy (in use by another nvmefs process)",
-				   dev->path);
-			return -EBUSY;
-		}
-		nvmefs_err("%s: cannot lock: %s", dev->path, strerror(-err));
-		return err;
-	}
 	dev->block_size = 0;
 	dev->size = (uint64_t)st->st_size;
 	return 0;
@@ -155,6 +144,52 @@ static int open_error(const char *path, int err, bool read_only)
 	}
 }
 
+/* Open dev and, for an image file, lock it: 0, -EBUSY (held), or -errno
+ * with *what naming the step that failed. */
+static int open_lock(struct nvmefs_dev *dev, bool read_only, const char **what)
+{
+	*what = "open";
+	dev->fd = open(dev->path, open_flags(dev->is_blkdev, read_only));
+	if (dev->fd < 0)
+		return -errno;
+	if (dev->is_blkdev || !flock(dev->fd, (read_only ? LOCK_SH : LOCK_EX) | LOCK_NB))
+		return 0;
+	*what = "lock";
+	int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+	close(dev->fd);
+	dev->fd = -1;
+	return err;
+}
+
+/* open_lock, retried while another process holds the member, up to
+ * o->busy_wait_ms; the error is logged once, at the end. */
+static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *o)
+{
+	uint64_t deadline = nvmefs_now_ns() + o->busy_wait_ms * 1000000ull;
+	const char *what;
+	int err;
+
+	for (bool said = false;; said = true) {
+		err = open_lock(dev, o->read_only, &what);
+		if (err != -EBUSY || nvmefs_now_ns() >= deadline)
+			break;
+		if (!said)
+			nvmefs_info("%s: busy; waiting up to %u s for its holder to let go",
+				    dev->path, o->busy_wait_ms / 1000);
+		usleep(100 * 1000);
+	}
+	if (!err)
+		return 0;
+	if (!strcmp(what, "open"))
+		return open_error(dev->path, err, o->read_only);
+	if (err == -EBUSY)
+		nvmefs_err("%s: image file is busy (in use by another nvmefs process)", dev->path);
+	else
+		nvmefs_err("%s: cannot lock: %s", dev->path, strerror(-err));
+	return err;
+}
+
 /* Open one member whose stat() is st; fills dev (path already set). */
 static int open_member(struct nvmefs_dev *dev, const struct stat *st,
 		       const struct nvmefs_devset_opts *o)
@@ -165,9 +200,9 @@ static int open_member(struct nvmefs_dev *dev, const struct stat *st,
 	int err;
 
 	dev->is_blkdev = S_ISBLK(st->st_mode);
-	dev->fd = open(dev->path, open_flags(dev->is_blkdev, o->read_only));
-	if (dev->fd < 0)
-		return open_error(dev->path, -errno, o->read_only);
+	err = open_unbusy(dev, o);
+	if (err)
+		return err;
 	/* The path may have been swapped since stat(): insist on the same object. */
 	if (fstat(dev->fd, &now) < 0 || (now.st_mode & S_IFMT) != (st->st_mode & S_IFMT) ||
 	    now.st_rdev != st->st_rdev || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
@@ -175,7 +210,7 @@ static int open_member(struct nvmefs_dev *dev, const struct stat *st,
 		err = -EAGAIN;
 		goto err_close;
 	}
-	err = dev->is_blkdev ? probe_blkdev(dev, o->read_only) : probe_file(dev, st, o->read_only);
+	err = dev->is_blkdev ? probe_blkdev(dev, o->read_only) : probe_file(dev, st);
 	if (err)
 		goto err_close;
 	statx_dio_align(dev->fd, &off_align, &mem_align);

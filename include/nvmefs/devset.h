@@ -35,6 +35,10 @@ struct nvmefs_dev {
 struct nvmefs_devset_opts {
 	uint64_t min_size; /* refuse members smaller than this (0: 1 MiB) */
 	bool read_only;	   /* open O_RDONLY (fsck -n, inspection) */
+	/* A member another process holds (O_EXCL, flock) may be released
+	 * soon: an unmounted nvmefs daemon writes its last checkpoint after
+	 * umount(8) returns. Wait up to this long for it (0: refuse at once). */
+	unsigned busy_wait_ms;
 };
 
 struct nvmefs_devset {
