@@ -522,6 +522,21 @@ static bool dirent_name_ok(const char *name, size_t len)
 	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
 
+bool nvmefs_dir_layout_ok(const struct nvmefs_layout *l, unsigned ndevs)
+{
+	struct nvmefs_layout probe;
+
+	if (!l->chunk_size) /* none: every field zero */
+		return !l->stripe_count &&
+		       !memcmp(l->devs, (uint8_t[NVMEFS_MAX_DEVICES]){0}, sizeof(l->devs));
+	if (l->devs[0] != NVMEFS_LAYOUT_ANY_DEV)
+		return nvmefs_layout_check(l, ndevs) == 0;
+	probe = *l;
+	for (unsigned s = 0; s < NVMEFS_MAX_DEVICES; s++)
+		probe.devs[s] = (uint8_t)s;
+	return l->stripe_count <= ndevs && nvmefs_layout_check(&probe, ndevs) == 0;
+}
+
 static bool inode_ok(const struct nvmefs_rec *r)
 {
 	uint32_t fmt = r->inode.mode & S_IFMT;
@@ -541,6 +556,8 @@ static bool inode_ok(const struct nvmefs_rec *r)
 		return false;
 	if (fmt == S_IFREG)
 		return nvmefs_layout_check(l, NVMEFS_MAX_DEVICES) == 0;
+	if (fmt == S_IFDIR)
+		return nvmefs_dir_layout_ok(l, NVMEFS_MAX_DEVICES);
 	return true;
 }
 

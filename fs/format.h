@@ -141,6 +141,15 @@ enum nvmefs_rec_type {
 
 #define NVMEFS_EXT_UNWRITTEN 1u /* allocated, reads as zeros */
 
+/*
+ * A directory's INODE record carries the default layout of its new files
+ * in the layout field: all zero for none; devs[0] NVMEFS_LAYOUT_ANY_DEV
+ * when the members are chosen per file (only chunk and count are set).
+ */
+#define NVMEFS_LAYOUT_ANY_DEV 0xffu
+/* A directory's layout field is one of those, over ndevs members. */
+bool nvmefs_dir_layout_ok(const struct nvmefs_layout *l, unsigned ndevs);
+
 struct nvmefs_time {
 	int64_t sec;
 	uint32_t nsec;

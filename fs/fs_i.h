@@ -305,6 +305,27 @@ int nvmefs_journal_format(struct nvmefs_vol *vol);
 /* Sticky metadata error: non-zero when the volume went read-only. */
 int nvmefs_journal_error(struct nvmefs_vol *vol);
 
+/* ---- xlayout.c: layouts as the xattr NVMEFS_LAYOUT_XATTR ---- */
+#define NVMEFS_LAYOUT_XATTR "user.nvmefs.layout"
+/* Parse "chunk=SIZE,count=N,devs=I:J" (each optional) over vol's members;
+ * unset fields get the volume's chunk, every member, and devs[0] ==
+ * NVMEFS_LAYOUT_ANY_DEV. Returns 0 or -EINVAL. */
+int nvmefs_xlayout_parse(const struct nvmefs_vol *vol, const char *value, size_t len,
+			 struct nvmefs_layout *out);
+/* Text of l into buf: its length, or -ERANGE when len is too small. */
+int nvmefs_xlayout_format(const struct nvmefs_layout *l, char *buf, size_t len);
+/* The layout of a new file under default d (a directory's; NULL or none:
+ * the volume's), its members chosen by the rotor when d leaves them open
+ * (meta held). */
+void nvmefs_xlayout_pick(struct nvmefs_vol *vol, const struct nvmefs_layout *d,
+			 struct nvmefs_layout *out);
+/* The xattr's value for ino into buf: length, -ENODATA (a directory with
+ * no default, or not a file or directory), -ENOENT, -ERANGE. */
+int nvmefs_xlayout_get(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t len);
+/* Set ino's layout from value (NULL: remove a directory's default).
+ * A file's only while it holds no data (-ENOTEMPTY). 0 or -errno. */
+int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, size_t size);
+
 /* ---- discover.c ---- */
 /* True when spec names a volume by tag: UUID=... or LABEL=... (any case). */
 bool nvmefs_discover_is_tag(const char *spec);

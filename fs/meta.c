@@ -238,6 +238,9 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 	in->mode = r->inode.mode;
 	nvmefs_rl_init(&in->io_lock);
 	if (S_ISDIR(in->mode)) {
+		if (!nvmefs_dir_layout_ok(&r->inode.layout, vol->ndevs))
+			goto err_free;
+		in->layout = r->inode.layout; /* the default of its new files */
 		in->dir = calloc(1, sizeof(*in->dir));
 		if (!in->dir)
 			goto err_free;
@@ -273,6 +276,36 @@ err_free:
 	return -EUCLEAN;
 }
 
+/*
+ * A new layout for an existing inode: a directory's default, or the layout
+ * of a file that holds no data yet (fixed from its first extent on).
+ */
+static int relayout(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct nvmefs_layout *l)
+{
+	struct nvmefs_extmap *slots;
+
+	if (S_ISDIR(in->mode)) {
+		if (!nvmefs_dir_layout_ok(l, vol->ndevs))
+			return -EUCLEAN;
+		in->layout = *l;
+		return 0;
+	}
+	if (!S_ISREG(in->mode) || in->alloc_bytes || nvmefs_layout_check(l, vol->ndevs))
+		return -EUCLEAN;
+	for (unsigned s = 0; s < in->layout.stripe_count; s++)
+		if (in->slots[s].n)
+			return -EUCLEAN;
+	slots = calloc(l->stripe_count, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (unsigned s = 0; s < in->layout.stripe_count; s++)
+		free(in->slots[s].v);
+	free(in->slots);
+	in->slots = slots;
+	in->layout = *l;
+	return 0;
+}
+
 static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 {
 	struct nvmefs_inode *in = nvmefs_iget(vol, r->inode.ino);
@@ -284,8 +317,10 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 			return ret;
 	} else if ((in->mode & S_IFMT) != (r->inode.mode & S_IFMT) || in->dead) {
 		return -EUCLEAN;
-	} else if (S_ISREG(in->mode) && memcmp(&in->layout, &r->inode.layout, sizeof(in->layout))) {
-		return -EUCLEAN; /* layouts are fixed at creation */
+	} else if (memcmp(&in->layout, &r->inode.layout, sizeof(in->layout))) {
+		ret = relayout(vol, in, &r->inode.layout);
+		if (ret)
+			return ret;
 	}
 	in->mode = r->inode.mode;
 	in->uid = r->inode.uid;

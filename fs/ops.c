@@ -393,9 +393,12 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	r.inode.rdev = rdev;
 	r.inode.atime = r.inode.mtime = r.inode.ctime = r.inode.crtime =
 		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
+	/* Files take their directory's default layout, and directories
+	 * pass it on to theirs. */
 	if (S_ISREG(mode))
-		nvmefs_layout_init(&r.inode.layout, vol->label.chunk_size, vol->ndevs,
-				   vol->rotor++ % vol->ndevs);
+		nvmefs_xlayout_pick(vol, &p->layout, &r.inode.layout);
+	else if (S_ISDIR(mode))
+		r.inode.layout = p->layout;
 	if (target) {
 		r.inode.target = target;
 		r.inode.target_len = (uint16_t)strlen(target);
@@ -1189,7 +1192,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		ret = -E2BIG;
 	if (!ret && read_only(vol))
 		ret = -EROFS;
-	if (ret) {
+	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
+		ret = nvmefs_xlayout_set(vol, ino, value, size);
+	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR)) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
@@ -1228,6 +1233,19 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
  * reads and writes that were at the devices at once (past their range
  * locks).
  */
+/* A getxattr reply of text (n bytes, or -errno) to a buffer of size. */
+static void reply_xattr_text(fuse_req_t req, const char *text, int n, size_t size)
+{
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)n);
+	else if (size < (size_t)n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, (size_t)n);
+}
+
 static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
 {
 	char buf[256];
@@ -1244,12 +1262,7 @@ static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
 		     (unsigned long long)atomic_load(&vol->stats.writes),
 		     (unsigned long long)atomic_load(&vol->stats.zero_copy_writes),
 		     (unsigned long long)atomic_load(&vol->stats.copied_bytes), peak);
-	if (!size)
-		fuse_reply_xattr(req, (size_t)n);
-	else if (size < (size_t)n)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	reply_xattr_text(req, buf, n, size);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -1263,6 +1276,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 	if (ino == FUSE_ROOT_ID && !strcmp(name, NVMEFS_COUNTERS_XATTR)) {
 		reply_counters(req, vol, size);
+		return;
+	}
+	if (!strcmp(name, NVMEFS_LAYOUT_XATTR)) { /* virtual, and not listed */
+		char text[128];
+
+		reply_xattr_text(req, text, nvmefs_xlayout_get(vol, ino, text, sizeof(text)), size);
 		return;
 	}
 	if (ret) {
@@ -1347,7 +1366,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (!ret && read_only(vol))
 		ret = -EROFS;
-	if (ret) {
+	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
+		ret = nvmefs_xlayout_set(vol, ino, NULL, 0);
+	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR)) {
 		fuse_reply_err(req, ret == -EOPNOTSUPP ? ENODATA : -ret);
 		return;
 	}
