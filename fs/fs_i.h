@@ -152,6 +152,8 @@ struct nvmefs_journal {
 			       * the latest valid one after it (else 0) */
 };
 
+#define NVMEFS_CTL_OPS 64 /* FUSE opcodes counted one by one */
+
 struct nvmefs_vol_opts {
 	unsigned queue_depth;	 /* engine, per device (0: 32) */
 	size_t pool_bytes;	 /* pinned buffer pool (0: 64 MiB) */
@@ -165,6 +167,11 @@ struct nvmefs_vol_opts {
 	/* fsck: load what is on disk and stop there; overlapping extents,
 	 * dangling entries and orphans are left for the checker to find. */
 	bool check;
+	/* What else is in force, shown in .nvmefs/config (fs/ctl.c); the
+	 * strings are the caller's and outlive the volume. */
+	const char *source, *mountpoint;
+	unsigned threads;
+	uint64_t readahead;
 };
 
 struct nvmefs_vol {
@@ -206,6 +213,10 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t zero_copy_writes; /* aligned, sent from the receive buffer */
 		atomic_uint_fast64_t copied_bytes;     /* payload and edge bytes memcpy'd */
 	} stats;
+	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
+	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
+	uint64_t mounted_ns;	     /* nvmefs_now_ns() at mount */
+	struct timespec mounted_at; /* the control files' times */
 	struct nvmefs_journal j;
 	/* The test daemon nvmefs-fi only (fs/testctl.c): a setxattr of
 	 * NVMEFS_TEST_CTL_XATTR on the root is a command to it. NULL in nvmefs. */
@@ -325,6 +336,30 @@ int nvmefs_xlayout_get(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t l
 /* Set ino's layout from value (NULL: remove a directory's default).
  * A file's only while it holds no data (-ENOTEMPTY). 0 or -errno. */
 int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, size_t size);
+
+/* ---- ctl.c: the hidden control directory MOUNTPOINT/.nvmefs ---- */
+#define NVMEFS_CTL_NAME	  ".nvmefs"
+#define NVMEFS_CTL_DIR	  (NVMEFS_INO_MAX + 1)
+#define NVMEFS_CTL_STATS  (NVMEFS_INO_MAX + 2)
+#define NVMEFS_CTL_CONFIG (NVMEFS_INO_MAX + 3)
+/* Count one FUSE request (the receive loop). */
+void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
+/* True for the control directory and its files. */
+bool nvmefs_ctl_ino(uint64_t ino);
+/* Attributes of a control inode: 0 or -ENOENT. */
+int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
+/* name in parent when it is a control entry: 0 with *st filled, -ENOENT
+ * for another name in the control directory, 1 when not ours to answer. */
+int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
+		      struct stat *st);
+/* The control file's text, made now (malloc'ed, the caller frees): 0,
+ * -EISDIR or -ENOMEM. */
+int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
+/* The control directory's entries from offset off into buf (size bytes),
+ * as FUSE's readdir(plus) replies hold them: the bytes used. */
+struct fuse_req;
+size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf,
+			  size_t size, off_t off, bool plus);
 
 /* ---- discover.c ---- */
 /* True when spec names a volume by tag: UUID=... or LABEL=... (any case). */

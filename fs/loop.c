@@ -92,6 +92,7 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 {
 	struct loop *lp = w->lp;
 
+	nvmefs_ctl_count(lp->vol, ((const struct fuse_in_header *)fb->mem)->opcode);
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it
 	 * overrides there (the readahead window) can be changed now. */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -326,25 +327,27 @@ out:
 	return ret;
 }
 
-/* The members' paths: split from a list, or found by tag. *owned says the
- * strings were malloc'ed (discovery); a list is split in place. */
-static int find_members(struct cfg *c, const char **paths, unsigned *n, bool *owned)
+/* The members' paths (malloc'ed, *n of them, even on failure): split from
+ * a list and made absolute, or found by tag. */
+static int find_members(struct cfg *c, char **paths, unsigned *n)
 {
-	char *found[NVMEFS_MAX_DEVICES];
+	const char *given[NVMEFS_MAX_DEVICES];
+	unsigned k;
 
-	*owned = false;
-	if (nvmefs_discover_is_tag(c->devs)) {
-		if (nvmefs_discover(c->devs, c->search, found, n))
-			return -ENODEV;
-		for (unsigned k = 0; k < *n; k++)
-			paths[k] = found[k];
-		*owned = true;
-		return 0;
-	}
-	*n = split_devs(c->devs, paths, NVMEFS_MAX_DEVICES);
-	if (*n == 0 || *n > NVMEFS_MAX_DEVICES) {
+	*n = 0;
+	if (nvmefs_discover_is_tag(c->devs))
+		return nvmefs_discover(c->devs, c->search, paths, n) ? -ENODEV : 0;
+	k = split_devs(c->devs, given, NVMEFS_MAX_DEVICES);
+	if (k == 0 || k > NVMEFS_MAX_DEVICES) {
 		nvmefs_err("give 1 to %u devices separated by commas", NVMEFS_MAX_DEVICES);
 		return -EINVAL;
+	}
+	/* Absolute paths in .nvmefs, which the daemon serves from "/"; a
+	 * path that does not resolve is refused by name when opened. */
+	for (; *n < k; (*n)++) {
+		paths[*n] = realpath(given[*n], NULL);
+		if (!paths[*n] && !(paths[*n] = strdup(given[*n])))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -353,9 +356,8 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct nvmefs_vol_opts vopts = {0};
-	const char *paths[NVMEFS_MAX_DEVICES];
+	char *paths[NVMEFS_MAX_DEVICES];
 	char *source = NULL;
-	bool owned = false;
 	struct fuse_session *se = NULL;
 	struct nvmefs_vol *vol = NULL;
 	struct bdi_tuning bdi;
@@ -382,6 +384,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
+	/* Absolute, for the bdi lookup and .nvmefs/config after the daemon
+	 * has left the working directory. */
+	{
+		char *abs = realpath(c.mountpoint, NULL);
+
+		if (abs) {
+			free(c.mountpoint);
+			c.mountpoint = abs;
+		}
+	}
 	if (c.debug) {
 		c.foreground = 1;
 		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
@@ -391,12 +403,16 @@ int main(int argc, char **argv)
 	/* "umount; mount" must work: the last daemon may still be writing its
 	 * final checkpoint, holding the members, for a moment after umount. */
 	vopts.busy_wait_ms = 10000;
+	vopts.threads = threads;
+	vopts.readahead = bdi.readahead;
+	vopts.mountpoint = c.mountpoint;
 	bdi.mountpoint = c.mountpoint;
 	bdi.cached = !vopts.direct;
 	source = strdup(c.devs);
-	if (!source || find_members(&c, paths, &n, &owned))
+	if (!source || find_members(&c, paths, &n))
 		goto out;
-	if (nvmefs_vol_open(&vol, paths, n, &vopts))
+	vopts.source = source;
+	if (nvmefs_vol_open(&vol, (const char *const *)paths, n, &vopts))
 		goto out;
 	/* The dirty cache is also the space that may turn out missing at
 	 * write-back: keep it a small part of the volume. */
@@ -429,6 +445,8 @@ int main(int argc, char **argv)
 		nvmefs_err("cannot start the I/O engine; unmounting");
 		goto out_unmount;
 	}
+	vol->mounted_ns = nvmefs_now_ns();
+	clock_gettime(CLOCK_REALTIME, &vol->mounted_at);
 	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
 	ret = nvmefs_loop_run(se, vol, threads, tune_bdi, &bdi) ? 1 : 0;
 	/* Replies still to come from the I/O completions need the session. */
@@ -443,8 +461,8 @@ out_vol:
 	if (nvmefs_vol_close(vol))
 		ret = 1;
 out:
-	for (unsigned k = 0; owned && k < n; k++)
-		free((char *)paths[k]);
+	for (unsigned k = 0; k < n; k++)
+		free(paths[k]);
 	free(source);
 	free(c.search);
 	free(c.devs);

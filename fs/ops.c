@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -100,6 +101,12 @@ static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
 	return in && !in->dead ? in : NULL;
 }
 
+/* The root's ".nvmefs" is the control directory (fs/ctl.c), never a file. */
+static bool is_ctl_name(uint64_t parent, const char *name)
+{
+	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
+}
+
 /* Checks shared by everything that adds a name (meta held). */
 static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
 			  uint64_t cost)
@@ -112,7 +119,7 @@ static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const 
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (nvmefs_dir_find(vol, p->ino, name))
+	if (nvmefs_dir_find(vol, p->ino, name) || is_ctl_name(p->ino, name))
 		return -EEXIST;
 	if (vol->meta_bytes + cost > vol->meta_cap)
 		return -ENOSPC;
@@ -172,6 +179,19 @@ static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const stru
 
 /* ---- lookup and inode lifetime ---- */
 
+/* An entry reply for a control inode (attributes in e->attr), or err. */
+static void reply_ctl_entry(fuse_req_t req, struct fuse_entry_param *e, int err)
+{
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	e->ino = e->attr.st_ino;
+	e->generation = 1;
+	e->attr_timeout = e->entry_timeout = TIMEOUT;
+	fuse_reply_entry(req, e);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct nvmefs_vol *vol = VOL(req);
@@ -184,6 +204,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
+	err = nvmefs_ctl_lookup(vol, parent, name, &e.attr);
+	if (err <= 0) {
+		reply_ctl_entry(req, &e, err);
+		return;
+	}
+	err = 0;
 	pthread_mutex_lock(&vol->lock);
 	p = live_inode(vol, parent);
 	if (!p)
@@ -239,6 +265,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct nvmefs_inode *in;
 	struct stat st;
 
+	if (nvmefs_ctl_ino(ino)) {
+		nvmefs_ctl_stat(vol, ino, &st);
+		fuse_reply_attr(req, &st, TIMEOUT);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	if (in)
@@ -284,6 +315,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct stat st;
 	int err = 0;
 
+	if (nvmefs_ctl_ino(ino)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	if (in && in->dead && !(to_set & FUSE_SET_ATTR_SIZE)) {
@@ -623,6 +658,8 @@ static int do_rename(struct nvmefs_vol *vol, fuse_ino_t parent, const char *name
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX || strlen(newname) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
+	if (is_ctl_name(newparent, newname))
+		return -EEXIST;
 	d = nvmefs_dir_find(vol, parent, name);
 	if (!d)
 		return -ENOENT;
@@ -754,12 +791,45 @@ static int open_trunc(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	return truncate_locked(vol, in, 0);
 }
 
+/* A control file's text is made at open and served from the handle. */
+struct ctl_handle {
+	size_t len;
+	char *text;
+};
+
+static void open_ctl(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ctl_handle *h;
+	int ret;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	ret = h ? nvmefs_ctl_render(VOL(req), ino, &h->text) : -ENOMEM;
+	if (ret) {
+		free(h);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	h->len = strlen(h->text);
+	fi->fh = (uintptr_t)h;
+	fi->direct_io = 1; /* st_size is 0: read to EOF, as for /proc */
+	fi->keep_cache = 0;
+	reply_open(req, fi);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
 	int ret = 0;
 
+	if (nvmefs_ctl_ino(ino)) {
+		open_ctl(req, ino, fi);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	in = live_inode(vol, ino);
 	if (in)
@@ -866,6 +936,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct nvmefs_inode *in;
 	void *buf;
 
+	if (nvmefs_ctl_ino(ino)) {
+		const struct ctl_handle *h = (const struct ctl_handle *)(uintptr_t)fi->fh;
+
+		if (off < 0 || (size_t)off >= h->len)
+			fuse_reply_buf(req, NULL, 0);
+		else
+			fuse_reply_buf(req, h->text + off, MIN(size, h->len - (size_t)off));
+		return;
+	}
 	in = find_inode(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
@@ -951,6 +1030,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
 
+	if (nvmefs_ctl_ino(ino)) {
+		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+
+		free(h->text);
+		free(h);
+		fuse_reply_err(req, 0);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
@@ -1033,6 +1120,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
 
+	if (nvmefs_ctl_ino(ino)) {
+		if (ino == NVMEFS_CTL_DIR)
+			fuse_reply_open(req, fi);
+		else
+			fuse_reply_err(req, ENOTDIR);
+		return;
+	}
 	in = find_inode(vol, ino);
 	if (!in || !in->dir)
 		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
@@ -1083,6 +1177,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (ino == NVMEFS_CTL_DIR) {
+		pos = nvmefs_ctl_readdir(req, vol, buf, size, off, plus);
+		goto out_reply;
+	}
 	pthread_mutex_lock(&vol->lock);
 	dir = nvmefs_iget(vol, ino);
 	if (!dir || !dir->dir) {
@@ -1109,6 +1207,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	}
 out:
 	pthread_mutex_unlock(&vol->lock);
+out_reply:
 	fuse_reply_buf(req, buf, pos);
 	free(buf);
 }
@@ -1278,6 +1377,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_counters(req, vol, size);
 		return;
 	}
+	if (nvmefs_ctl_ino(ino)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	if (!strcmp(name, NVMEFS_LAYOUT_XATTR)) { /* virtual, and not listed */
 		char text[128];
 
@@ -1323,6 +1426,13 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	size_t total = 0;
 	int ret = 0;
 
+	if (nvmefs_ctl_ino(ino)) {
+		if (size)
+			fuse_reply_buf(req, NULL, 0);
+		else
+			fuse_reply_xattr(req, 0);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	if (!in) {

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The hidden control directory MOUNTPOINT/.nvmefs: read-only files made at
+ * open from the daemon's state, as /proc files are.
+ *
+ *   stats   one JSON object: per member, the engine's counters (ops, bytes,
+ *           errors, latency, in flight); the pinned pool; FUSE requests by
+ *           type; the data path's counters. nvmefs-stat reads it.
+ *   config  the options in force and the members, "key = value" lines.
+ *
+ * Its inodes are numbered above NVMEFS_INO_MAX, where no file can be; the
+ * root's readdir does not show it (it is no directory entry), and no name
+ * ".nvmefs" can be made in the root (ops.c). JSON comes from json-c, the
+ * library the tools already use, for correct escaping of device paths.
+ */
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "fs_i.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <linux/fuse.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvmefs/util.h"
+
+/* FUSE opcodes by name, for the request counters. */
+static const char *const op_names[NVMEFS_CTL_OPS] = {
+	[FUSE_LOOKUP] = "LOOKUP",	  [FUSE_FORGET] = "FORGET",
+	[FUSE_GETATTR] = "GETATTR",	  [FUSE_SETATTR] = "SETATTR",
+	[FUSE_READLINK] = "READLINK",	  [FUSE_SYMLINK] = "SYMLINK",
+	[FUSE_MKNOD] = "MKNOD",		  [FUSE_MKDIR] = "MKDIR",
+	[FUSE_UNLINK] = "UNLINK",	  [FUSE_RMDIR] = "RMDIR",
+	[FUSE_RENAME] = "RENAME",	  [FUSE_LINK] = "LINK",
+	[FUSE_OPEN] = "OPEN",		  [FUSE_READ] = "READ",
+	[FUSE_WRITE] = "WRITE",		  [FUSE_STATFS] = "STATFS",
+	[FUSE_RELEASE] = "RELEASE",	  [FUSE_FSYNC] = "FSYNC",
+	[FUSE_SETXATTR] = "SETXATTR",	  [FUSE_GETXATTR] = "GETXATTR",
+	[FUSE_LISTXATTR] = "LISTXATTR",	  [FUSE_REMOVEXATTR] = "REMOVEXATTR",
+	[FUSE_FLUSH] = "FLUSH",		  [FUSE_INIT] = "INIT",
+	[FUSE_OPENDIR] = "OPENDIR",	  [FUSE_READDIR] = "READDIR",
+	[FUSE_RELEASEDIR] = "RELEASEDIR", [FUSE_FSYNCDIR] = "FSYNCDIR",
+	[FUSE_GETLK] = "GETLK",		  [FUSE_SETLK] = "SETLK",
+	[FUSE_SETLKW] = "SETLKW",	  [FUSE_ACCESS] = "ACCESS",
+	[FUSE_CREATE] = "CREATE",	  [FUSE_INTERRUPT] = "INTERRUPT",
+	[FUSE_BMAP] = "BMAP",		  [FUSE_DESTROY] = "DESTROY",
+	[FUSE_IOCTL] = "IOCTL",		  [FUSE_POLL] = "POLL",
+	[FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY", [FUSE_BATCH_FORGET] = "BATCH_FORGET",
+	[FUSE_FALLOCATE] = "FALLOCATE",	  [FUSE_READDIRPLUS] = "READDIRPLUS",
+	[FUSE_RENAME2] = "RENAME2",	  [FUSE_LSEEK] = "LSEEK",
+	[FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE", [FUSE_SYNCFS] = "SYNCFS",
+	[FUSE_TMPFILE] = "TMPFILE",
+};
+
+static const struct {
+	const char *name;
+	uint64_t ino;
+} ctl_files[] = {
+	{"stats", NVMEFS_CTL_STATS},
+	{"config", NVMEFS_CTL_CONFIG},
+};
+#define NFILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
+
+void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode)
+{
+	atomic_fetch_add_explicit(&vol->req_count[opcode < NVMEFS_CTL_OPS ? opcode : 0], 1,
+				  memory_order_relaxed);
+}
+
+bool nvmefs_ctl_ino(uint64_t ino)
+{
+	return ino >= NVMEFS_CTL_DIR && ino <= NVMEFS_CTL_CONFIG;
+}
+
+int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st)
+{
+	if (!nvmefs_ctl_ino(ino))
+		return -ENOENT;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	/* Size 0 as in /proc: the text is made at open, served direct_io. */
+	st->st_mode = ino == NVMEFS_CTL_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_nlink = ino == NVMEFS_CTL_DIR ? 2 : 1;
+	st->st_blksize = NVMEFS_BLOCK;
+	st->st_atim = st->st_mtim = st->st_ctim = vol->mounted_at;
+	return 0;
+}
+
+int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
+		      struct stat *st)
+{
+	if (parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME))
+		return nvmefs_ctl_stat(vol, NVMEFS_CTL_DIR, st);
+	if (parent != NVMEFS_CTL_DIR)
+		return 1;
+	for (size_t i = 0; i < NFILES; i++)
+		if (!strcmp(name, ctl_files[i].name))
+			return nvmefs_ctl_stat(vol, ctl_files[i].ino, st);
+	return -ENOENT;
+}
+
+size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf, size_t size,
+			  off_t off, bool plus)
+{
+	size_t pos = 0;
+
+	/* Entries at offsets 1 ("."), 2 (".."), 3... (the files). */
+	for (off_t i = off; i < (off_t)(2 + NFILES); i++) {
+		const char *name = i == 0 ? "." : i == 1 ? ".." : ctl_files[i - 2].name;
+		uint64_t ino = i == 0 ? NVMEFS_CTL_DIR : i == 1 ? NVMEFS_ROOT_INO : ctl_files[i - 2].ino;
+		struct fuse_entry_param e = {.ino = ino, .attr_timeout = 1, .entry_timeout = 1};
+		size_t n;
+
+		nvmefs_ctl_stat(vol, ino == NVMEFS_ROOT_INO ? NVMEFS_CTL_DIR : ino, &e.attr);
+		if (ino == NVMEFS_ROOT_INO) /* ".." is the root: name it, no lookup */
+			e = (struct fuse_entry_param){.attr = {.st_ino = ino, .st_mode = S_IFDIR}};
+		n = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e, i + 1)
+			 : fuse_add_direntry(req, buf + pos, size - pos, name, &e.attr, i + 1);
+		if (n > size - pos)
+			break;
+		pos += n;
+	}
+	return pos;
+}
+
+/* ---- stats ---- */
+
+static void put_u64(json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+static json_object *device_stats(struct nvmefs_vol *vol, unsigned d)
+{
+	struct nvmefs_engine_dev_stats st;
+	json_object *o = json_object_new_object();
+	char mean[32];
+	uint64_t ops;
+
+	nvmefs_engine_dev_stats(vol->eng, d, &st);
+	ops = st.read_ops + st.write_ops;
+	put_u64(o, "index", d);
+	json_object_object_add(o, "path", json_object_new_string(vol->set->devs[d].path));
+	put_u64(o, "read_ops", st.read_ops);
+	put_u64(o, "read_bytes", st.read_bytes);
+	put_u64(o, "write_ops", st.write_ops);
+	put_u64(o, "write_bytes", st.write_bytes);
+	put_u64(o, "errors", st.errors);
+	put_u64(o, "busy_ns", st.busy_ns);
+	snprintf(mean, sizeof(mean), "%.1f", ops ? (double)st.busy_ns / ops / 1000 : 0.0);
+	json_object_object_add(o, "mean_latency_us", json_object_new_double_s(atof(mean), mean));
+	put_u64(o, "in_flight", st.in_flight);
+	put_u64(o, "queued", st.queued);
+	return o;
+}
+
+static json_object *pool_stats(struct nvmefs_vol *vol)
+{
+	struct nvmefs_bufpool_stats st;
+	json_object *o = json_object_new_object();
+
+	nvmefs_bufpool_stats(vol->pool, &st);
+	put_u64(o, "buffer_bytes", st.buf_size);
+	put_u64(o, "buffers", st.max_bufs);
+	put_u64(o, "allocated", st.allocated);
+	put_u64(o, "in_use", st.in_use);
+	json_object_object_add(o, "pinned", json_object_new_boolean(st.pinned));
+	return o;
+}
+
+static json_object *request_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+
+	for (unsigned op = 0; op < NVMEFS_CTL_OPS; op++) {
+		uint64_t n = atomic_load_explicit(&vol->req_count[op], memory_order_relaxed);
+		char other[24];
+
+		if (!n)
+			continue;
+		snprintf(other, sizeof(other), "OPCODE_%u", op);
+		put_u64(o, op && op_names[op] ? op_names[op] : op ? other : "OTHER", n);
+	}
+	return o;
+}
+
+static json_object *data_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+	unsigned now, peak;
+
+	pthread_mutex_lock(&vol->dio_lock);
+	now = vol->io_inflight;
+	peak = vol->io_peak;
+	pthread_mutex_unlock(&vol->dio_lock);
+	put_u64(o, "reads", atomic_load(&vol->stats.reads));
+	put_u64(o, "writes", atomic_load(&vol->stats.writes));
+	put_u64(o, "zero_copy_writes", atomic_load(&vol->stats.zero_copy_writes));
+	put_u64(o, "copied_bytes", atomic_load(&vol->stats.copied_bytes));
+	put_u64(o, "in_flight", now);
+	put_u64(o, "peak_in_flight", peak);
+	return o;
+}
+
+static char *render_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object(), *devs = json_object_new_array();
+	char uuid[NVMEFS_UUID_STR], *text;
+
+	nvmefs_uuid_str(vol->label.uuid, uuid);
+	put_u64(o, "version", 1);
+	json_object_object_add(o, "mountpoint", json_object_new_string(vol->opts.mountpoint ?: ""));
+	json_object_object_add(o, "uuid", json_object_new_string(uuid));
+	json_object_object_add(o, "label", json_object_new_string(vol->label.name));
+	put_u64(o, "uptime_ns", nvmefs_now_ns() - vol->mounted_ns);
+	for (unsigned d = 0; d < vol->ndevs; d++)
+		json_object_array_add(devs, device_stats(vol, d));
+	json_object_object_add(o, "devices", devs);
+	json_object_object_add(o, "pool", pool_stats(vol));
+	json_object_object_add(o, "requests", request_stats(vol));
+	json_object_object_add(o, "data", data_stats(vol));
+	text = strdup(json_object_to_json_string_ext(
+		o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return text;
+}
+
+/* ---- config ---- */
+
+/* Append a printf'ed line to the growing text *t (NULL after a failure). */
+static void line(char **t, size_t *len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line(char **t, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	char *more;
+	int n;
+
+	if (!*t)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	more = n < 0 ? NULL : realloc(*t, *len + (size_t)n + 1);
+	if (!more) {
+		free(*t);
+		*t = NULL;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(more + *len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	*t = more;
+	*len += (size_t)n;
+}
+
+static char *render_config(struct nvmefs_vol *vol)
+{
+	const struct nvmefs_vol_opts *o = &vol->opts;
+	struct nvmefs_bufpool_stats ps;
+	char uuid[NVMEFS_UUID_STR], *t = calloc(1, 1);
+	size_t len = 0;
+
+	nvmefs_uuid_str(vol->label.uuid, uuid);
+	nvmefs_bufpool_stats(vol->pool, &ps);
+	line(&t, &len, "version = %s\n", NVMEFS_VERSION);
+	line(&t, &len, "source = %s\n", o->source ?: "");
+	line(&t, &len, "mountpoint = %s\n", o->mountpoint ?: "");
+	line(&t, &len, "uuid = %s\nlabel = %s\n", uuid, vol->label.name);
+	line(&t, &len, "members = %u\n", vol->ndevs);
+	for (unsigned d = 0; d < vol->ndevs; d++)
+		line(&t, &len, "member.%u = %s\n", d, vol->set->devs[d].path);
+	line(&t, &len, "chunk = %u\ncapacity = %llu\n", vol->label.chunk_size,
+	     (unsigned long long)vol->total_bytes);
+	line(&t, &len, "mode = %s\nwriteback = %d\n", o->direct ? "direct" : "cached",
+	     vol->writeback);
+	if (vol->writeback)
+		line(&t, &len, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
+	if (!o->direct)
+		line(&t, &len, "readahead = %llu\n", (unsigned long long)o->readahead);
+	line(&t, &len, "queue_depth = %u\nthreads = %u\n", nvmefs_engine_queue_depth(vol->eng),
+	     o->threads);
+	line(&t, &len, "pool = %llu\nmax_background = %u\n",
+	     (unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
+	line(&t, &len, "commit = %u\nread_only = %d\n", (o->commit_ms ? o->commit_ms : 5000) / 1000,
+	     o->read_only);
+	return t;
+}
+
+int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text)
+{
+	if (ino == NVMEFS_CTL_STATS)
+		*text = render_stats(vol);
+	else if (ino == NVMEFS_CTL_CONFIG)
+		*text = render_config(vol);
+	else
+		return -EISDIR;
+	return *text ? 0 : -ENOMEM;
+}
