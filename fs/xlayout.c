@@ -78,7 +78,7 @@ int nvmefs_xlayout_parse(const struct nvmefs_vol *vol, const char *value, size_t
 {
 	struct nvmefs_layout l = {.chunk_size = vol->label.chunk_size};
 	unsigned count = 0, given = 0;
-	char *text, *save = NULL;
+	char *text, *rest;
 	int ret = 0;
 
 	/* getfattr/setfattr may send a trailing NUL or newline. */
@@ -91,8 +91,9 @@ int nvmefs_xlayout_parse(const struct nvmefs_vol *vol, const char *value, size_t
 		return -ENOMEM;
 	if (strlen(text) != len)
 		ret = -EINVAL;
-	for (char *kv = strtok_r(text, ",", &save); kv && !ret; kv = strtok_r(NULL, ",", &save))
-		ret = parse_field(kv, vol, &l, &count, &given);
+	/* strsep, not strtok: an empty field (",,") is an error, not nothing. */
+	for (rest = text; rest && !ret;)
+		ret = parse_field(strsep(&rest, ","), vol, &l, &count, &given);
 	free(text);
 	if (ret)
 		return ret;
