@@ -11,14 +11,14 @@
 #    creatable; stats is JSON that moves under load, config says what is in
 #    force; nvmefs-stat reads a live mount;
 #  - fsck.nvmefs clean at the end.
-# usage: test_layout.sh BUILD_DIR
+# usage: test_layout_xattr.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib_mount.sh source-path=SCRIPTDIR
 . "$here/lib_mount.sh"
 
 [ $# = 1 ] || {
-	echo "usage: test_layout.sh BUILD_DIR" >&2
+	echo "usage: test_layout_xattr.sh BUILD_DIR" >&2
 	exit 2
 }
 build=$1
