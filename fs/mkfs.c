@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +32,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mkfs.nvmefs [-c CHUNK] [-L LABEL] [-f] DEV...\n"
+	fprintf(f, "usage: mkfs.nvmefs [-c CHUNK] [-L LABEL] [-f] [-K] [-q] DEV...\n"
 		   "\n"
 		   "Format DEV... (block devices or image files) as one nvmefs volume.\n"
 		   "\n"
@@ -38,7 +40,10 @@ static void usage(FILE *f)
 		   "            divided among the members, at least 64K; 256K for 4)\n"
 		   "  -L LABEL  volume label, at most 63 bytes\n"
 		   "  -f        format even members that hold a filesystem\n"
-		   "  -q        print only the volume's UUID\n");
+		   "  -K        do not discard the members' old contents (by default they\n"
+		   "            are discarded, as mkfs.xfs does, with progress on a terminal)\n"
+		   "  -q        print only the volume's UUID\n"
+		   "  -h, -V    this text; the version\n");
 }
 
 /* What a member holds now: NULL if nothing we know of. */
@@ -187,6 +192,76 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 	return 0;
 }
 
+/* Discard progress on a terminal: bytes done of the total, at most 10
+ * updates a second. */
+struct progress {
+	uint64_t done, total, shown_ns;
+	bool on;
+};
+
+static void progress_add(struct progress *p, uint64_t bytes)
+{
+	uint64_t now = nvmefs_now_ns();
+	char a[32], b[32];
+
+	p->done += bytes;
+	if (!p->on || (now - p->shown_ns < 100000000ull && p->done < p->total))
+		return;
+	p->shown_ns = now;
+	fprintf(stderr, "\rmkfs.nvmefs: discarding old contents: %3.0f%% (%s of %s)\033[K",
+		100.0 * (double)p->done / (double)p->total, nvmefs_fmt_size(p->done, a, sizeof(a)),
+		nvmefs_fmt_size(p->total, b, sizeof(b)));
+	if (p->done >= p->total)
+		fprintf(stderr, "\r\033[K");
+}
+
+/*
+ * Tell a member its old contents are garbage, as mkfs.xfs and mkfs.ext4 do:
+ * an SSD gets free blocks to write into, an image file becomes sparse. In
+ * 1 GiB steps, so that a terminal shows progress on large members. A member
+ * that cannot discard is left as it is (its old data is unreachable anyway).
+ */
+static int discard_member(struct nvmefs_dev *dev, struct progress *p)
+{
+	const uint64_t step = 1ull << 30;
+
+	for (uint64_t off = 0; off < dev->size; off += step) {
+		uint64_t len = dev->size - off < step ? dev->size - off : step;
+		uint64_t range[2] = {off, len};
+		int r = dev->is_blkdev ? ioctl(dev->fd, BLKDISCARD, range)
+				       : fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						   (off_t)off, (off_t)len);
+
+		if (r && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL)) {
+			nvmefs_debug("%s: cannot discard (%s); left as it is", dev->path,
+				     strerror(errno));
+			progress_add(p, dev->size - off);
+			return 0;
+		}
+		if (r) {
+			int err = -errno;
+
+			nvmefs_err("%s: discard failed at %llu: %s", dev->path,
+				   (unsigned long long)off, strerror(-err));
+			return err;
+		}
+		progress_add(p, len);
+	}
+	return 0;
+}
+
+static int discard_all(struct nvmefs_devset *set, bool quiet)
+{
+	struct progress p = {.on = !quiet && isatty(STDERR_FILENO)};
+	int ret = 0;
+
+	for (unsigned i = 0; i < set->count; i++)
+		p.total += set->devs[i].size;
+	for (unsigned i = 0; i < set->count && !ret; i++)
+		ret = discard_member(&set->devs[i], &p);
+	return ret;
+}
+
 static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_label *labels)
 {
 	const struct nvmefs_label *l = &labels[0];
@@ -196,6 +271,7 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 	nvmefs_uuid_str(l->uuid, u);
 	printf("nvmefs: formatted %u member(s) as one volume\n", l->count);
 	printf("  UUID=%s\n", u);
+	printf("  mount: nvmefs uuid=%s MOUNTPOINT (in /etc/fstab too: lower-case uuid=)\n", u);
 	printf("  label: %s\n", l->name[0] ? l->name : "(none)");
 	printf("  chunk: %s (files striped over every member, rotated per file)\n",
 	       nvmefs_fmt_size(l->chunk_size, a, sizeof(a)));
@@ -227,11 +303,11 @@ int main(int argc, char **argv)
 	struct nvmefs_devset *set = NULL;
 	const char *name = NULL;
 	uint64_t chunk = 0; /* default: see default_chunk() */
-	bool force = false, quiet = false;
+	bool force = false, quiet = false, discard = true;
 	int opt, ret;
 
 	nvmefs_log_set_ident("mkfs.nvmefs");
-	while ((opt = getopt(argc, argv, "c:L:fqhV")) != -1) {
+	while ((opt = getopt(argc, argv, "c:L:fKqhV")) != -1) {
 		switch (opt) {
 		case 'c':
 			if (nvmefs_parse_size(optarg, &chunk) || chunk < NVMEFS_CHUNK_MIN ||
@@ -253,6 +329,9 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			break;
+		case 'K':
+			discard = false;
 			break;
 		case 'h':
 			usage(stdout);
@@ -305,6 +384,8 @@ int main(int argc, char **argv)
 			printf("%s: erased %d old signature(s)\n", set->devs[i].path, n);
 		}
 	}
+	if (!ret && discard)
+		ret = discard_all(set, quiet);
 	if (!ret) {
 		ret = nvmefs_vol_format(set, labels, (uint32_t)getuid(), (uint32_t)getgid());
 		if (ret)
