@@ -92,7 +92,10 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 {
 	struct loop *lp = w->lp;
 
-	nvmefs_ctl_count(lp->vol, ((const struct fuse_in_header *)fb->mem)->opcode);
+	/* The request is in our buffer (no splice: FUSE_CAP_SPLICE_READ is
+	 * never asked for), its header first. */
+	if (!(fb->flags & FUSE_BUF_IS_FD))
+		nvmefs_ctl_count(lp->vol, ((const struct fuse_in_header *)fb->mem)->opcode);
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it
 	 * overrides there (the readahead window) can be changed now. */
