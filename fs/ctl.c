@@ -30,29 +30,52 @@
 
 /* FUSE opcodes by name, for the request counters. */
 static const char *const op_names[NVMEFS_CTL_OPS] = {
-	[FUSE_LOOKUP] = "LOOKUP",	  [FUSE_FORGET] = "FORGET",
-	[FUSE_GETATTR] = "GETATTR",	  [FUSE_SETATTR] = "SETATTR",
-	[FUSE_READLINK] = "READLINK",	  [FUSE_SYMLINK] = "SYMLINK",
-	[FUSE_MKNOD] = "MKNOD",		  [FUSE_MKDIR] = "MKDIR",
-	[FUSE_UNLINK] = "UNLINK",	  [FUSE_RMDIR] = "RMDIR",
-	[FUSE_RENAME] = "RENAME",	  [FUSE_LINK] = "LINK",
-	[FUSE_OPEN] = "OPEN",		  [FUSE_READ] = "READ",
-	[FUSE_WRITE] = "WRITE",		  [FUSE_STATFS] = "STATFS",
-	[FUSE_RELEASE] = "RELEASE",	  [FUSE_FSYNC] = "FSYNC",
-	[FUSE_SETXATTR] = "SETXATTR",	  [FUSE_GETXATTR] = "GETXATTR",
-	[FUSE_LISTXATTR] = "LISTXATTR",	  [FUSE_REMOVEXATTR] = "REMOVEXATTR",
-	[FUSE_FLUSH] = "FLUSH",		  [FUSE_INIT] = "INIT",
-	[FUSE_OPENDIR] = "OPENDIR",	  [FUSE_READDIR] = "READDIR",
-	[FUSE_RELEASEDIR] = "RELEASEDIR", [FUSE_FSYNCDIR] = "FSYNCDIR",
-	[FUSE_GETLK] = "GETLK",		  [FUSE_SETLK] = "SETLK",
-	[FUSE_SETLKW] = "SETLKW",	  [FUSE_ACCESS] = "ACCESS",
-	[FUSE_CREATE] = "CREATE",	  [FUSE_INTERRUPT] = "INTERRUPT",
-	[FUSE_BMAP] = "BMAP",		  [FUSE_DESTROY] = "DESTROY",
-	[FUSE_IOCTL] = "IOCTL",		  [FUSE_POLL] = "POLL",
-	[FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY", [FUSE_BATCH_FORGET] = "BATCH_FORGET",
-	[FUSE_FALLOCATE] = "FALLOCATE",	  [FUSE_READDIRPLUS] = "READDIRPLUS",
-	[FUSE_RENAME2] = "RENAME2",	  [FUSE_LSEEK] = "LSEEK",
-	[FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE", [FUSE_SYNCFS] = "SYNCFS",
+	[FUSE_LOOKUP] = "LOOKUP",
+	[FUSE_FORGET] = "FORGET",
+	[FUSE_GETATTR] = "GETATTR",
+	[FUSE_SETATTR] = "SETATTR",
+	[FUSE_READLINK] = "READLINK",
+	[FUSE_SYMLINK] = "SYMLINK",
+	[FUSE_MKNOD] = "MKNOD",
+	[FUSE_MKDIR] = "MKDIR",
+	[FUSE_UNLINK] = "UNLINK",
+	[FUSE_RMDIR] = "RMDIR",
+	[FUSE_RENAME] = "RENAME",
+	[FUSE_LINK] = "LINK",
+	[FUSE_OPEN] = "OPEN",
+	[FUSE_READ] = "READ",
+	[FUSE_WRITE] = "WRITE",
+	[FUSE_STATFS] = "STATFS",
+	[FUSE_RELEASE] = "RELEASE",
+	[FUSE_FSYNC] = "FSYNC",
+	[FUSE_SETXATTR] = "SETXATTR",
+	[FUSE_GETXATTR] = "GETXATTR",
+	[FUSE_LISTXATTR] = "LISTXATTR",
+	[FUSE_REMOVEXATTR] = "REMOVEXATTR",
+	[FUSE_FLUSH] = "FLUSH",
+	[FUSE_INIT] = "INIT",
+	[FUSE_OPENDIR] = "OPENDIR",
+	[FUSE_READDIR] = "READDIR",
+	[FUSE_RELEASEDIR] = "RELEASEDIR",
+	[FUSE_FSYNCDIR] = "FSYNCDIR",
+	[FUSE_GETLK] = "GETLK",
+	[FUSE_SETLK] = "SETLK",
+	[FUSE_SETLKW] = "SETLKW",
+	[FUSE_ACCESS] = "ACCESS",
+	[FUSE_CREATE] = "CREATE",
+	[FUSE_INTERRUPT] = "INTERRUPT",
+	[FUSE_BMAP] = "BMAP",
+	[FUSE_DESTROY] = "DESTROY",
+	[FUSE_IOCTL] = "IOCTL",
+	[FUSE_POLL] = "POLL",
+	[FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY",
+	[FUSE_BATCH_FORGET] = "BATCH_FORGET",
+	[FUSE_FALLOCATE] = "FALLOCATE",
+	[FUSE_READDIRPLUS] = "READDIRPLUS",
+	[FUSE_RENAME2] = "RENAME2",
+	[FUSE_LSEEK] = "LSEEK",
+	[FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE",
+	[FUSE_SYNCFS] = "SYNCFS",
 	[FUSE_TMPFILE] = "TMPFILE",
 };
 
@@ -90,34 +113,56 @@ int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st)
 	return 0;
 }
 
-int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
-		      struct stat *st)
+void nvmefs_ctl_entry(const struct nvmefs_vol *vol, uint64_t ino, struct fuse_entry_param *e)
 {
-	if (parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME))
-		return nvmefs_ctl_stat(vol, NVMEFS_CTL_DIR, st);
+	/* The same generation and timeouts in lookup and readdirplus: the
+	 * kernel takes a different generation for a reused inode number and
+	 * marks its cached inode bad (open files then get EIO). */
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->generation = 1;
+	e->attr_timeout = e->entry_timeout = NVMEFS_ATTR_TIMEOUT;
+	nvmefs_ctl_stat(vol, ino, &e->attr);
+}
+
+int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
+		      struct fuse_entry_param *e)
+{
+	if (parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME)) {
+		if (vol->ctl_shadowed)
+			return 1;
+		nvmefs_ctl_entry(vol, NVMEFS_CTL_DIR, e);
+		return 0;
+	}
 	if (parent != NVMEFS_CTL_DIR)
 		return 1;
-	for (size_t i = 0; i < NFILES; i++)
-		if (!strcmp(name, ctl_files[i].name))
-			return nvmefs_ctl_stat(vol, ctl_files[i].ino, st);
+	for (size_t i = 0; i < NFILES; i++) {
+		if (!strcmp(name, ctl_files[i].name)) {
+			nvmefs_ctl_entry(vol, ctl_files[i].ino, e);
+			return 0;
+		}
+	}
 	return -ENOENT;
 }
 
-size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf, size_t size,
-			  off_t off, bool plus)
+size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf,
+			  size_t size, off_t off, bool plus)
 {
 	size_t pos = 0;
 
 	/* Entries at offsets 1 ("."), 2 (".."), 3... (the files). */
 	for (off_t i = off; i < (off_t)(2 + NFILES); i++) {
 		const char *name = i == 0 ? "." : i == 1 ? ".." : ctl_files[i - 2].name;
-		uint64_t ino = i == 0 ? NVMEFS_CTL_DIR : i == 1 ? NVMEFS_ROOT_INO : ctl_files[i - 2].ino;
-		struct fuse_entry_param e = {.ino = ino, .attr_timeout = 1, .entry_timeout = 1};
+		uint64_t ino = i == 0	? NVMEFS_CTL_DIR
+			       : i == 1 ? NVMEFS_ROOT_INO
+					: ctl_files[i - 2].ino;
+		struct fuse_entry_param e = {0};
 		size_t n;
 
-		nvmefs_ctl_stat(vol, ino == NVMEFS_ROOT_INO ? NVMEFS_CTL_DIR : ino, &e.attr);
 		if (ino == NVMEFS_ROOT_INO) /* ".." is the root: name it, no lookup */
-			e = (struct fuse_entry_param){.attr = {.st_ino = ino, .st_mode = S_IFDIR}};
+			e.attr = (struct stat){.st_ino = ino, .st_mode = S_IFDIR};
+		else
+			nvmefs_ctl_entry(vol, ino, &e);
 		n = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e, i + 1)
 			 : fuse_add_direntry(req, buf + pos, size - pos, name, &e.attr, i + 1);
 		if (n > size - pos)
@@ -140,6 +185,7 @@ static json_object *device_stats(struct nvmefs_vol *vol, unsigned d)
 	json_object *o = json_object_new_object();
 	char mean[32];
 	uint64_t ops;
+	double lat;
 
 	nvmefs_engine_dev_stats(vol->eng, d, &st);
 	ops = st.read_ops + st.write_ops;
@@ -151,8 +197,9 @@ static json_object *device_stats(struct nvmefs_vol *vol, unsigned d)
 	put_u64(o, "write_bytes", st.write_bytes);
 	put_u64(o, "errors", st.errors);
 	put_u64(o, "latency_sum_ns", st.busy_ns); /* not busy time: overlaps add up */
-	snprintf(mean, sizeof(mean), "%.1f", ops ? (double)st.busy_ns / ops / 1000 : 0.0);
-	json_object_object_add(o, "mean_latency_us", json_object_new_double_s(atof(mean), mean));
+	lat = ops ? (double)st.busy_ns / (double)ops / 1000 : 0.0;
+	snprintf(mean, sizeof(mean), "%.1f", lat); /* printed as rounded, kept exact */
+	json_object_object_add(o, "mean_latency_us", json_object_new_double_s(lat, mean));
 	put_u64(o, "in_flight", st.in_flight);
 	put_u64(o, "queued", st.queued);
 	return o;
@@ -223,8 +270,8 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "pool", pool_stats(vol));
 	json_object_object_add(o, "requests", request_stats(vol));
 	json_object_object_add(o, "data", data_stats(vol));
-	text = strdup(json_object_to_json_string_ext(
-		o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+								JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 	return text;
 }

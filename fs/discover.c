@@ -73,9 +73,13 @@ static int probe_label(int fd, const struct stat *st, struct nvmefs_label *l)
 		ret = 0;
 		goto out;
 	}
+	/* A backup label counts only at the end of the member it describes:
+	 * a whole disk whose last partition is a member ends with that
+	 * partition's backup label too. */
 	if (pread(fd, blk, NVMEFS_BLOCK, (off_t)((size / NVMEFS_BLOCK - 1) * NVMEFS_BLOCK)) ==
 		    NVMEFS_BLOCK &&
-	    !nvmefs_label_decode(l, blk))
+	    !nvmefs_label_decode(l, blk) && l->index < NVMEFS_MAX_DEVICES &&
+	    l->dev_size[l->index] / NVMEFS_BLOCK == size / NVMEFS_BLOCK)
 		ret = 0;
 out:
 	free(blk);
@@ -153,12 +157,37 @@ static void add_member(struct scan *s, const char *path, const struct stat *st,
 		s->error = -ENOMEM;
 }
 
+/* True when the kernel lists holders of block device name (device-mapper,
+ * md, multipath over it): then the member is used through the holder. */
+static bool held(const char *name)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	bool any = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/sys/class/block/%s/holders", name);
+	d = opendir(path);
+	while (d && !any && (e = readdir(d)))
+		any = e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return any;
+}
+
 static void probe(struct scan *s, const char *path, bool want_blk)
 {
 	struct nvmefs_label l;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd;
 
+	/* Open only what could be a member: opening a character device in a
+	 * search directory (-o search=/dev) can have side effects. */
+	if (stat(path, &st) || !(want_blk ? S_ISBLK(st.st_mode) : S_ISREG(st.st_mode)))
+		return;
+	if (want_blk && held(strrchr(path, '/') + 1))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return;
 	if (!fstat(fd, &st) && (want_blk ? S_ISBLK(st.st_mode) : S_ISREG(st.st_mode)) &&

@@ -215,7 +215,10 @@ struct nvmefs_vol {
 	} stats;
 	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
 	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
-	uint64_t mounted_ns;	     /* nvmefs_now_ns() at mount */
+	uint64_t mounted_ns; /* nvmefs_now_ns() at mount */
+	/* The root holds a real ".nvmefs" (made before the control directory
+	 * existed): it stays visible and the control directory is not served. */
+	bool ctl_shadowed;
 	struct timespec mounted_at; /* the control files' times */
 	struct nvmefs_journal j;
 	/* The test daemon nvmefs-fi only (fs/testctl.c): a setxattr of
@@ -348,10 +351,16 @@ void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
 bool nvmefs_ctl_ino(uint64_t ino);
 /* Attributes of a control inode: 0 or -ENOENT. */
 int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
-/* name in parent when it is a control entry: 0 with *st filled, -ENOENT
- * for another name in the control directory, 1 when not ours to answer. */
+/* The attribute and entry cache time of every reply (fs/ops.c). */
+#define NVMEFS_ATTR_TIMEOUT 60.0
+/* An entry for a control inode (lookup and readdirplus alike). */
+struct fuse_entry_param;
+void nvmefs_ctl_entry(const struct nvmefs_vol *vol, uint64_t ino, struct fuse_entry_param *e);
+/* name in parent when it is a control entry: 0 with *e filled, -ENOENT
+ * for another name in the control directory, 1 when not ours to answer
+ * (also ".nvmefs" when a real entry of that name is in the root). */
 int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
-		      struct stat *st);
+		      struct fuse_entry_param *e);
 /* The control file's text, made now (malloc'ed, the caller frees): 0,
  * -EISDIR or -ENOMEM. */
 int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);

@@ -4,11 +4,11 @@
  *
  *   nvmefs DEV[,DEV...]|UUID=uuid|LABEL=label MOUNTPOINT [-o OPTS] [-f] [-d]
  *
- * Finds the members when named by tag (fs/discover.c), opens and checks the members and loads the metadata before mounting, so
- * every refusal reaches the terminal with a non-zero exit; then mounts,
- * daemonizes (unless -f), starts the I/O engine and serves requests with
- * libfuse's multithreaded loop until unmounted, and writes a final
- * checkpoint so the next mount replays nothing.
+ * Finds the members when named by tag (fs/discover.c), opens and checks the members and loads the
+ * metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
+ * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with libfuse's
+ * multithreaded loop until unmounted, and writes a final checkpoint so the next mount replays
+ * nothing.
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -414,6 +414,13 @@ int main(int argc, char **argv)
 	vopts.source = source;
 	if (nvmefs_vol_open(&vol, (const char *const *)paths, n, &vopts))
 		goto out;
+	/* A volume made before the control directory may hold a real
+	 * "/.nvmefs": it stays what that name means. */
+	vol->ctl_shadowed = nvmefs_dir_find(vol, NVMEFS_ROOT_INO, NVMEFS_CTL_NAME) != NULL;
+	if (vol->ctl_shadowed)
+		nvmefs_warn("the root holds an entry named %s: the control directory (stats, "
+			    "config) is not served until it is renamed",
+			    NVMEFS_CTL_NAME);
 	/* The dirty cache is also the space that may turn out missing at
 	 * write-back: keep it a small part of the volume. */
 	if (bdi.dirty > vol->total_bytes / 8)

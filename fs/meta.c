@@ -317,7 +317,8 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 			return ret;
 	} else if ((in->mode & S_IFMT) != (r->inode.mode & S_IFMT) || in->dead) {
 		return -EUCLEAN;
-	} else if (memcmp(&in->layout, &r->inode.layout, sizeof(in->layout))) {
+	} else if ((S_ISREG(in->mode) || S_ISDIR(in->mode)) &&
+		   memcmp(&in->layout, &r->inode.layout, sizeof(in->layout))) {
 		ret = relayout(vol, in, &r->inode.layout);
 		if (ret)
 			return ret;

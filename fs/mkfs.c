@@ -17,8 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,23 +225,18 @@ static int discard_member(struct nvmefs_dev *dev, struct progress *p)
 
 	for (uint64_t off = 0; off < dev->size; off += step) {
 		uint64_t len = dev->size - off < step ? dev->size - off : step;
-		uint64_t range[2] = {off, len};
-		int r = dev->is_blkdev ? ioctl(dev->fd, BLKDISCARD, range)
-				       : fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						   (off_t)off, (off_t)len);
+		int r = nvmefs_dev_discard(dev, off, len);
 
-		if (r && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL)) {
+		if (r == -EOPNOTSUPP || r == -ENOTTY) {
 			nvmefs_debug("%s: cannot discard (%s); left as it is", dev->path,
-				     strerror(errno));
+				     strerror(-r));
 			progress_add(p, dev->size - off);
 			return 0;
 		}
 		if (r) {
-			int err = -errno;
-
 			nvmefs_err("%s: discard failed at %llu: %s", dev->path,
-				   (unsigned long long)off, strerror(-err));
-			return err;
+				   (unsigned long long)off, strerror(-r));
+			return r;
 		}
 		progress_add(p, len);
 	}

@@ -42,14 +42,23 @@ static int parse_devs(const char *v, unsigned ndevs, struct nvmefs_layout *l, un
 }
 
 static int parse_field(char *kv, const struct nvmefs_vol *vol, struct nvmefs_layout *l,
-		       unsigned *count, unsigned *ndevs_given)
+		       unsigned *count, unsigned *ndevs_given, unsigned *seen)
 {
+	static const char *const keys[] = {"chunk", "count", "devs"};
 	char *v = strchr(kv, '=');
 	uint64_t x;
 
 	if (!v)
 		return -EINVAL;
 	*v++ = 0;
+	/* Each key once: "devs=0:1:2,devs=1" would leave stale members. */
+	for (unsigned k = 0; k < 3; k++) {
+		if (!strcmp(kv, keys[k])) {
+			if (*seen & (1u << k))
+				return -EINVAL;
+			*seen |= 1u << k;
+		}
+	}
 	if (!strcmp(kv, "chunk")) {
 		if (nvmefs_parse_size(v, &x) || x < NVMEFS_CHUNK_MIN || x > NVMEFS_CHUNK_MAX ||
 		    (x & (x - 1)))
@@ -77,7 +86,7 @@ int nvmefs_xlayout_parse(const struct nvmefs_vol *vol, const char *value, size_t
 			 struct nvmefs_layout *out)
 {
 	struct nvmefs_layout l = {.chunk_size = vol->label.chunk_size};
-	unsigned count = 0, given = 0;
+	unsigned count = 0, given = 0, seen = 0;
 	char *text, *rest;
 	int ret = 0;
 
@@ -93,7 +102,7 @@ int nvmefs_xlayout_parse(const struct nvmefs_vol *vol, const char *value, size_t
 		ret = -EINVAL;
 	/* strsep, not strtok: an empty field (",,") is an error, not nothing. */
 	for (rest = text; rest && !ret;)
-		ret = parse_field(strsep(&rest, ","), vol, &l, &count, &given);
+		ret = parse_field(strsep(&rest, ","), vol, &l, &count, &given, &seen);
 	free(text);
 	if (ret)
 		return ret;
@@ -126,8 +135,8 @@ int nvmefs_xlayout_format(const struct nvmefs_layout *l, char *buf, size_t len)
 	n = snprintf(buf, len, "chunk=%s,count=%u", chunk, l->stripe_count);
 	if (l->devs[0] != NVMEFS_LAYOUT_ANY_DEV) {
 		for (unsigned s = 0; s < l->stripe_count && n > 0 && (size_t)n < len; s++)
-			n += snprintf(buf + n, len - (size_t)n, "%s%u", s ? ":" : ",devs=",
-				      l->devs[s]);
+			n += snprintf(buf + n, len - (size_t)n, "%s%u",
+				      s ? ":" : ",devs=", l->devs[s]);
 	}
 	return n > 0 && (size_t)n < len ? n : -ERANGE;
 }

@@ -82,7 +82,7 @@ check "a file with data keeps its layout" refused "Directory not empty" "$MNT/fu
 truncate -s 1M "$MNT/sized"
 check "a sized file keeps its layout" refused "Directory not empty" "$MNT/sized" "count=1"
 for v in "chunk=3K" "chunk=2G" "chunk=1k1" "count=0" "count=5" "devs=4" "devs=1:1" \
-	"devs=1:2,count=3" "size=1M" "chunk" ",,"; do
+	"devs=1:2,count=3" "size=1M" "chunk" ",," "chunk=64K,chunk=128K" "devs=0:1:2,devs=1"; do
 	check "bad value '$v' refused" refused "Invalid argument" "$MNT/e" "$v"
 done
 check "a symlink has no layout to set" bash -c "ln -s e '$MNT/l' && ! setfattr -h -n $X -v count=1 '$MNT/l' 2>/dev/null"
@@ -126,6 +126,32 @@ check "config says direct" grep -qx "mode = direct" "$MNT/.nvmefs/config"
 check "stats cannot be written" bash -c "! echo x 2>/dev/null >'$MNT/.nvmefs/stats'"
 check "no .nvmefs can be made in the root" bash -c "! mkdir '$MNT/.nvmefs' 2>/dev/null && ! touch '$MNT/.nvmefs' 2>/dev/null"
 check "nor renamed to" bash -c "! mv '$MNT/f0' '$MNT/.nvmefs' 2>/dev/null && test -e '$MNT/f0'"
+eperm() { # CMD...: fails with EPERM
+	local err
+	if err=$("$@" 2>&1); then
+		echo "  $* succeeded" >&2
+		return 1
+	fi
+	case $err in *"Operation not permitted"*) return 0 ;; esac
+	echo "  $*: '$err', expected EPERM" >&2
+	return 1
+}
+check "rmdir .nvmefs: EPERM" eperm rmdir "$MNT/.nvmefs"
+check "rm -rf .nvmefs fails" eperm rm -rf "$MNT/.nvmefs"
+check "mv .nvmefs: EPERM" eperm mv "$MNT/.nvmefs" "$MNT/elsewhere"
+check "mkdir in .nvmefs: EPERM" eperm mkdir "$MNT/.nvmefs/d"
+check "rm .nvmefs/stats: EPERM" eperm rm -f "$MNT/.nvmefs/stats"
+check "ln .nvmefs/stats: EPERM" eperm ln "$MNT/.nvmefs/stats" "$MNT/statslink"
+check "setfattr on stats: EPERM" eperm setfattr -n user.x -v 1 "$MNT/.nvmefs/stats"
+check "chmod stats: EPERM" eperm chmod 666 "$MNT/.nvmefs/stats"
+# An open control file keeps reading after ls -l (readdirplus) of its
+# directory: lookup and readdirplus give the same generation (they did not,
+# and the kernel then took the cached inode for a stale one: EIO).
+exec 3<"$MNT/.nvmefs/config"
+sleep 1.2
+ls -l "$MNT/.nvmefs" >/dev/null
+check "an open control file still reads after ls -l" bash -c "head -1 <&3 | grep -q '^version = '"
+exec 3<&-
 w0=$(stat_of devices 1 write_bytes) r0=$(stat_of devices 1 read_bytes) q0=$(stat_of requests WRITE)
 dd if=/dev/zero of="$MNT/load" bs=1M count=16 oflag=direct status=none
 dd if="$MNT/load" of=/dev/null bs=1M iflag=direct status=none
