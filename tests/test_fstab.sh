@@ -16,19 +16,10 @@
 #   test_fstab.sh BUILD_DIR     (exit 0 pass, 1 fail, 77 skip)
 set -euo pipefail
 
-fail=0
-check() { # MESSAGE CMD...
-	local msg=$1
-	shift
-	if ! "$@"; then
-		echo "FAIL: $msg" >&2
-		fail=$((fail + 1))
-	fi
-}
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# check, mnt_skip and MNT_FAIL (this test mounts through mount(8), not mnt_mount)
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
+. "$here/lib_mount.sh"
 
 # ---- inside the namespace ----
 inner() {
@@ -131,7 +122,7 @@ inner() {
 	check "--help" bash -c "nvmefs --help | grep -q 'UUID=uuid'"
 	check "--version" bash -c "nvmefs --version | grep -q '^nvmefs [0-9]'"
 	check "mkfs --version" bash -c "mkfs.nvmefs -V | grep -q '^mkfs.nvmefs [0-9]'"
-	return "$fail"
+	return "$MNT_FAIL"
 }
 
 if [ "${1:-}" = --inner ]; then
@@ -142,10 +133,10 @@ fi
 # ---- outside ----
 [ $# = 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 1; }
 build=$(realpath "$1")
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -c /dev/fuse ] || skip "no /dev/fuse"
+[ "$(id -u)" = 0 ] || mnt_skip "needs root"
+[ -c /dev/fuse ] || mnt_skip "no /dev/fuse"
 for c in unshare losetup findmnt mount.fuse3; do
-	command -v "$c" >/dev/null || skip "$c not installed"
+	command -v "$c" >/dev/null || mnt_skip "$c not installed"
 done
 t=$(mktemp -d /tmp/nvmefs-fstab.XXXXXX)
 cleanup() {
@@ -164,10 +155,5 @@ for f in sbin/nvmefs sbin/mkfs.nvmefs sbin/fsck.nvmefs sbin/nvmefs-stat sbin/nvm
 done
 rc=0
 timeout -k 20 240 unshare -m --propagation private "$BASH" "$0" --inner "$build" "$t" || rc=$?
-[ "$rc" = 0 ] || fail=$((fail + 1))
-if [ "$fail" = 0 ]; then
-	echo "all checks passed"
-	exit 0
-fi
-echo "$fail check(s) failed" >&2
-exit 1
+[ "$rc" = 0 ] || MNT_FAIL=$((MNT_FAIL + 1))
+mnt_result
