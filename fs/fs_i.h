@@ -230,8 +230,6 @@ struct nvmefs_vol {
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"
-/* The root's read-only xattr with the data path counters (ops.c). */
-#define NVMEFS_COUNTERS_XATTR "trusted.nvmefs.counters"
 
 /* Member 0's path, where the metadata lives: for messages about it. */
 static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)

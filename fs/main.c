@@ -221,24 +221,23 @@ static unsigned split_devs(char *devs, const char **paths, unsigned max)
 	return n;
 }
 
-/* The device number ("0:NN") of the FUSE mount on mnt, from mountinfo (a
- * stat of the mount point would be a request to ourselves). */
+/* The device number ("0:NN") of the FUSE mount on mnt (absolute, resolved
+ * by main before mounting), from mountinfo: a stat or realpath of the
+ * mount point now would be a request to ourselves. */
 static int mount_devno(const char *mnt, char *out, size_t len)
 {
-	char *line = NULL, path[PATH_MAX], dev[32], where[PATH_MAX + 1];
+	char *line = NULL, dev[32], where[PATH_MAX + 1];
 	size_t cap = 0;
 	FILE *f;
 	int ret = -ENOENT;
 
-	if (!realpath(mnt, path))
-		return -errno;
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
 	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last match is ours. */
 	while (getline(&line, &cap, f) > 0) {
 		if (sscanf(line, "%*u %*u %31s %*s %4096s", dev, where) == 2 &&
-		    !strcmp(where, path) && strstr(line, " - fuse.nvmefs ")) {
+		    !strcmp(where, mnt) && strstr(line, " - fuse.nvmefs ")) {
 			snprintf(out, len, "%s", dev);
 			ret = 0;
 		}

@@ -1358,14 +1358,6 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, -ret);
 }
 
-/*
- * The data path's counters as text, read as the root's xattr
- * NVMEFS_COUNTERS_XATTR (trusted.*: root only; not listed): how many reads
- * and writes, how many writes went to the devices straight from the buffer
- * the request arrived in, how many bytes the daemon copied, and the most
- * reads and writes that were at the devices at once (past their range
- * locks).
- */
 /* A getxattr reply of text (n bytes, or -errno) to a buffer of size. */
 static void reply_xattr_text(fuse_req_t req, const char *text, int n, size_t size)
 {
@@ -1379,25 +1371,6 @@ static void reply_xattr_text(fuse_req_t req, const char *text, int n, size_t siz
 		fuse_reply_buf(req, text, (size_t)n);
 }
 
-static void reply_counters(fuse_req_t req, struct nvmefs_vol *vol, size_t size)
-{
-	char buf[256];
-	unsigned peak;
-	int n;
-
-	pthread_mutex_lock(&vol->dio_lock);
-	peak = vol->io_peak;
-	pthread_mutex_unlock(&vol->dio_lock);
-	n = snprintf(buf, sizeof(buf),
-		     "reads %llu\nwrites %llu\nzero_copy_writes %llu\ncopied_bytes %llu\n"
-		     "peak_in_flight %u\n",
-		     (unsigned long long)atomic_load(&vol->stats.reads),
-		     (unsigned long long)atomic_load(&vol->stats.writes),
-		     (unsigned long long)atomic_load(&vol->stats.zero_copy_writes),
-		     (unsigned long long)atomic_load(&vol->stats.copied_bytes), peak);
-	reply_xattr_text(req, buf, n, size);
-}
-
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct nvmefs_vol *vol = VOL(req);
@@ -1407,10 +1380,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len = 0;
 	int ret = xattr_name_check(name);
 
-	if (ino == FUSE_ROOT_ID && !strcmp(name, NVMEFS_COUNTERS_XATTR)) {
-		reply_counters(req, vol, size);
-		return;
-	}
 	if (nvmefs_ctl_ino(ino)) {
 		fuse_reply_err(req, ENODATA);
 		return;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The data path's promises, read off the daemon's counters (the root's
-# xattr trusted.nvmefs.counters, fs/ops.c):
+# The data path's promises, read off the daemon's counters (the "data"
+# object of MOUNTPOINT/.nvmefs/stats, fs/ctl.c):
 #  - zero copy: aligned 1 MiB writes go to the devices straight from the
 #    buffer the request arrived in (every such write counted zero-copy, no
 #    byte copied), in direct mode (O_DIRECT-like writes) and in cached mode
@@ -29,7 +29,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 }
 build=$1
 mnt_time_limit 240 "$0" "$@"
-mnt_need getfattr attr
+mnt_need setfattr attr
 mnt_need python3
 [ -x "$build/tests/nvmefs-fi" ] || mnt_skip "$build/tests/nvmefs-fi not built"
 mnt_setup "$build" 4 256M
@@ -37,7 +37,8 @@ MNT_DAEMON=tests/nvmefs-fi
 MNT_FOREGROUND=1
 
 counter() { # NAME -> value
-	getfattr --absolute-names --only-values -n trusted.nvmefs.counters "$MNT" | awk -v k="$1" '$1 == k {print $2}'
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["data"][sys.argv[2]])' \
+		"$MNT/.nvmefs/stats" "$1"
 }
 
 ctl() { # COMMAND
