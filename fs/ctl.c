@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <linux/fuse.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,62 +277,39 @@ static char *render_stats(struct nvmefs_vol *vol)
 
 /* ---- config ---- */
 
-/* Append a printf'ed line to the growing text *t (NULL after a failure). */
-static void line(char **t, size_t *len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void line(char **t, size_t *len, const char *fmt, ...)
-{
-	va_list ap;
-	char *more;
-	int n;
-
-	if (!*t)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	more = n < 0 ? NULL : realloc(*t, *len + (size_t)n + 1);
-	if (!more) {
-		free(*t);
-		*t = NULL;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(more + *len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	*t = more;
-	*len += (size_t)n;
-}
-
 static char *render_config(struct nvmefs_vol *vol)
 {
 	const struct nvmefs_vol_opts *o = &vol->opts;
 	struct nvmefs_bufpool_stats ps;
-	char uuid[NVMEFS_UUID_STR], *t = calloc(1, 1);
+	char uuid[NVMEFS_UUID_STR], *t = NULL;
 	size_t len = 0;
+	FILE *f = open_memstream(&t, &len);
 
+	if (!f)
+		return NULL;
 	nvmefs_uuid_str(vol->label.uuid, uuid);
 	nvmefs_bufpool_stats(vol->pool, &ps);
-	line(&t, &len, "version = %s\n", NVMEFS_VERSION);
-	line(&t, &len, "source = %s\n", o->source ?: "");
-	line(&t, &len, "mountpoint = %s\n", o->mountpoint ?: "");
-	line(&t, &len, "uuid = %s\nlabel = %s\n", uuid, vol->label.name);
-	line(&t, &len, "members = %u\n", vol->ndevs);
+	fprintf(f, "version = %s\nsource = %s\nmountpoint = %s\n", NVMEFS_VERSION, o->source ?: "",
+		o->mountpoint ?: "");
+	fprintf(f, "uuid = %s\nlabel = %s\nmembers = %u\n", uuid, vol->label.name, vol->ndevs);
 	for (unsigned d = 0; d < vol->ndevs; d++)
-		line(&t, &len, "member.%u = %s\n", d, vol->set->devs[d].path);
-	line(&t, &len, "chunk = %u\ncapacity = %llu\n", vol->label.chunk_size,
-	     (unsigned long long)vol->total_bytes);
-	line(&t, &len, "mode = %s\nwriteback = %d\n", o->direct ? "direct" : "cached",
-	     vol->writeback);
+		fprintf(f, "member.%u = %s\n", d, vol->set->devs[d].path);
+	fprintf(f, "chunk = %u\ncapacity = %llu\n", vol->label.chunk_size,
+		(unsigned long long)vol->total_bytes);
+	fprintf(f, "mode = %s\nwriteback = %d\n", o->direct ? "direct" : "cached", vol->writeback);
 	if (vol->writeback)
-		line(&t, &len, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
+		fprintf(f, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
 	if (!o->direct)
-		line(&t, &len, "readahead = %llu\n", (unsigned long long)o->readahead);
-	line(&t, &len, "queue_depth = %u\nthreads = %u\n", nvmefs_engine_queue_depth(vol->eng),
-	     o->threads);
-	line(&t, &len, "pool = %llu\nmax_background = %u\n",
-	     (unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
-	line(&t, &len, "commit = %u\nread_only = %d\n", (o->commit_ms ? o->commit_ms : 5000) / 1000,
-	     o->read_only);
+		fprintf(f, "readahead = %llu\n", (unsigned long long)o->readahead);
+	fprintf(f, "queue_depth = %u\nthreads = %u\n", nvmefs_engine_queue_depth(vol->eng),
+		o->threads);
+	fprintf(f, "pool = %llu\nmax_background = %u\n",
+		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
+	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000, o->read_only);
+	if (fclose(f)) {
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 
