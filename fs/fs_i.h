@@ -102,8 +102,10 @@ struct nvmefs_inode {
 	uint32_t opens;	 /* open file handles */
 	bool orphan;	 /* nlink 0 while open: ORPHAN_ADD logged */
 	bool dead;	 /* storage freed, INODE_FREE logged */
-	bool dirty;	 /* attributes to log at the next commit */
-	struct nvmefs_inode *dirty_next;
+	/* On the journal's list of inodes whose attributes go out at the next
+	 * commit: NULL when not. Doubly linked (as the kernel's hlist) so that
+	 * freeing an inode takes it off in O(1), not a walk of the list. */
+	struct nvmefs_inode *dirty_next, **dirty_pprev;
 	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
 };
 
@@ -270,6 +272,7 @@ int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 int nvmefs_meta_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+void nvmefs_inode_undirty(struct nvmefs_inode *in);
 /* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
 /* Log INODE_FREE for every orphan (files unlinked while open before a

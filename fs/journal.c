@@ -231,9 +231,7 @@ static void emit_dirty(struct nvmefs_vol *vol)
 	while (j->dirty) {
 		struct nvmefs_inode *in = j->dirty;
 
-		j->dirty = in->dirty_next;
-		in->dirty = false;
-		in->dirty_next = NULL;
+		nvmefs_inode_undirty(in);
 		nvmefs_inode_to_rec(in, &r);
 		if (nvmefs_journal_append(vol, &r)) {
 			nvmefs_inode_dirty(vol, in); /* out of memory: the next commit */

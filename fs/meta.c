@@ -337,26 +337,25 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	return 0;
 }
 
-static void dirty_unlink(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+void nvmefs_inode_undirty(struct nvmefs_inode *in)
 {
-	struct nvmefs_inode **pp = &vol->j.dirty;
-
-	if (!in->dirty)
+	if (!in->dirty_pprev)
 		return;
-	while (*pp && *pp != in)
-		pp = &(*pp)->dirty_next;
-	if (*pp)
-		*pp = in->dirty_next;
-	in->dirty = false;
+	*in->dirty_pprev = in->dirty_next;
+	if (in->dirty_next)
+		in->dirty_next->dirty_pprev = in->dirty_pprev;
 	in->dirty_next = NULL;
+	in->dirty_pprev = NULL;
 }
 
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
-	if (in->dirty || in->dead || vol->replaying)
+	if (in->dirty_pprev || in->dead || vol->replaying)
 		return;
-	in->dirty = true;
 	in->dirty_next = vol->j.dirty;
+	if (in->dirty_next)
+		in->dirty_next->dirty_pprev = &in->dirty_next;
+	in->dirty_pprev = &vol->j.dirty;
 	vol->j.dirty = in;
 }
 
@@ -364,7 +363,7 @@ void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	struct nvmefs_inode **pp = &vol->itab[hash_ino(in->ino) & (vol->itab_size - 1)];
 
-	dirty_unlink(vol, in);
+	nvmefs_inode_undirty(in);
 	while (*pp && *pp != in)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -400,7 +399,7 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		vol->meta_bytes -= 16;
 	}
 	in->dead = true;
-	dirty_unlink(vol, in);
+	nvmefs_inode_undirty(in);
 	/* The kernel may still hold it (lookup count); ops.c drops it at forget. */
 	if (vol->replaying || in->lookup == 0)
 		nvmefs_inode_drop(vol, in);

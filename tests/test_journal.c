@@ -202,6 +202,70 @@ static void test_free_after_commit(void)
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 
+/*
+ * Attributes changed in memory (nvmefs_inode_dirty) go out at the next
+ * commit, except for inodes freed before it. The dirty list is doubly
+ * linked; free the newest, a middle and the oldest of six dirty inodes, and
+ * the other three must still reach the journal (their new mtime survives
+ * an abandon) while the freed ones are gone.
+ */
+static void test_dirty_list(void)
+{
+	struct nvmefs_vol *vol = open_vol();
+	const unsigned n = 6, freed[] = {0, 2, 5}; /* oldest, middle, newest */
+	uint64_t ino[6];
+	char name[16];
+
+	if (!vol)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		CHECK_ERR(create(vol, name, &ino[i]), 0);
+	}
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	pthread_mutex_lock(&vol->lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct nvmefs_inode *in = nvmefs_iget(vol, ino[i]);
+
+		in->mtime.tv_sec = 1000 + i;
+		nvmefs_inode_dirty(vol, in);
+		nvmefs_inode_dirty(vol, in); /* twice: still once on the list */
+	}
+	for (unsigned k = 0; k < sizeof(freed) / sizeof(freed[0]); k++) {
+		struct nvmefs_rec r = {.type = NVMEFS_REC_DIRENT_DEL};
+
+		snprintf(name, sizeof(name), "d%u", freed[k]);
+		r.dirent.parent = NVMEFS_ROOT_INO;
+		r.dirent.child = ino[freed[k]];
+		r.dirent.name = name;
+		r.dirent.name_len = (uint16_t)strlen(name);
+		CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+		r = (struct nvmefs_rec){.type = NVMEFS_REC_INODE_FREE};
+		r.ino.ino = ino[freed[k]];
+		CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK(vol->j.dirty == NULL);
+	nvmefs_vol_abandon(vol);
+	vol = open_vol();
+	if (!vol)
+		return;
+	pthread_mutex_lock(&vol->lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct nvmefs_inode *in = nvmefs_iget(vol, ino[i]);
+		bool gone = i == freed[0] || i == freed[1] || i == freed[2];
+
+		snprintf(name, sizeof(name), "d%u", i);
+		CHECKF(gone == !nvmefs_dir_find(vol, NVMEFS_ROOT_INO, name), "%s", name);
+		if (!gone)
+			CHECKF(in && in->mtime.tv_sec == 1000 + i, "%s: mtime %lld", name,
+			       in ? (long long)in->mtime.tv_sec : -1LL);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
 static int pad_pipe[2];
 
 static void pad_report(const struct nvmefs_powerloss_report *r)
@@ -292,6 +356,7 @@ int main(int argc, char **argv)
 	test_torn_tail();
 	test_wrap();
 	test_free_after_commit();
+	test_dirty_list();
 	test_pad_durable();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
