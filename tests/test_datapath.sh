@@ -14,6 +14,8 @@
 #    range lock let them in together); so do 4 readers of one file, and the
 #    kernel's write-back of one file (cached, -o writeback) has several
 #    writes out;
+#  - a close(2) costs no round trip: the first FLUSH is refused (ENOSYS)
+#    and the kernel sends no more (FUSE requests counted by opcode);
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
 #    kernel's late SETATTR of its times is answered, not refused).
 # No timing is asserted: the counter says what overlapped.
@@ -38,6 +40,11 @@ MNT_FOREGROUND=1
 
 counter() { # NAME -> value
 	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["data"][sys.argv[2]])' \
+		"$MNT/.nvmefs/stats" "$1"
+}
+
+requests() { # OPCODE -> how many the daemon received
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["requests"].get(sys.argv[2], 0))' \
 		"$MNT/.nvmefs/stats" "$1"
 }
 
@@ -72,6 +79,15 @@ check "direct: unaligned writes are copied (copied $((c2 - c1)) bytes for 5000)"
 	test $((c2 - c1)) -ge 5000
 check "direct: unaligned writes are not counted zero-copy" test "$z2" -eq "$z1"
 check "direct: the file with unaligned writes reads back" cmp "$MNT_TMP/ref" "$MNT/a"
+# Each dd above opened and closed files; 20 more opens and closes, read
+# and write: at most the first close of the mount sent a FLUSH.
+for i in $(seq 10); do
+	echo "$i" >"$MNT/c$i"
+	cat "$MNT/c$i" >/dev/null
+done
+check "direct: closes send no FLUSH after the first ($(requests FLUSH) sent)" \
+	test "$(requests FLUSH)" -le 1
+check "direct: the files closed without FLUSH read back" test "$(cat "$MNT/c7")" = 7
 mnt_umount
 
 # ---- zero copy, cached mode (the kernel's write-back cache) ----
