@@ -247,6 +247,9 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	put_u64(o, "writes", atomic_load(&vol->stats.writes));
 	put_u64(o, "zero_copy_writes", atomic_load(&vol->stats.zero_copy_writes));
 	put_u64(o, "copied_bytes", atomic_load(&vol->stats.copied_bytes));
+	put_u64(o, "prefetch_reads", atomic_load(&vol->stats.prefetch_reads));
+	put_u64(o, "prefetch_hits", atomic_load(&vol->stats.prefetch_hits));
+	put_u64(o, "prefetch_wasted", atomic_load(&vol->stats.prefetch_wasted));
 	put_u64(o, "in_flight", now);
 	put_u64(o, "peak_in_flight", peak);
 	return o;
@@ -301,6 +304,8 @@ static char *render_config(struct nvmefs_vol *vol)
 		fprintf(f, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
 	if (!o->direct)
 		fprintf(f, "readahead = %llu\n", (unsigned long long)o->readahead);
+	else
+		fprintf(f, "prefetch = %u\n", o->prefetch);
 	fprintf(f, "queue_depth = %u\nthreads = %u\n", nvmefs_engine_queue_depth(vol->eng),
 		o->threads);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",

@@ -453,6 +453,7 @@ struct dio {
 	size_t len;	     /* ... clamped at EOF for reads */
 	const uint8_t *data; /* read: where the reply's bytes start */
 	bool keep_times;     /* write: the kernel owns mtime and ctime */
+	bool keep_buf;	     /* the buffer is done's to keep (prefetch) */
 	nvmefs_data_done_fn done;
 	void *ctx;
 };
@@ -475,15 +476,17 @@ void nvmefs_data_drain(struct nvmefs_vol *vol)
 }
 
 static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			   nvmefs_data_done_fn done, void *ctx)
+			   bool keep_buf, nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = calloc(1, sizeof(*d));
 
 	if (!d) {
 		done(ctx, -ENOMEM, NULL);
-		nvmefs_bufpool_put(vol->pool, buf);
+		if (!keep_buf)
+			nvmefs_bufpool_put(vol->pool, buf);
 		return NULL;
 	}
+	d->keep_buf = keep_buf;
 	d->vol = vol;
 	d->in = in;
 	d->buf = buf;
@@ -502,7 +505,8 @@ static void dio_finish(struct dio *d, ssize_t res)
 	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
 	d->done(d->ctx, res, res > 0 ? d->data : NULL);
-	nvmefs_bufpool_put(vol->pool, d->buf);
+	if (!d->keep_buf)
+		nvmefs_bufpool_put(vol->pool, d->buf);
 	plan_free(&d->pl);
 	free(d);
 	dio_count(vol, -1);
@@ -565,10 +569,10 @@ static void read_io_done(struct nvmefs_io_req *io, int res)
 	dio_finish(d, res ? res : (ssize_t)d->len);
 }
 
-void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			    uint64_t off, nvmefs_data_done_fn done, void *ctx)
+static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, bool keep_buf,
+		       size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done, void *ctx)
 {
-	struct dio *d = dio_new(vol, in, buf, done, ctx);
+	struct dio *d = dio_new(vol, in, buf, keep_buf, done, ctx);
 	uint64_t size, a, e;
 	uint8_t *area;
 	int ret;
@@ -582,6 +586,10 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 	if (len > NVMEFS_MAX_FILE_SIZE - off)
 		len = (size_t)(NVMEFS_MAX_FILE_SIZE - off);
 	dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
+	/* Under the lock no overlapping change can start: what is read now
+	 * is the file's content as of this generation. */
+	if (gen)
+		*gen = nvmefs_rl_gen(&in->io_lock);
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);
@@ -613,6 +621,19 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 	ret = dio_submit(d, NVMEFS_IO_READ, read_io_done);
 	if (ret)
 		dio_finish(d, ret);
+}
+
+void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			    uint64_t off, nvmefs_data_done_fn done, void *ctx)
+{
+	read_async(vol, in, buf, false, len, off, NULL, done, ctx);
+}
+
+void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+				size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done,
+				void *ctx)
+{
+	read_async(vol, in, buf, true, len, off, gen, done, ctx);
 }
 
 static void write_io_done(struct nvmefs_io_req *io, int res)
@@ -697,7 +718,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 			     const void *data, size_t len, uint64_t off, unsigned flags,
 			     nvmefs_data_done_fn done, void *ctx)
 {
-	struct dio *d = dio_new(vol, in, buf, done, ctx);
+	struct dio *d = dio_new(vol, in, buf, false, done, ctx);
 	bool append = flags & NVMEFS_WRITE_APPEND;
 	uint64_t a, e;
 	int ret;

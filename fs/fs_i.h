@@ -46,6 +46,10 @@ struct nvmefs_rangelock {
 	pthread_cond_t cv;
 	struct nvmefs_rl_ent *head, **tail; /* mu: entries in arrival order */
 	unsigned waiters;		    /* mu */
+	/* mu: bumped each time an exclusive entry is granted, i.e. whenever
+	 * the data or the size may change. What was read while it stayed the
+	 * same is still the file's content (fs/prefetch.c). */
+	uint64_t gen;
 };
 
 /* One mapped run of a slot's component on its device. */
@@ -82,6 +86,8 @@ struct nvmefs_dir {
 	uint64_t next_cookie;
 };
 
+struct nvmefs_prefetch;
+
 struct nvmefs_inode {
 	struct nvmefs_inode *hnext; /* meta: inode hash chain */
 	uint64_t ino;
@@ -107,6 +113,7 @@ struct nvmefs_inode {
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
 	struct nvmefs_inode *dirty_next, **dirty_pprev;
 	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
+	struct nvmefs_prefetch *pf;	 /* io_lock.mu: read-ahead (fs/prefetch.c) */
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -174,6 +181,7 @@ struct nvmefs_vol_opts {
 	const char *source, *mountpoint;
 	unsigned threads;
 	uint64_t readahead;
+	unsigned prefetch; /* direct mode: requests read ahead per file (0: off) */
 };
 
 struct nvmefs_vol {
@@ -214,7 +222,11 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t reads, writes;
 		atomic_uint_fast64_t zero_copy_writes; /* aligned, sent from the receive buffer */
 		atomic_uint_fast64_t copied_bytes;     /* payload and edge bytes memcpy'd */
+		atomic_uint_fast64_t prefetch_reads;   /* windows read ahead */
+		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
+		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 	} stats;
+	atomic_uint pf_bufs; /* pool buffers held by read-ahead windows */
 	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
 	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
 	uint64_t mounted_ns; /* nvmefs_now_ns() at mount */
@@ -256,6 +268,7 @@ void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64
 		    bool excl);
 /* Release e; any thread may. */
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
+uint64_t nvmefs_rl_gen(struct nvmefs_rangelock *rl);
 #define NVMEFS_RL_ALL UINT64_MAX
 
 /* ---- meta.c: the in-memory model and record application ---- */
@@ -433,6 +446,24 @@ typedef void (*nvmefs_data_done_fn)(void *ctx, ssize_t res, const void *data);
  */
 void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
 			    uint64_t off, nvmefs_data_done_fn done, void *ctx);
+/* The same, but buf stays the caller's: done may keep the bytes (data)
+ * after it returns, and buf never goes back to the pool here. *gen gets
+ * the file's range-lock generation while the range is locked (0 when the
+ * read ends before locking). */
+void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+				size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done,
+				void *ctx);
+
+/* ---- prefetch.c: read-ahead in direct mode ---- */
+/* Answer a READ of [off, off + len) (buf: the worker's pool buffer, taken
+ * over) from a window read ahead, or read it; a sequential reader gets up
+ * to opts.prefetch windows read ahead. */
+void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			  uint64_t off, nvmefs_data_done_fn done, void *ctx);
+/* Drop a file's windows, waiting for those being read (last close). */
+void nvmefs_prefetch_forget(struct nvmefs_inode *in);
+/* The same for every file: before the pool goes (volume close). */
+void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol);
 
 /* nvmefs_data_write_async flags */
 #define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */

@@ -42,7 +42,7 @@ struct bdi_tuning {
 
 struct cfg {
 	char *devs, *mountpoint;
-	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search;
+	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
@@ -57,6 +57,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("mode=%s", mode),
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
+	OPT("prefetch=%s", prefetch),
 	OPT("dirty=%s", dirty),
 	OPT("search=%s", search),
 	OPT("writeback", writeback),
@@ -94,6 +95,8 @@ static void usage(FILE *f)
 		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
 		   "  -o commit=SECONDS    group commit interval (default 5)\n"
 		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
+		   "  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
+		   "                       reader, per file (default 2, 0: none)\n"
 		   "  -o writeback         cached mode: the kernel's write-back cache; a full\n"
 		   "                       volume then shows at fsync or close (docs/DATAPATH.md)\n"
 		   "  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
@@ -202,6 +205,9 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 			return -EINVAL;
 		}
 	}
+	o->prefetch = 2;
+	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
+		return -EINVAL;
 	o->read_only = c->ro;
 	o->writeback = c->writeback;
 	return 0;
@@ -479,6 +485,7 @@ out:
 	free(c.mode);
 	free(c.commit);
 	free(c.readahead);
+	free(c.prefetch);
 	free(c.dirty);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -990,7 +990,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	touch_atime(vol, in);
-	nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
+	/* Direct mode has no kernel readahead: nvmefs reads ahead itself. */
+	if (vol->opts.direct && vol->opts.prefetch)
+		nvmefs_prefetch_read(vol, in, buf, size, (uint64_t)off, read_done, req);
+	else
+		nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
 }
 
 /* A write by an unprivileged process clears setuid, and setgid when the
@@ -1054,6 +1058,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
+	bool last;
 
 	if (nvmefs_ctl_ino(ino)) {
 		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
@@ -1065,6 +1070,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
+	last = in && in->opens == 1;
+	pthread_mutex_unlock(&vol->lock);
+	/* Read-ahead windows go at the last close (while the handle still
+	 * keeps the inode), before its space can. */
+	if (last)
+		nvmefs_prefetch_forget(in);
+	pthread_mutex_lock(&vol->lock);
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
 		/* Last close of an unlinked file: its space goes now. */
 		if (log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino))

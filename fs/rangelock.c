@@ -36,6 +36,7 @@ void nvmefs_rl_init(struct nvmefs_rangelock *rl)
 	rl->head = NULL;
 	rl->tail = &rl->head;
 	rl->waiters = 0;
+	rl->gen = 0;
 }
 
 void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
@@ -59,6 +60,8 @@ void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64
 		pthread_cond_wait(&rl->cv, &rl->mu);
 		rl->waiters--;
 	}
+	if (excl)
+		rl->gen++;
 	pthread_mutex_unlock(&rl->mu);
 }
 
@@ -75,4 +78,14 @@ void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e)
 	if (rl->waiters)
 		pthread_cond_broadcast(&rl->cv);
 	pthread_mutex_unlock(&rl->mu);
+}
+
+uint64_t nvmefs_rl_gen(struct nvmefs_rangelock *rl)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&rl->mu);
+	gen = rl->gen;
+	pthread_mutex_unlock(&rl->mu);
+	return gen;
 }

@@ -281,6 +281,7 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	if (!vol)
 		return 0;
 	nvmefs_data_drain(vol);
+	nvmefs_prefetch_forget_all(vol);
 	nvmefs_journal_stop(vol);
 	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);
@@ -300,6 +301,7 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol)
 {
 	if (!vol)
 		return;
+	nvmefs_prefetch_forget_all(vol);
 	nvmefs_journal_stop(vol);
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);

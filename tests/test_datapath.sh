@@ -14,6 +14,10 @@
 #    range lock let them in together); so do 4 readers of one file, and the
 #    kernel's write-back of one file (cached, -o writeback) has several
 #    writes out;
+#  - direct mode reads ahead of a sequential reader (prefetch windows
+#    answer its READs), and a window never hides a change: reads after an
+#    overwrite, a truncate or an extension through another descriptor, from
+#    the same descriptor, see the change;
 #  - a close(2) costs no round trip: the first FLUSH is refused (ENOSYS)
 #    and the kernel sends no more (FUSE requests counted by opcode);
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
@@ -88,6 +92,58 @@ done
 check "direct: closes send no FLUSH after the first ($(requests FLUSH) sent)" \
 	test "$(requests FLUSH)" -le 1
 check "direct: the files closed without FLUSH read back" test "$(cat "$MNT/c7")" = 7
+# Read-ahead: a sequential 1 MiB reader is answered from windows.
+h0=$(counter prefetch_hits)
+dd if="$MNT/a" of=/dev/null bs=1M status=none
+h1=$(counter prefetch_hits)
+check "direct: a sequential reader is read ahead ($((h1 - h0)) of 16 READs from windows)" \
+	test $((h1 - h0)) -ge 12
+# Coherence: read 4 MiB of a file, change what its windows hold through
+# another descriptor, read on from the first.
+head -c $((8 << 20)) /dev/urandom >"$MNT_TMP/p0"
+head -c $((8 << 20)) /dev/urandom >"$MNT_TMP/p1"
+cp "$MNT_TMP/p0" "$MNT/p"
+h2=$(counter prefetch_hits)
+out=$(python3 - "$MNT/p" "$MNT_TMP/p0" "$MNT_TMP/p1" <<'PY'
+import mmap, os, sys
+path, p0, p1 = sys.argv[1:]
+old, new = open(p0, "rb").read(), open(p1, "rb").read()
+M = 1 << 20
+buf = mmap.mmap(-1, 2 * M) # page-aligned: the kernel sends whole 1 MiB READs
+def rd(fd, n):
+    got = os.readv(fd, [memoryview(buf)[:n]])
+    return bytes(buf[:got])
+bad = []
+# overwrite MiB 4-5 after reading MiB 0-3
+fd = os.open(path, os.O_RDONLY)
+for i in range(4):
+    if rd(fd, M) != old[i * M:(i + 1) * M]: bad.append("read %d" % i)
+w = os.open(path, os.O_WRONLY)
+os.pwrite(w, new[4 * M:6 * M], 4 * M)
+os.close(w)
+if rd(fd, M) != new[4 * M:5 * M]: bad.append("MiB 4 after overwrite: stale")
+if rd(fd, M) != new[5 * M:6 * M]: bad.append("MiB 5 after overwrite: stale")
+# truncate to 6.5 MiB while windows are out for MiB 6 and 7
+os.truncate(path, 6 * M + M // 2)
+b = rd(fd, M)
+if b != old[6 * M:6 * M + M // 2]: bad.append("after truncate: %d bytes" % len(b))
+if rd(fd, M) != b"": bad.append("read past the truncated end")
+# extend again: the old windows must not answer with their bytes
+w = os.open(path, os.O_WRONLY)
+os.pwrite(w, new[7 * M:8 * M], 7 * M)
+os.close(w)
+os.lseek(fd, 6 * M, os.SEEK_SET)
+b = rd(fd, 2 * M)
+want = old[6 * M:6 * M + M // 2] + bytes(M // 2) + new[7 * M:8 * M]
+if b != want: bad.append("after extending: wrong bytes")
+os.close(fd)
+print(" ".join(bad) if bad else "ok")
+PY
+)
+h3=$(counter prefetch_hits)
+check "direct: the reader of that file was read ahead ($((h3 - h2)) READs from windows)" \
+	test $((h3 - h2)) -ge 3
+check "direct: read-ahead windows follow overwrite, truncate and extension ($out)" test "$out" = ok
 mnt_umount
 
 # ---- zero copy, cached mode (the kernel's write-back cache) ----

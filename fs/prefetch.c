@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Read-ahead in direct mode.
+ *
+ * In direct mode the kernel keeps no page cache and does no readahead: a
+ * sequential reader (dd, cp, torch.load) sends one READ, waits for the
+ * reply, and only then sends the next, so the drives idle while each reply
+ * crosses FUSE. For a file read sequentially, nvmefs reads up to
+ * -o prefetch=N requests ahead into pool buffers ("windows"). The next READ
+ * at the expected offset is answered from its window: at once when the
+ * window is in, or from the window's I/O completion when it is still being
+ * read (the READ waits there, not in a worker).
+ *
+ * Coherence. A window reads under a shared range lock like any read, and
+ * records the file's range-lock generation (bumped each time an exclusive
+ * lock is granted: write, truncate, punch, fallocate, relayout) while it
+ * holds that lock. An overlapping change must wait for the window's lock,
+ * so it bumps the generation after the window recorded it. A window that
+ * is in is served only while the generation is unchanged; otherwise it is
+ * dropped and the READ goes to the devices. A READ that waits on a window
+ * still being read is answered with what the window read: any change that
+ * would overlap it is still waiting behind the window's lock, so it had not
+ * returned to its writer when the READ was sent.
+ *
+ * Bounds: at most N windows per file, and at most a quarter of the pool
+ * for all windows together, taken without waiting (nvmefs_bufpool_tryget);
+ * the windows of a file go at its last close.
+ *
+ * Locking: a file's windows are guarded by its range lock's mutex
+ * (in->io_lock.mu), never held while calling into the data path.
+ */
+#include "fs_i.h"
+
+#include <stdlib.h>
+
+#include "nvmefs/bufpool.h"
+
+#define PF_MAX 16 /* -o prefetch= at most */
+
+struct win {
+	struct win *next;
+	struct nvmefs_prefetch *pf;
+	struct nvmefs_vol *vol;
+	uint64_t off, gen;
+	size_t len;
+	void *buf;
+	const uint8_t *data;
+	ssize_t res;
+	bool busy;   /* being read: its completion owns it if it leaves the list */
+	bool orphan; /* left the list while busy: the completion frees it */
+	/* A READ waiting for this window (done != NULL). */
+	nvmefs_data_done_fn done;
+	void *ctx;
+	size_t want;
+};
+
+struct nvmefs_prefetch {
+	pthread_mutex_t *mu; /* the file's in->io_lock.mu */
+	struct win *wins;    /* in file order */
+	unsigned n;	     /* on the list */
+	unsigned busy;	     /* being read, orphans included */
+	uint64_t next;	     /* where a sequential reader reads next */
+	pthread_cond_t idle; /* busy fell to 0 */
+};
+
+static unsigned max_bufs(const struct nvmefs_vol *vol)
+{
+	size_t pool = vol->opts.pool_bytes ? vol->opts.pool_bytes : NVMEFS_POOL_DEFAULT;
+
+	return (unsigned)(pool / NVMEFS_POOL_BUF / 4);
+}
+
+static void win_free(struct win *w)
+{
+	struct nvmefs_vol *vol = w->vol;
+
+	nvmefs_bufpool_put(vol->pool, w->buf);
+	atomic_fetch_sub_explicit(&vol->pf_bufs, 1, memory_order_relaxed);
+	free(w);
+}
+
+/* Take *pp off the list. Returns it when the caller must free it (after
+ * unlocking); a busy one becomes its completion's to free. mu held. */
+static struct win *unlink_win(struct nvmefs_prefetch *pf, struct win **pp, bool wasted)
+{
+	struct win *w = *pp;
+
+	*pp = w->next;
+	pf->n--;
+	w->next = NULL;
+	if (wasted)
+		atomic_fetch_add_explicit(&w->vol->stats.prefetch_wasted, 1, memory_order_relaxed);
+	if (w->busy) {
+		w->orphan = true;
+		return NULL;
+	}
+	return w;
+}
+
+static ssize_t serve_len(const struct win *w, size_t want)
+{
+	if (w->res < 0)
+		return w->res;
+	return (size_t)w->res < want ? w->res : (ssize_t)want;
+}
+
+/* A window's read completed (an I/O completion thread, or the caller's
+ * thread when it ended early). */
+static void win_done(void *ctx, ssize_t res, const void *data)
+{
+	struct win *w = ctx;
+	struct nvmefs_prefetch *pf = w->pf;
+	bool waiter, orphan;
+
+	pthread_mutex_lock(pf->mu);
+	w->busy = false;
+	w->res = res;
+	w->data = data;
+	waiter = w->done != NULL;
+	orphan = w->orphan;
+	if (!--pf->busy)
+		pthread_cond_broadcast(&pf->idle);
+	pthread_mutex_unlock(pf->mu);
+	/* pf may be gone from here on (nvmefs_prefetch_forget). */
+	if (waiter) {
+		w->done(w->ctx, serve_len(w, w->want), res > 0 ? data : NULL);
+		win_free(w);
+	} else if (orphan) {
+		win_free(w);
+	}
+}
+
+/* Queue windows after the last one (or after from) while the file, the
+ * per-file depth and the volume's share of the pool allow, into todo[] (at
+ * most PF_MAX): the caller reads them once mu is dropped, and only it (a
+ * READ on another worker may queue more behind them meanwhile). Returns
+ * how many. mu held. */
+static unsigned plan_windows(struct nvmefs_vol *vol, struct nvmefs_prefetch *pf, uint64_t from,
+			     size_t len, uint64_t size, struct win **todo)
+{
+	struct win **tail = &pf->wins;
+	uint64_t off = from;
+	unsigned n = 0;
+
+	for (struct win *w = pf->wins; w; w = w->next) {
+		off = w->off + w->len;
+		tail = &w->next;
+	}
+	while (pf->n < vol->opts.prefetch && n < PF_MAX && off < size) {
+		struct win *w;
+		void *buf;
+
+		if (atomic_fetch_add_explicit(&vol->pf_bufs, 1, memory_order_relaxed) >=
+		    max_bufs(vol)) {
+			atomic_fetch_sub_explicit(&vol->pf_bufs, 1, memory_order_relaxed);
+			break;
+		}
+		buf = nvmefs_bufpool_tryget(vol->pool);
+		w = buf ? calloc(1, sizeof(*w)) : NULL;
+		if (!w) {
+			if (buf)
+				nvmefs_bufpool_put(vol->pool, buf);
+			atomic_fetch_sub_explicit(&vol->pf_bufs, 1, memory_order_relaxed);
+			break;
+		}
+		w->pf = pf;
+		w->vol = vol;
+		w->buf = buf;
+		w->off = off;
+		w->len = len;
+		w->busy = true;
+		pf->busy++;
+		pf->n++;
+		*tail = w;
+		tail = &w->next;
+		todo[n++] = w;
+		off += len;
+	}
+	return n;
+}
+
+/* Read the windows plan_windows queued. Each is busy, so only its own
+ * completion can free it, and that cannot come before it is sent. */
+static void start_windows(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct win **todo,
+			  unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		atomic_fetch_add_explicit(&vol->stats.prefetch_reads, 1, memory_order_relaxed);
+		nvmefs_data_prefetch_async(vol, in, todo[i]->buf, todo[i]->len, todo[i]->off,
+					   &todo[i]->gen, win_done, todo[i]);
+	}
+}
+
+void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			  uint64_t off, nvmefs_data_done_fn done, void *ctx)
+{
+	struct nvmefs_prefetch *pf;
+	struct win *hit = NULL, *drop = NULL, *todo[PF_MAX], **pp;
+	bool sequential, served = false;
+	unsigned nfresh = 0;
+	uint64_t size;
+
+	pthread_mutex_lock(&vol->lock);
+	size = in->size;
+	pthread_mutex_unlock(&vol->lock);
+	pthread_mutex_lock(&in->io_lock.mu);
+	pf = in->pf;
+	if (!pf && (pf = calloc(1, sizeof(*pf)))) {
+		pf->mu = &in->io_lock.mu;
+		pthread_cond_init(&pf->idle, NULL);
+		in->pf = pf;
+	}
+	if (!pf) {
+		pthread_mutex_unlock(&in->io_lock.mu);
+		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+		return;
+	}
+	sequential = off == pf->next;
+	/* Find the window at off; drop those behind it, the stale ones, and
+	 * all of them when the reader jumped. */
+	for (pp = &pf->wins; *pp;) {
+		struct win *w = *pp, *f;
+
+		if (!hit && w->off == off && len <= w->len &&
+		    (w->busy || w->gen == in->io_lock.gen)) {
+			hit = w;
+			*pp = w->next;
+			pf->n--;
+			w->next = NULL;
+			continue;
+		}
+		if (!sequential || w->off < off + len || (!w->busy && w->gen != in->io_lock.gen)) {
+			f = unlink_win(pf, pp, true);
+			if (f) {
+				f->next = drop;
+				drop = f;
+			}
+			continue;
+		}
+		pp = &w->next;
+	}
+	if (hit) {
+		atomic_fetch_add_explicit(&vol->stats.prefetch_hits, 1, memory_order_relaxed);
+		if (hit->busy) { /* its completion answers */
+			hit->done = done;
+			hit->ctx = ctx;
+			hit->want = len;
+		} else {
+			served = true;
+		}
+	}
+	pf->next = off + len;
+	if (hit || sequential)
+		nfresh = plan_windows(vol, pf, off + len, len, size, todo);
+	pthread_mutex_unlock(&in->io_lock.mu);
+
+	while (drop) {
+		struct win *w = drop;
+
+		drop = w->next;
+		win_free(w);
+	}
+	if (hit) {
+		if (served) {
+			done(ctx, serve_len(hit, len), hit->res > 0 ? hit->data : NULL);
+			win_free(hit);
+		}
+		nvmefs_bufpool_put(vol->pool, buf);
+	} else {
+		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+	}
+	start_windows(vol, in, todo, nfresh);
+}
+
+void nvmefs_prefetch_forget(struct nvmefs_inode *in)
+{
+	struct nvmefs_prefetch *pf;
+	struct win *drop = NULL;
+
+	pthread_mutex_lock(&in->io_lock.mu);
+	pf = in->pf;
+	if (!pf) {
+		pthread_mutex_unlock(&in->io_lock.mu);
+		return;
+	}
+	while (pf->wins) {
+		struct win *f = unlink_win(pf, &pf->wins, true);
+
+		if (f) {
+			f->next = drop;
+			drop = f;
+		}
+	}
+	while (pf->busy)
+		pthread_cond_wait(&pf->idle, &in->io_lock.mu);
+	in->pf = NULL;
+	pthread_mutex_unlock(&in->io_lock.mu);
+	pthread_cond_destroy(&pf->idle);
+	free(pf);
+	while (drop) {
+		struct win *w = drop;
+
+		drop = w->next;
+		win_free(w);
+	}
+}
+
+void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol)
+{
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; vol->itab && i < vol->itab_size; i++)
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext)
+			nvmefs_prefetch_forget(in);
+	pthread_mutex_unlock(&vol->lock);
+}
