@@ -512,11 +512,13 @@ static void dio_finish(struct dio *d, ssize_t res)
 	dio_count(vol, -1);
 }
 
-/* Lock [lo, hi) of the dio's file for it. */
-static void dio_lock(struct dio *d, uint64_t lo, uint64_t hi, bool excl)
+/* Lock [lo, hi) of the dio's file for it; returns the lock's generation. */
+static uint64_t dio_lock(struct dio *d, uint64_t lo, uint64_t hi, bool excl)
 {
-	nvmefs_rl_lock(&d->in->io_lock, &d->rl, lo, hi, excl);
+	uint64_t gen = nvmefs_rl_lock(&d->in->io_lock, &d->rl, lo, hi, excl);
+
 	d->locked = true;
+	return gen;
 }
 
 /*
@@ -573,7 +575,7 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 		       size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = dio_new(vol, in, buf, keep_buf, done, ctx);
-	uint64_t size, a, e;
+	uint64_t size, a, e, lock_gen;
 	uint8_t *area;
 	int ret;
 
@@ -585,11 +587,11 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 	}
 	if (len > NVMEFS_MAX_FILE_SIZE - off)
 		len = (size_t)(NVMEFS_MAX_FILE_SIZE - off);
-	dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
 	/* Under the lock no overlapping change can start: what is read now
 	 * is the file's content as of this generation. */
+	lock_gen = dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
 	if (gen)
-		*gen = nvmefs_rl_gen(&in->io_lock);
+		*gen = lock_gen;
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);

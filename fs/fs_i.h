@@ -263,12 +263,12 @@ void nvmefs_rl_init(struct nvmefs_rangelock *rl);
 void nvmefs_rl_exit(struct nvmefs_rangelock *rl); /* no entry may be held */
 /* Lock [lo, hi) shared or exclusive with entry e (the caller's until
  * unlock), waiting for every earlier conflicting entry: FIFO, no starvation.
- * NVMEFS_RL_ALL as hi locks to the end of any file. */
-void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo, uint64_t hi,
-		    bool excl);
+ * NVMEFS_RL_ALL as hi locks to the end of any file. Returns the lock's
+ * generation once granted (this grant counted, if exclusive). */
+uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
+			uint64_t hi, bool excl);
 /* Release e; any thread may. */
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
-uint64_t nvmefs_rl_gen(struct nvmefs_rangelock *rl);
 #define NVMEFS_RL_ALL UINT64_MAX
 
 /* ---- meta.c: the in-memory model and record application ---- */

@@ -45,9 +45,11 @@ void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
 	pthread_mutex_destroy(&rl->mu);
 }
 
-void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo, uint64_t hi,
-		    bool excl)
+uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
+			uint64_t hi, bool excl)
 {
+	uint64_t gen;
+
 	e->lo = lo;
 	e->hi = hi > lo ? hi : lo + 1; /* an empty range still orders */
 	e->excl = excl;
@@ -62,7 +64,9 @@ void nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64
 	}
 	if (excl)
 		rl->gen++;
+	gen = rl->gen;
 	pthread_mutex_unlock(&rl->mu);
+	return gen;
 }
 
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e)
@@ -78,14 +82,4 @@ void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e)
 	if (rl->waiters)
 		pthread_cond_broadcast(&rl->cv);
 	pthread_mutex_unlock(&rl->mu);
-}
-
-uint64_t nvmefs_rl_gen(struct nvmefs_rangelock *rl)
-{
-	uint64_t gen;
-
-	pthread_mutex_lock(&rl->mu);
-	gen = rl->gen;
-	pthread_mutex_unlock(&rl->mu);
-	return gen;
 }
