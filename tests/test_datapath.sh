@@ -169,16 +169,22 @@ mnt_umount
 # MiB (s).
 par() {
 	python3 - "$1" "$2" <<'EOF'
-import os, sys, threading
+import mmap, os, sys, threading
 mode, path = sys.argv[1], sys.argv[2]
 fd = os.open(path, os.O_RDWR)
+# Page-aligned buffers: in direct mode an unaligned one makes the kernel
+# split each 1 MiB into two requests whose edge blocks overlap the
+# neighbour's, and the range lock then rightly orders them.
 def one(i):
+    buf = mmap.mmap(-1, 1 << 20)
     if mode == "w":
-        os.pwrite(fd, bytes([65 + i]) * (1 << 20), i << 20)
+        buf[:] = bytes([65 + i]) * (1 << 20)
+        os.pwrite(fd, buf, i << 20)
     elif mode == "s":  # all on the same MiB: the range lock orders them
-        os.pwrite(fd, bytes([65 + i]) * (1 << 20), 0)
+        buf[:] = bytes([65 + i]) * (1 << 20)
+        os.pwrite(fd, buf, 0)
     else:
-        assert len(os.pread(fd, 1 << 20, i << 20)) == 1 << 20
+        assert os.preadv(fd, [buf], i << 20) == 1 << 20
 ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
 for t in ts: t.start()
 for t in ts: t.join()
