@@ -97,6 +97,14 @@ static struct win *unlink_win(struct nvmefs_prefetch *pf, struct win **pp, bool 
 	return w;
 }
 
+/* May w still answer a READ? One being read may (see the top); one that
+ * is in, only if nothing changed the file since and its read succeeded (a
+ * failed window is dropped, and the READ tries the devices itself). mu held. */
+static bool usable(const struct win *w, const struct nvmefs_inode *in)
+{
+	return w->busy || (w->gen == in->io_lock.gen && w->res >= 0);
+}
+
 static ssize_t serve_len(const struct win *w, size_t want)
 {
 	if (w->res < 0)
@@ -216,20 +224,19 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 		return;
 	}
 	sequential = off == pf->next;
-	/* Find the window at off; drop those behind it, the stale ones, and
-	 * all of them when the reader jumped. */
+	/* Find the window at off; drop those behind it, the unusable ones,
+	 * and all of them when the reader jumped. */
 	for (pp = &pf->wins; *pp;) {
 		struct win *w = *pp, *f;
 
-		if (!hit && w->off == off && len <= w->len &&
-		    (w->busy || w->gen == in->io_lock.gen)) {
+		if (!hit && w->off == off && len <= w->len && usable(w, in)) {
 			hit = w;
 			*pp = w->next;
 			pf->n--;
 			w->next = NULL;
 			continue;
 		}
-		if (!sequential || w->off < off + len || (!w->busy && w->gen != in->io_lock.gen)) {
+		if (!sequential || w->off < off + len || !usable(w, in)) {
 			f = unlink_win(pf, pp, true);
 			if (f) {
 				f->next = drop;

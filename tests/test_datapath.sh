@@ -144,6 +144,29 @@ h3=$(counter prefetch_hits)
 check "direct: the reader of that file was read ahead ($((h3 - h2)) READs from windows)" \
 	test $((h3 - h2)) -ge 3
 check "direct: read-ahead windows follow overwrite, truncate and extension ($out)" test "$out" = ok
+# A window whose read failed answers no later READ: that READ goes to the
+# devices again. The second read of member 0 (the window for MiB 1) fails.
+cp "$MNT_TMP/p0" "$MNT/e"
+ctl "eio dev=0 ops=r after=1 count=1"
+out=$(python3 - "$MNT/e" "$MNT_TMP/p0" <<'PY'
+import mmap, os, sys, time
+M = 1 << 20
+want = open(sys.argv[2], "rb").read()
+buf = mmap.mmap(-1, M)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+bad = []
+for i in range(3):
+    try:
+        n = os.preadv(fd, [buf], i * M)
+        if bytes(buf[:n]) != want[i * M:(i + 1) * M]: bad.append("MiB %d differs" % i)
+    except OSError as e:
+        bad.append("MiB %d: %s" % (i, e.strerror))
+    time.sleep(0.3) # the windows are in before the next READ
+print(" ".join(bad) if bad else "ok")
+PY
+)
+ctl "clear"
+check "direct: a failed read-ahead window is not served ($out)" test "$out" = ok
 mnt_umount
 
 # ---- zero copy, cached mode (the kernel's write-back cache) ----
