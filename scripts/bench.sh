@@ -5,7 +5,7 @@
 # the raw devices (fio), on the same emulated drives in one run (issue 5).
 #
 # Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped] [--quick] [--check]
-#                 [--pool SIZE] [-h]
+#                 [--pool SIZE] [--no-warm] [-h]
 #   -b BUILD      build directory with nvmefs and mkfs.nvmefs (default build/)
 #   -o DIR        results directory (default bench-results/DATE-TIME in the
 #                 current directory)
@@ -14,6 +14,8 @@
 #                 script (about 2-3 minutes)
 #   --check       exit 1 when a target below is missed
 #   --pool SIZE   nvmefs pinned buffer pool, -o pool= (default 64M)
+#   --no-warm     do not warm free memory before each measured pass (see
+#                 "Cold memory" below)
 #   -h            print this help
 # Needs root, fio, jq, btrfs-progs, gnuplot (gnuplot-nox) for the capped
 # runs and python3-torch (Debian's /usr/bin/python3) for the RAM run.
@@ -57,6 +59,23 @@
 # into unallocated pages: 436 against 841 MB/s for nvmefs's dd on 4 capped
 # drives. Otherwise btrfs is mounted with defaults. Caches are dropped with
 # "sync -f MNT; echo 3 >/proc/sys/vm/drop_caches".
+#
+# Cold memory: this machine is a VM whose free memory goes back to the host
+# (virtio_balloon free page reporting, /sys/module/page_reporting: order 9,
+# min_free_ms 0), so the first touch of a page the kernel allocates costs a
+# fault in the host. Whatever fills the page cache pays it: with 8 GiB of
+# images in /dev/shm, a second 4 GiB dd into /dev/shm ran at 890 MB/s with
+# 83% of its time in copy_folio_from_iter_atomic, against 2.3 GB/s for the
+# first. It hit btrfs's buffered writes and reads and nvmefs's cached mode,
+# not direct mode (whose buffers are one pinned pool): dd in cached mode on
+# 4 capped drives wrote 493 and 645 MB/s, and 821 and 838 MB/s (the cap is
+# 839) when 5 GiB had just been written to /dev/shm and deleted. Real
+# drives in a real host do not charge this. So before every measured pass,
+# for every file system alike, warm_memory writes as many bytes as the pass
+# moves (at most MemAvailable - 2 GiB) to a file in /dev/shm and deletes
+# it; the pass then gets pages the host has just backed. Reads do it after
+# dropping caches (the python workloads in their own process, between the
+# drop and the timed phase). --no-warm measures without it.
 #
 # How the cap works, and what was verified (kernel 6.18, cgroup v1 blkio,
 # loop devices over tmpfs, 200 MiB/s = 209.7 MB/s):
@@ -158,6 +177,7 @@ devices, on 4 RAM drives and on 1, 2 and 4 drives capped at $CAP_MIBPS MiB/s.
   --quick       small sizes: a smoke run of the whole script (2-3 minutes)
   --check       exit 1 if a target is missed
   --pool SIZE   nvmefs -o pool=SIZE (default 64M)
+  --no-warm     do not warm free memory before each measured pass
   -h            show this help
 Needs root, fio, jq, btrfs-progs, gnuplot, python3-torch.
 EOF
@@ -170,6 +190,7 @@ only=all
 quick=0
 check=0
 pool=64M
+warm=1
 
 while (($#)); do
 	case $1 in
@@ -193,6 +214,10 @@ while (($#)); do
 		;;
 	--check)
 		check=1
+		shift
+		;;
+	--no-warm)
+		warm=0
 		shift
 		;;
 	*) bad_arg "unknown argument: '$1'" ;;
@@ -556,10 +581,39 @@ fio_mbps() {
 		else error("moved \(.io_bytes) bytes, expected \($want)") end' "$1"
 }
 
-# drop_caches: write back the mount, then drop clean caches.
+# warm_bytes BYTES: how much warm_memory may write for a pass of BYTES: at
+# most MemAvailable - 2 GiB, and what /dev/shm has room for; 0 with --no-warm.
+warm_bytes() {
+	local want=$1 mem room
+	((warm)) || want=0
+	mem=$(($(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo) * 1024 - 2 * GIB))
+	room=$(($(df -B1 --output=avail /dev/shm | tail -n 1 | tr -d ' ') - GIB))
+	((want > mem)) && want=$mem
+	((want > room)) && want=$room
+	((want < MIB)) && want=0
+	echo $((want / MIB * MIB))
+}
+
+# warm_memory BYTES: write and delete up to BYTES in /dev/shm, so that the
+# next pass allocates pages the host has just backed ("Cold memory" in the
+# top comment). Not measured; a failure is logged and ignored.
+warm_memory() {
+	local b f
+	b=$(warm_bytes "$1")
+	((b > 0)) || return 0
+	f=$imgdir/warm
+	run "$(tlimit "$b")" "$MISC" dd if=/dev/zero of="$f" bs=1M count=$((b / MIB)) ||
+		log "warming $b bytes of memory failed (ignored)"
+	rm -f -- "$f"
+	return 0
+}
+
+# drop_caches [BYTES]: write back the mount, drop clean caches, then warm
+# BYTES of memory for the read that follows.
 drop_caches() {
 	run 300 "$MISC" sync -f "$mnt" &&
-		run 60 "$MISC" sh -c 'echo 3 >/proc/sys/vm/drop_caches'
+		run 60 "$MISC" sh -c 'echo 3 >/proc/sys/vm/drop_caches' &&
+		warm_memory "${1:-0}"
 }
 
 # remove PATH...: delete from the mount and sync, so that the next workload
@@ -736,11 +790,12 @@ fs_umount() {
 
 wl_dd() {
 	local f=$mnt/dd.bin v
+	warm_memory "$SZ_DD"
 	newlog "$1-x$2-$3-dd-write"
 	run "$(tlimit "$SZ_DD")" "$LOG" dd if=/dev/zero of="$f" bs=1M count=$((SZ_DD / MIB)) conv=fsync || return 1
 	v=$(dd_mbps "$LOG" "$SZ_DD") || return 1
 	record "$1" "$2" "$3" dd_write "$v"
-	drop_caches || return 1
+	drop_caches "$SZ_DD" || return 1
 	newlog "$1-x$2-$3-dd-read"
 	run "$(tlimit "$SZ_DD")" "$LOG" dd if="$f" of=/dev/null bs=1M || return 1
 	v=$(dd_mbps "$LOG" "$SZ_DD") || return 1
@@ -752,7 +807,9 @@ wl_fioseq() {
 	local f=$mnt/fio-seq.bin op v
 	for op in write read; do
 		if [[ $op == read ]]; then
-			drop_caches || return 1
+			drop_caches "$SZ_FIO" || return 1
+		else
+			warm_memory "$SZ_FIO"
 		fi
 		newlog "$1-x$2-$3-fio-$op"
 		run "$(tlimit "$SZ_FIO")" "$LOG" fio --output-format=json --output="$LOG.json" \
@@ -767,6 +824,7 @@ wl_fioseq() {
 wl_files4() {
 	local d=$mnt/files4 v
 	run 60 "$MISC" mkdir "$d" || return 1
+	warm_memory $((4 * SZ_W4))
 	newlog "$1-x$2-$3-files4"
 	run "$(tlimit $((4 * SZ_W4)))" "$LOG" fio --output-format=json --output="$LOG.json" \
 		--name=files4 --directory="$d" --numjobs=4 --size="$SZ_W4" --bs=1M --rw=write \
@@ -780,6 +838,7 @@ wl_shared() {
 	local f=$mnt/shared.bin v
 	# Laid out first, so that the writes do not extend the file.
 	run 300 "$MISC" fallocate -l $((4 * SZ_W4)) "$f" || return 1
+	warm_memory $((4 * SZ_W4))
 	newlog "$1-x$2-$3-shared"
 	run "$(tlimit $((4 * SZ_W4)))" "$LOG" fio --output-format=json --output="$LOG.json" \
 		--name=shared --thread --numjobs=4 --filename="$f" --size="$SZ_W4" \
@@ -791,10 +850,13 @@ wl_shared() {
 }
 
 wl_small() {
-	local j phase v rc=0
+	local j phase v rc=0 b
+	# The files' pages and the kernel's inodes and dentries for them.
+	b=$(warm_bytes $((SMALL_N * (SMALL_SIZE + 4096))))
+	warm_memory "$b"
 	newlog "$1-x$2-$3-small"
 	# On an error it still prints the phases that completed.
-	run 1200 "$LOG" "$PY" "$work/small.py" "$mnt" "$SMALL_N" "$SMALL_SIZE" || rc=1
+	run 1200 "$LOG" "$PY" "$work/small.py" "$mnt" "$SMALL_N" "$SMALL_SIZE" "$imgdir/warm" "$b" || rc=1
 	j=$(tail -n 1 "$LOG")
 	for phase in create stat read delete total; do
 		if v=$(jq -er --arg p "$phase" '.files / .[$p] | round' <<<"$j" 2>/dev/null); then
@@ -807,9 +869,11 @@ wl_small() {
 }
 
 wl_torch() {
-	local j op v
+	local j op v b
+	b=$(warm_bytes $((2 * TORCH_MIB * MIB)))
+	warm_memory "$b"
 	newlog "$1-x$2-$3-torch"
-	run 1200 "$LOG" "$PY" "$work/torch_io.py" "$mnt/state.pt" "$TORCH_MIB" || return 1
+	run 1200 "$LOG" "$PY" "$work/torch_io.py" "$mnt/state.pt" "$TORCH_MIB" "$imgdir/warm" "$b" || return 1
 	j=$(tail -n 1 "$LOG")
 	for op in save load; do
 		v=$(jq -er --arg p "$op" '.bytes / .[$p] / 1e9 | . * 1000 | round / 1000' <<<"$j") || return 1
@@ -926,12 +990,14 @@ run_capped() { # N
 # ----------------------------------------------------- python workloads --
 write_python() {
 	cat >"$work/small.py" <<'EOF'
-# small.py ROOT N SIZE: N files of SIZE bytes in ROOT/small: create+write
-# (+syncfs), stat, read after dropping caches, unlink (+syncfs). Prints one
-# JSON line of seconds per completed phase; exit 1 if one failed.
+# small.py ROOT N SIZE WARM_PATH WARM_BYTES: N files of SIZE bytes in
+# ROOT/small: create+write (+syncfs), stat, read after dropping caches (and
+# writing and deleting WARM_BYTES at WARM_PATH), unlink (+syncfs). Prints
+# one JSON line of seconds per completed phase; exit 1 if one failed.
 import ctypes, json, os, sys, time, traceback
 
 root, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+warm_path, warm_bytes = sys.argv[4], int(sys.argv[5])
 libc = ctypes.CDLL(None, use_errno=True)
 
 def syncfs():
@@ -980,6 +1046,13 @@ def delete():
     os.rmdir(d)
     syncfs()
 
+def warm():
+    block = bytes(1 << 20)
+    with open(warm_path, "wb") as f:
+        for _ in range(warm_bytes >> 20):
+            f.write(block)
+    os.unlink(warm_path)
+
 rc = 0
 try:
     for name, phase in (("create", create), ("stat", stat), ("read", read), ("delete", delete)):
@@ -987,6 +1060,7 @@ try:
             syncfs()
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3\n")
+            warm()
         t0 = time.perf_counter()
         phase()
         t[name] = time.perf_counter() - t0
@@ -1001,13 +1075,15 @@ print(json.dumps(t), flush=True)
 sys.exit(rc)
 EOF
 	cat >"$work/torch_io.py" <<'EOF'
-# torch_io.py PATH MIB: torch.save of a state dict of MIB MiB (16 float32
-# tensors) to PATH with fsync, drop caches, torch.load; the tensors are
-# compared after timing. Prints one JSON line (bytes, save and load seconds).
+# torch_io.py PATH MIB WARM_PATH WARM_BYTES: torch.save of a state dict of
+# MIB MiB (16 float32 tensors) to PATH with fsync, drop caches, write and
+# delete WARM_BYTES at WARM_PATH, torch.load; the tensors are compared after
+# timing. Prints one JSON line (bytes, save and load seconds).
 import json, os, sys, time
 import torch
 
 path, mib = sys.argv[1], int(sys.argv[2])
+warm_path, warm_bytes = sys.argv[3], int(sys.argv[4])
 count = 16
 per = mib * 2**20 // 4 // count
 sd = {"layers.%d.weight" % i: torch.arange(per, dtype=torch.float32) + i for i in range(count)}
@@ -1020,6 +1096,11 @@ with open(path, "wb") as f:
 t_save = time.perf_counter() - t0
 with open("/proc/sys/vm/drop_caches", "w") as f:
     f.write("3\n")
+block = bytes(1 << 20)
+with open(warm_path, "wb") as f:
+    for _ in range(warm_bytes >> 20):
+        f.write(block)
+os.unlink(warm_path)
 t0 = time.perf_counter()
 sd2 = torch.load(path)
 t_load = time.perf_counter() - t0
@@ -1327,6 +1408,11 @@ write_report() {
 		echo "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard. MB = 1e6 bytes, GB = 1e9."
 		echo "fio raw: libaio direct bs=1M iodepth=32, one job per device, group_reporting."
 		echo "Each figure is one run on a shared 2-core machine: compare within a row."
+		if ((warm)); then
+			echo "Memory warmed before every measured pass, for every file system (\"Cold memory\" in bench.sh)."
+		else
+			echo "--no-warm: passes ran on cold memory (\"Cold memory\" in bench.sh)."
+		fi
 		echo
 		write_table
 		echo
