@@ -63,10 +63,9 @@
 # Cold memory: this machine is a VM whose free memory goes back to the host
 # (virtio_balloon free page reporting, /sys/module/page_reporting: order 9,
 # min_free_ms 0), so the first touch of a page the kernel allocates costs a
-# fault in the host. Whatever fills the page cache pays it: with 8 GiB of
-# images in /dev/shm, a second 4 GiB dd into /dev/shm ran at 890 MB/s with
-# 83% of its time in copy_folio_from_iter_atomic, against 2.3 GB/s for the
-# first. It hit btrfs's buffered writes and reads and nvmefs's cached mode,
+# fault in the host. Whatever fills the page cache pays it: a 4 GiB dd into
+# /dev/shm ran at 2.3 GB/s, a second one beside it at 890 MB/s with 83% of
+# its time in copy_folio_from_iter_atomic. It hit btrfs's buffered writes and reads and nvmefs's cached mode,
 # not direct mode (whose buffers are one pinned pool): dd in cached mode on
 # 4 capped drives wrote 493 and 645 MB/s, and 821 and 838 MB/s (the cap is
 # 839) when 5 GiB had just been written to /dev/shm and deleted. Real
