@@ -226,7 +226,7 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 	} stats;
-	atomic_uint pf_bufs; /* pool buffers held by read-ahead windows */
+	atomic_uint pf_bufs;  /* pool buffers held by read-ahead windows */
 	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
 	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
 	uint64_t mounted_ns; /* nvmefs_now_ns() at mount */
@@ -460,7 +460,7 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * to opts.prefetch windows read ahead. */
 void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
 			  uint64_t off, nvmefs_data_done_fn done, void *ctx);
-/* Drop a file's windows, waiting for those being read (last close). */
+/* Drop a file's windows, waiting for those being read (at every close). */
 void nvmefs_prefetch_forget(struct nvmefs_inode *in);
 /* The same for every file: before the pool goes (volume close). */
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol);

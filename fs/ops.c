@@ -1058,7 +1058,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	bool last;
 
 	if (nvmefs_ctl_ino(ino)) {
 		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
@@ -1070,11 +1069,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
-	last = in && in->opens == 1;
 	pthread_mutex_unlock(&vol->lock);
-	/* Read-ahead windows go at the last close (while the handle still
-	 * keeps the inode), before its space can. */
-	if (last)
+	/* Read-ahead windows go at every close, while this handle still keeps
+	 * the inode and before its space can go. Not only at the last: two
+	 * closes at once could each see the other's open and both skip it.
+	 * A READ on another handle plans new windows, which its own close
+	 * then drops. */
+	if (in)
 		nvmefs_prefetch_forget(in);
 	pthread_mutex_lock(&vol->lock);
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {

@@ -24,7 +24,7 @@
  *
  * Bounds: at most N windows per file, and at most a quarter of the pool
  * for all windows together, taken without waiting (nvmefs_bufpool_tryget);
- * the windows of a file go at its last close.
+ * the windows of a file go at each of its closes.
  *
  * Locking: a file's windows are guarded by its range lock's mutex
  * (in->io_lock.mu), never held while calling into the data path.
@@ -77,6 +77,17 @@ static void win_free(struct win *w)
 	nvmefs_bufpool_put(vol->pool, w->buf);
 	atomic_fetch_sub_explicit(&vol->pf_bufs, 1, memory_order_relaxed);
 	free(w);
+}
+
+/* Free a list of windows taken off a file's (outside its mutex). */
+static void win_free_list(struct win *w)
+{
+	while (w) {
+		struct win *next = w->next;
+
+		win_free(w);
+		w = next;
+	}
 }
 
 /* Take *pp off the list. Returns it when the caller must free it (after
@@ -261,12 +272,7 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 		nfresh = plan_windows(vol, pf, off + len, len, size, todo);
 	pthread_mutex_unlock(&in->io_lock.mu);
 
-	while (drop) {
-		struct win *w = drop;
-
-		drop = w->next;
-		win_free(w);
-	}
+	win_free_list(drop);
 	if (hit) {
 		if (served) {
 			done(ctx, serve_len(hit, len), hit->res > 0 ? hit->data : NULL);
@@ -284,8 +290,12 @@ void nvmefs_prefetch_forget(struct nvmefs_inode *in)
 	struct nvmefs_prefetch *pf;
 	struct win *drop = NULL;
 
+	/* Taken off the inode first: a READ from here on starts afresh and
+	 * cannot queue windows on pf, and a second forget at once (two
+	 * handles closing together) finds nothing to free twice. */
 	pthread_mutex_lock(&in->io_lock.mu);
 	pf = in->pf;
+	in->pf = NULL;
 	if (!pf) {
 		pthread_mutex_unlock(&in->io_lock.mu);
 		return;
@@ -300,16 +310,10 @@ void nvmefs_prefetch_forget(struct nvmefs_inode *in)
 	}
 	while (pf->busy)
 		pthread_cond_wait(&pf->idle, &in->io_lock.mu);
-	in->pf = NULL;
 	pthread_mutex_unlock(&in->io_lock.mu);
 	pthread_cond_destroy(&pf->idle);
 	free(pf);
-	while (drop) {
-		struct win *w = drop;
-
-		drop = w->next;
-		win_free(w);
-	}
+	win_free_list(drop);
 }
 
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol)

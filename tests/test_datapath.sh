@@ -56,6 +56,16 @@ ctl() { # COMMAND
 	setfattr -n trusted.nvmefs.fault -v "$1" "$MNT"
 }
 
+slow_members() { # US: every member's I/O takes at least US microseconds
+	local d
+	for d in 0 1 2 3; do ctl "latency dev=$d us=$1"; done
+}
+
+clear_members() { # no injected faults or latency left on any member
+	local d
+	for d in 0 1 2 3; do ctl "clear dev=$d"; done
+}
+
 head -c $((16 << 20)) /dev/urandom >"$MNT_TMP/src"
 
 # ---- zero copy, direct mode ----
@@ -167,6 +177,36 @@ PY
 )
 ctl "clear"
 check "direct: a failed read-ahead window is not served ($out)" test "$out" = ok
+# Closing drops the file's windows even when two handles close at once:
+# 2 threads read the same file sequentially and close together, 300 times;
+# then the pool must hold no more buffers than before (the workers' receive
+# buffers).
+pool_in_use() {
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pool"]["in_use"])' \
+		"$MNT/.nvmefs/stats"
+}
+sleep 1 # the closes above have been answered
+held0=$(pool_in_use)
+python3 - "$MNT/e" <<'PY'
+import mmap, os, sys, threading
+M = 1 << 20
+together = threading.Barrier(2)
+def reader():
+    buf = mmap.mmap(-1, M)
+    for _ in range(300):
+        fd = os.open(sys.argv[1], os.O_RDONLY)
+        for i in range(3):
+            os.preadv(fd, [buf], i * M)
+        together.wait()
+        os.close(fd)
+threads = [threading.Thread(target=reader) for _ in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+PY
+sleep 1 # the kernel sends RELEASE in the background
+held1=$(pool_in_use)
+check "direct: no window left holding a pool buffer after the closes (in use: $held0 before, $held1 after)" \
+	test "$held1" -le "$held0"
 mnt_umount
 
 # ---- zero copy, cached mode (the kernel's write-back cache) ----
@@ -217,7 +257,7 @@ EOF
 
 mnt_mount mode=direct
 head -c $((4 << 20)) /dev/zero >"$MNT/c"
-for d in 0 1 2 3; do ctl "latency dev=$d us=300000"; done
+slow_members 300000
 p0=$(counter peak_in_flight)
 par w "$MNT/c"
 p1=$(counter peak_in_flight)
@@ -228,37 +268,37 @@ import sys
 d = open(sys.argv[1], "rb").read()
 assert all(d[i << 20:(i + 1) << 20] == bytes([65 + i]) * (1 << 20) for i in range(4))
 ' "$MNT/c" || check "direct: each writer's MiB is there" false
-for d in 0 1 2 3; do ctl "clear dev=$d"; done
+clear_members
 mnt_umount
 
 # The counter counts requests at the devices, past their range lock: 4
 # writers of the same MiB are one at a time there (so the checks above
 # would see serialization).
 mnt_mount mode=direct
-for d in 0 1 2 3; do ctl "latency dev=$d us=100000"; done
+slow_members 100000
 par s "$MNT/c"
 p=$(counter peak_in_flight)
 check "direct: 4 writers of the same MiB are ordered by the range lock (peak $p)" test "$p" -eq 1
-for d in 0 1 2 3; do ctl "clear dev=$d"; done
+clear_members
 mnt_umount
 
 mnt_mount mode=direct
-for d in 0 1 2 3; do ctl "latency dev=$d us=300000"; done
+slow_members 300000
 par r "$MNT/c"
 p=$(counter peak_in_flight)
 check "direct: 4 readers of one file overlap (peak $p)" test "$p" -ge 4
-for d in 0 1 2 3; do ctl "clear dev=$d"; done
+clear_members
 mnt_umount
 
 mnt_mount mode=cached,writeback
 # Dirty the pages first (the page cache takes them at once), then slow
 # the devices and flush: the kernel's write-back sends them together.
 dd if="$MNT_TMP/src" of="$MNT/d" bs=1M status=none
-for d in 0 1 2 3; do ctl "latency dev=$d us=100000"; done
+slow_members 100000
 sync "$MNT/d"
 p=$(counter peak_in_flight)
 check "cached: write-back of one file has several writes out (peak $p)" test "$p" -ge 2
-for d in 0 1 2 3; do ctl "clear dev=$d"; done
+clear_members
 echo 3 >/proc/sys/vm/drop_caches
 check "cached: the slowly written file reads back" cmp "$MNT_TMP/src" "$MNT/d"
 # The kernel flushes a file's times (SETATTR) after its last name is gone:
