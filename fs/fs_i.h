@@ -227,6 +227,7 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 	} stats;
 	atomic_uint pf_bufs;  /* pool buffers held by read-ahead windows */
+	unsigned pf_max_bufs; /* at most this many: a quarter of the pool */
 	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
 	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
 	uint64_t mounted_ns; /* nvmefs_now_ns() at mount */

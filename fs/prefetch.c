@@ -63,13 +63,6 @@ struct nvmefs_prefetch {
 	pthread_cond_t idle; /* busy fell to 0 */
 };
 
-static unsigned max_bufs(const struct nvmefs_vol *vol)
-{
-	size_t pool = vol->opts.pool_bytes ? vol->opts.pool_bytes : NVMEFS_POOL_DEFAULT;
-
-	return (unsigned)(pool / NVMEFS_POOL_BUF / 4);
-}
-
 static void win_free(struct win *w)
 {
 	struct nvmefs_vol *vol = w->vol;
@@ -170,7 +163,7 @@ static unsigned plan_windows(struct nvmefs_vol *vol, struct nvmefs_prefetch *pf,
 		void *buf;
 
 		if (atomic_fetch_add_explicit(&vol->pf_bufs, 1, memory_order_relaxed) >=
-		    max_bufs(vol)) {
+		    vol->pf_max_bufs) {
 			atomic_fetch_sub_explicit(&vol->pf_bufs, 1, memory_order_relaxed);
 			break;
 		}

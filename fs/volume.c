@@ -261,6 +261,12 @@ int nvmefs_vol_start(struct nvmefs_vol *vol)
 	ret = nvmefs_bufpool_create(&vol->pool, &po);
 	if (ret)
 		goto err_engine;
+	{
+		struct nvmefs_bufpool_stats st;
+
+		nvmefs_bufpool_stats(vol->pool, &st);
+		vol->pf_max_bufs = (unsigned)(st.max_bufs / 4);
+	}
 	ret = nvmefs_journal_start(vol);
 	if (ret)
 		goto err_pool;
