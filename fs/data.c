@@ -572,7 +572,8 @@ static void read_io_done(struct nvmefs_io_req *io, int res)
 }
 
 static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, bool keep_buf,
-		       size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done, void *ctx)
+		       size_t len, uint64_t off, struct nvmefs_read_view *view,
+		       nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = dio_new(vol, in, buf, keep_buf, done, ctx);
 	uint64_t size, a, e, lock_gen;
@@ -590,10 +591,15 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 	/* Under the lock no overlapping change can start: what is read now
 	 * is the file's content as of this generation. */
 	lock_gen = dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
-	if (gen)
-		*gen = lock_gen;
+	if (view)
+		view->gen = lock_gen;
+	/* The size is not under the range lock: a write elsewhere in the
+	 * file may extend it at any time. A read-ahead window records what
+	 * it used, in the same critical section (fs/prefetch.c). */
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
+	if (view)
+		atomic_store(&view->size, size);
 	pthread_mutex_unlock(&vol->lock);
 	if (off >= size) {
 		dio_finish(d, 0);
@@ -632,10 +638,10 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 }
 
 void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-				size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done,
-				void *ctx)
+				size_t len, uint64_t off, struct nvmefs_read_view *view,
+				nvmefs_data_done_fn done, void *ctx)
 {
-	read_async(vol, in, buf, true, len, off, gen, done, ctx);
+	read_async(vol, in, buf, true, len, off, view, done, ctx);
 }
 
 static void write_io_done(struct nvmefs_io_req *io, int res)

@@ -447,13 +447,22 @@ typedef void (*nvmefs_data_done_fn)(void *ctx, ssize_t res, const void *data);
  */
 void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
 			    uint64_t off, nvmefs_data_done_fn done, void *ctx);
+/* What a read-ahead read saw of its file. */
+struct nvmefs_read_view {
+	uint64_t gen; /* the range-lock generation while the range was locked */
+	/* The size it clamped the read at, stored under vol->lock as it is
+	 * read; NVMEFS_SIZE_UNSEEN until then. */
+	_Atomic uint64_t size;
+};
+#define NVMEFS_SIZE_UNSEEN UINT64_MAX
+
 /* The same, but buf stays the caller's: done may keep the bytes (data)
- * after it returns, and buf never goes back to the pool here. *gen gets
- * the file's range-lock generation while the range is locked (0 when the
- * read ends before locking). */
+ * after it returns, and buf never goes back to the pool here. *view gets
+ * what the read saw (its fields are left alone when the read ends before
+ * locking or before reading the size). */
 void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-				size_t len, uint64_t off, uint64_t *gen, nvmefs_data_done_fn done,
-				void *ctx);
+				size_t len, uint64_t off, struct nvmefs_read_view *view,
+				nvmefs_data_done_fn done, void *ctx);
 
 /* ---- prefetch.c: read-ahead in direct mode ---- */
 /* Answer a READ of [off, off + len) (buf: the worker's pool buffer, taken

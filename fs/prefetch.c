@@ -22,6 +22,12 @@
  * would overlap it is still waiting behind the window's lock, so it had not
  * returned to its writer when the READ was sent.
  *
+ * The end of the file is not under the range lock: a write past a window's
+ * range can extend the file while the window reads, and be answered first.
+ * So a window records the size it read at, and one that reached that end
+ * before its own is not served once the file is longer than that, in or
+ * still being read; the READ goes to the devices.
+ *
  * Bounds: at most N windows per file, and at most a quarter of the pool
  * for all windows together, taken without waiting (nvmefs_bufpool_tryget);
  * the windows of a file go at each of its closes.
@@ -41,7 +47,8 @@ struct win {
 	struct win *next;
 	struct nvmefs_prefetch *pf;
 	struct nvmefs_vol *vol;
-	uint64_t off, gen;
+	uint64_t off;
+	struct nvmefs_read_view view; /* gen: read once the window is in */
 	size_t len;
 	void *buf;
 	const uint8_t *data;
@@ -101,12 +108,18 @@ static struct win *unlink_win(struct nvmefs_prefetch *pf, struct win **pp, bool 
 	return w;
 }
 
-/* May w still answer a READ? One being read may (see the top); one that
- * is in, only if nothing changed the file since and its read succeeded (a
- * failed window is dropped, and the READ tries the devices itself). mu held. */
-static bool usable(const struct win *w, const struct nvmefs_inode *in)
+/* May w still answer a READ, the file being size bytes long when the READ
+ * came? Not if the window stopped at an end of file that has moved since.
+ * Otherwise one being read may (see the top); one that is in, only if
+ * nothing changed the file since and its read succeeded (a failed window is
+ * dropped, and the READ tries the devices itself). mu held. */
+static bool usable(const struct win *w, const struct nvmefs_inode *in, uint64_t size)
 {
-	return w->busy || (w->gen == in->io_lock.gen && w->res >= 0);
+	uint64_t seen = atomic_load(&w->view.size);
+
+	if (seen != NVMEFS_SIZE_UNSEEN && seen < w->off + w->len && size > seen)
+		return false;
+	return w->busy || (w->view.gen == in->io_lock.gen && w->res >= 0);
 }
 
 static ssize_t serve_len(const struct win *w, size_t want)
@@ -177,6 +190,7 @@ static unsigned plan_windows(struct nvmefs_vol *vol, struct nvmefs_prefetch *pf,
 		}
 		w->pf = pf;
 		w->vol = vol;
+		atomic_init(&w->view.size, NVMEFS_SIZE_UNSEEN);
 		w->buf = buf;
 		w->off = off;
 		w->len = len;
@@ -199,7 +213,7 @@ static void start_windows(struct nvmefs_vol *vol, struct nvmefs_inode *in, struc
 	for (unsigned i = 0; i < n; i++) {
 		atomic_fetch_add_explicit(&vol->stats.prefetch_reads, 1, memory_order_relaxed);
 		nvmefs_data_prefetch_async(vol, in, todo[i]->buf, todo[i]->len, todo[i]->off,
-					   &todo[i]->gen, win_done, todo[i]);
+					   &todo[i]->view, win_done, todo[i]);
 	}
 }
 
@@ -212,6 +226,8 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 	unsigned nfresh = 0;
 	uint64_t size;
 
+	/* Read after the READ came, so it covers every write answered before
+	 * (see usable). */
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);
@@ -233,14 +249,14 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 	for (pp = &pf->wins; *pp;) {
 		struct win *w = *pp, *f;
 
-		if (!hit && w->off == off && len <= w->len && usable(w, in)) {
+		if (!hit && w->off == off && len <= w->len && usable(w, in, size)) {
 			hit = w;
 			*pp = w->next;
 			pf->n--;
 			w->next = NULL;
 			continue;
 		}
-		if (!sequential || w->off < off + len || !usable(w, in)) {
+		if (!sequential || w->off < off + len || !usable(w, in, size)) {
 			f = unlink_win(pf, pp, true);
 			if (f) {
 				f->next = drop;

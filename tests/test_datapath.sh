@@ -17,7 +17,8 @@
 #  - direct mode reads ahead of a sequential reader (prefetch windows
 #    answer its READs), and a window never hides a change: reads after an
 #    overwrite, a truncate or an extension through another descriptor, from
-#    the same descriptor, see the change;
+#    the same descriptor, see the change, even while the window is still
+#    being read;
 #  - a close(2) costs no round trip: the first FLUSH is refused (ENOSYS)
 #    and the kernel sends no more (FUSE requests counted by opcode);
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
@@ -177,6 +178,38 @@ PY
 )
 ctl "clear"
 check "direct: a failed read-ahead window is not served ($out)" test "$out" = ok
+# A window still being read when the file grows past it must not answer
+# with the old end of file. File x is 1.5 MiB, MiB 0 on member 0 and MiB 1
+# on member 1 (slowed to 1.5 s); reading MiB 0 sends a window for MiB 1,
+# which reads the 1.5 MiB size and will be short. A write at MiB 2 (member
+# 0, outside the window's range) returns while the window is still out;
+# the READ of MiB 1 sent after it must get 1 MiB (its tail now a hole), not
+# the window's half.
+: >"$MNT/x"
+setfattr -n user.nvmefs.layout -v chunk=1M,count=2,devs=0:1 "$MNT/x"
+head -c $((3 << 19)) "$MNT_TMP/p0" >>"$MNT/x"
+ctl "latency dev=1 us=1500000"
+out=$(python3 - "$MNT/x" "$MNT_TMP/p0" "$MNT_TMP/p1" <<'PY'
+import mmap, os, sys
+M = 1 << 20
+old, new = open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
+buf = mmap.mmap(-1, M)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+bad = []
+n = os.preadv(fd, [buf], 0)
+if bytes(buf[:n]) != old[:M]: bad.append("MiB 0 differs")
+w = os.open(sys.argv[1], os.O_WRONLY) # closed after: a close drops the windows
+os.pwrite(w, new[:M], 2 * M)
+n = os.preadv(fd, [buf], M)
+if n != M: bad.append("MiB 1 after the file grew: %d bytes" % n)
+elif bytes(buf[:n]) != old[M:M + M // 2] + bytes(M // 2): bad.append("MiB 1 differs")
+os.close(w)
+os.close(fd)
+print(" ".join(bad) if bad else "ok")
+PY
+)
+ctl "clear"
+check "direct: a window being read does not answer with an old end of file ($out)" test "$out" = ok
 # Closing drops the file's windows even when two handles close at once:
 # 2 threads read the same file sequentially and close together, 300 times;
 # then the pool must hold no more buffers than before (the workers' receive
