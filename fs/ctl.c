@@ -306,8 +306,8 @@ static char *render_config(struct nvmefs_vol *vol)
 		fprintf(f, "readahead = %llu\n", (unsigned long long)o->readahead);
 	else
 		fprintf(f, "prefetch = %u\n", o->prefetch);
-	fprintf(f, "queue_depth = %u\nthreads = %u\n", nvmefs_engine_queue_depth(vol->eng),
-		o->threads);
+	fprintf(f, "queue_depth = %u\nthreads = %u\nspin_us = %u\n",
+		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
 	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000, o->read_only);

@@ -353,6 +353,7 @@ static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
 		return 0;
 	req.nr_segs = (unsigned)pl->nio;
 	req.segs = pl->io;
+	nvmefs_before_wait();
 	ret = nvmefs_engine_run(vol->eng, &req);
 	if (ret)
 		nvmefs_err("inode %s of %zu segment(s) failed: %s",

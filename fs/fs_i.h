@@ -182,6 +182,7 @@ struct nvmefs_vol_opts {
 	unsigned threads;
 	uint64_t readahead;
 	unsigned prefetch; /* direct mode: requests read ahead per file (0: off) */
+	unsigned spin_us;  /* the request loop polls /dev/fuse this long at most */
 };
 
 struct nvmefs_vol {
@@ -271,6 +272,20 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 /* Release e; any thread may. */
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
 #define NVMEFS_RL_ALL UINT64_MAX
+
+/*
+ * A thread about to wait for another one or for the devices (a range lock,
+ * a read-ahead window, a synchronous I/O, a journal commit) calls
+ * nvmefs_before_wait(): the request loop's worker that is reading
+ * /dev/fuse for everyone sets the hook, to hand that job to another worker
+ * first (fs/loop.c). Nothing otherwise.
+ */
+extern __thread void (*nvmefs_wait_hook)(void);
+static inline void nvmefs_before_wait(void)
+{
+	if (nvmefs_wait_hook)
+		nvmefs_wait_hook();
+}
 
 /* ---- meta.c: the in-memory model and record application ---- */
 int nvmefs_meta_init(struct nvmefs_vol *vol);

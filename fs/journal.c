@@ -354,6 +354,7 @@ static int commit(struct nvmefs_vol *vol, bool idle_skip)
 
 int nvmefs_journal_commit(struct nvmefs_vol *vol)
 {
+	nvmefs_before_wait();
 	return commit(vol, false);
 }
 

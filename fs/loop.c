@@ -18,6 +18,27 @@
  * buffers and keeps a thread per request until it replies, so neither
  * property is available through it.
  *
+ * One reader at a time (leader and followers), unless -o spin=0. Only the
+ * leader reads /dev/fuse; the other idle workers wait on our condition
+ * variable, not in the kernel. When /dev/fuse is empty, the leader polls it
+ * for a while (up to -o spin=US, adapted as below) before it blocks in
+ * read(2). A program making one request after another (stat, create, open
+ * of small files) thus finds a running thread instead of waking a sleeping
+ * one. If several workers slept in read(2), the kernel would wake one of
+ * them for every request anyway, and polling gained nothing (measured:
+ * docs/DATAPATH.md). The leader keeps leading while it serves requests
+ * that wait for nothing but memory: metadata, and READ and WRITE, which
+ * leave for the devices. It hands over to a follower before any other
+ * request (fsync, truncate, ...) and whenever it is about to wait for
+ * another thread (nvmefs_before_wait: a range lock, a read-ahead window; a
+ * pool buffer). With -o spin=0 every worker reads /dev/fuse, as libfuse's
+ * loop does.
+ *
+ * The poll window adapts as guest halt-polling does: it doubles (up to
+ * spin) when a request came after it ran out but within spin, and halves
+ * when none came within spin, so an idle or slow-paced mount stops
+ * spending CPU on it.
+ *
  * Stopping: an unmount makes every read of /dev/fuse fail with ENODEV, and
  * each worker leaves. A signal (SIGTERM, SIGINT, SIGHUP through libfuse's
  * handlers) marks the session exited and interrupts one thread; the main
@@ -31,6 +52,7 @@
 
 #include <errno.h>
 #include <numa.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -50,11 +72,16 @@ _Static_assert(NVMEFS_POOL_BUF >= NVMEFS_DATA_OFF - WRITE_HDR + FUSE_READ_SIZE,
 
 struct loop;
 
+/* Poll-window bounds, nanoseconds. */
+#define SPIN_MIN_NS   2000 /* below this the window is closed */
+#define SPIN_START_NS 10000
+
 struct worker {
 	struct loop *lp;
 	pthread_t thread;
 	void *buf; /* the pool buffer the next request is read into */
 	bool started;
+	bool leading; /* this worker is the one reading /dev/fuse */
 	atomic_bool left;
 };
 
@@ -63,6 +90,11 @@ struct loop {
 	struct nvmefs_vol *vol;
 	struct worker *w;
 	unsigned n;
+	pthread_mutex_t mu;
+	pthread_cond_t follow; /* a follower may lead, or the session ended */
+	bool led;	       /* mu: a worker is leading */
+	uint64_t spin_max_ns;  /* -o spin */
+	uint64_t spin_ns;      /* the leader's: the poll window now */
 	sem_t left;	       /* posted by each worker as it leaves */
 	atomic_int error;      /* the first receive error */
 	atomic_bool init_seen; /* the INIT reply has been sent */
@@ -88,6 +120,133 @@ static void on_sigusr2(int sig)
 	(void)sig; /* only interrupts a read of /dev/fuse */
 }
 
+/* Wait until w may read /dev/fuse for everyone. False when the session ended. */
+static bool lead(struct worker *w)
+{
+	struct loop *lp = w->lp;
+
+	if (w->leading || !lp->spin_max_ns)
+		return true; /* spin=0: no leader, every worker reads */
+	pthread_mutex_lock(&lp->mu);
+	while (lp->led && !fuse_session_exited(lp->se))
+		pthread_cond_wait(&lp->follow, &lp->mu);
+	if (!fuse_session_exited(lp->se))
+		w->leading = lp->led = true;
+	pthread_mutex_unlock(&lp->mu);
+	return w->leading;
+}
+
+/* Let a follower read /dev/fuse instead of w. */
+static void resign(struct worker *w)
+{
+	struct loop *lp = w->lp;
+
+	if (!w->leading)
+		return;
+	pthread_mutex_lock(&lp->mu);
+	w->leading = lp->led = false;
+	pthread_cond_signal(&lp->follow);
+	pthread_mutex_unlock(&lp->mu);
+}
+
+static void wake_followers(struct loop *lp)
+{
+	pthread_mutex_lock(&lp->mu);
+	pthread_cond_broadcast(&lp->follow);
+	pthread_mutex_unlock(&lp->mu);
+}
+
+/* nvmefs_wait_hook of the workers. */
+static void before_wait(void)
+{
+	if (self)
+		resign(self);
+}
+
+/* Wait up to timeout_ms (-1: no limit) for /dev/fuse to have a request:
+ * 1 if it has one (or the mount is gone: read(2) will say so), 0 if not,
+ * -1 if a signal came. */
+static int wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int n = poll(&p, 1, timeout_ms);
+
+	return n < 0 ? (errno == EINTR ? -1 : 1) : n > 0;
+}
+
+/* The leader waited waited_ns for a request after its window ran out:
+ * widen the window if the request came within spin, else narrow it. */
+static void adapt(struct loop *lp, uint64_t waited_ns)
+{
+	if (waited_ns <= lp->spin_max_ns) {
+		lp->spin_ns = lp->spin_ns < SPIN_START_NS / 2 ? SPIN_START_NS : 2 * lp->spin_ns;
+		if (lp->spin_ns > lp->spin_max_ns)
+			lp->spin_ns = lp->spin_max_ns;
+	} else {
+		lp->spin_ns /= 2;
+		if (lp->spin_ns < SPIN_MIN_NS)
+			lp->spin_ns = 0;
+	}
+}
+
+/* The leader, before its read: until a request is waiting, poll for the
+ * window, then sleep in poll(2), timing the wait for adapt(). False if a
+ * signal interrupted it. */
+static bool wait_for_request(struct loop *lp)
+{
+	int fd = fuse_session_fd(lp->se);
+	uint64_t t0 = nvmefs_now_ns(), end = t0 + lp->spin_ns;
+	int r;
+
+	while (!(r = wait_readable(fd, 0))) {
+		if (nvmefs_now_ns() >= end) {
+			if ((r = wait_readable(fd, -1)) > 0)
+				adapt(lp, nvmefs_now_ns() - t0);
+			break;
+		}
+	}
+	return r > 0;
+}
+
+/* Requests the leader serves itself: they wait for nothing but memory
+ * (READ and WRITE leave for the devices; where they might wait, for a
+ * range lock or a buffer, the leader hands over first). */
+static bool serve_inline(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_GETATTR:
+	case FUSE_ACCESS:
+	case FUSE_OPEN:
+	case FUSE_OPENDIR:
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+	case FUSE_RELEASEDIR:
+	case FUSE_STATFS:
+	case FUSE_GETXATTR:
+	case FUSE_LISTXATTR:
+	case FUSE_READLINK:
+	case FUSE_CREATE:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_SYMLINK:
+	case FUSE_LINK:
+	case FUSE_UNLINK:
+	case FUSE_RMDIR:
+	case FUSE_RENAME:
+	case FUSE_RENAME2:
+	case FUSE_FLUSH:
+	case FUSE_READ:
+	case FUSE_WRITE:
+	case FUSE_RELEASE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void serve_one(struct worker *w, struct fuse_buf *fb)
 {
 	struct loop *lp = w->lp;
@@ -111,15 +270,23 @@ static void *worker_main(void *arg)
 	struct nvmefs_vol *vol = lp->vol;
 
 	self = w;
+	nvmefs_wait_hook = before_wait;
 	while (!fuse_session_exited(lp->se)) {
 		struct fuse_buf fb = {.size = 0};
 		int res;
 
-		if (!w->buf && !(w->buf = nvmefs_bufpool_get(vol->pool))) {
-			atomic_store(&lp->error, -ENOMEM);
-			break;
+		if (!w->buf && !(w->buf = nvmefs_bufpool_tryget(vol->pool))) {
+			resign(w); /* every buffer is out: wait for one, not leading */
+			if (!(w->buf = nvmefs_bufpool_get(vol->pool))) {
+				atomic_store(&lp->error, -ENOMEM);
+				break;
+			}
 		}
+		if (!lead(w))
+			break;
 		fb.mem = (char *)w->buf + NVMEFS_DATA_OFF - WRITE_HDR;
+		if (w->leading && !wait_for_request(lp))
+			continue; /* a signal: look at the session */
 		res = fuse_session_receive_buf(lp->se, &fb);
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
@@ -128,13 +295,19 @@ static void *worker_main(void *arg)
 				atomic_store(&lp->error, res);
 			break;
 		}
+		if ((fb.flags & FUSE_BUF_IS_FD) ||
+		    !serve_inline(((const struct fuse_in_header *)fb.mem)->opcode))
+			resign(w);
 		serve_one(w, &fb);
 	}
+	nvmefs_wait_hook = NULL;
+	fuse_session_exit(lp->se); /* over for the followers too */
+	resign(w);
+	wake_followers(lp);
 	if (w->buf)
 		nvmefs_bufpool_put(vol->pool, w->buf);
 	w->buf = NULL;
 	self = NULL;
-	fuse_session_exit(lp->se);
 	atomic_store(&w->left, true);
 	sem_post(&lp->left);
 	return NULL;
@@ -149,6 +322,7 @@ static void stop_workers(struct loop *lp)
 	for (;;) {
 		bool all = true;
 
+		wake_followers(lp);
 		for (unsigned i = 0; i < lp->n; i++) {
 			if (lp->w[i].started && !atomic_load(&lp->w[i].left)) {
 				all = false;
@@ -186,7 +360,12 @@ static int start_workers(struct loop *lp, const cpu_set_t *cpus)
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg)
 {
-	struct loop lp = {.se = se, .vol = vol, .n = threads, .after_init = after_init, .arg = arg};
+	struct loop lp = {.se = se,
+			  .vol = vol,
+			  .n = threads,
+			  .spin_max_ns = (uint64_t)vol->opts.spin_us * 1000,
+			  .after_init = after_init,
+			  .arg = arg};
 	struct sigaction sa = {.sa_handler = on_sigusr2}; /* no SA_RESTART */
 	cpu_set_t cpus;
 	bool pin;
@@ -195,6 +374,9 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	lp.w = calloc(threads, sizeof(*lp.w));
 	if (!lp.w)
 		return -ENOMEM;
+	lp.spin_ns = lp.spin_max_ns < SPIN_START_NS ? lp.spin_max_ns : SPIN_START_NS;
+	pthread_mutex_init(&lp.mu, NULL);
+	pthread_cond_init(&lp.follow, NULL);
 	sem_init(&lp.left, 0, 0);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR2, &sa, NULL);
@@ -212,6 +394,8 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	if (!ret)
 		ret = atomic_load(&lp.error);
 	sem_destroy(&lp.left);
+	pthread_cond_destroy(&lp.follow);
+	pthread_mutex_destroy(&lp.mu);
 	free(lp.w);
 	return ret;
 }

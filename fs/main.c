@@ -42,7 +42,8 @@ struct bdi_tuning {
 
 struct cfg {
 	char *devs, *mountpoint;
-	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch;
+	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
+		*spin;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
@@ -58,6 +59,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
 	OPT("prefetch=%s", prefetch),
+	OPT("spin=%s", spin),
 	OPT("dirty=%s", dirty),
 	OPT("search=%s", search),
 	OPT("writeback", writeback),
@@ -92,6 +94,8 @@ static void usage(FILE *f)
 		   "                       direct: every read and write goes to the devices\n"
 		   "  -o queue_depth=N     I/Os in flight per device (default 32)\n"
 		   "  -o threads=N         FUSE worker threads (default 8)\n"
+		   "  -o spin=US           poll /dev/fuse up to US microseconds before\n"
+		   "                       sleeping in read (default 50, 0: never)\n"
 		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
 		   "  -o commit=SECONDS    group commit interval (default 5)\n"
 		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
@@ -207,6 +211,9 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	}
 	o->prefetch = 2;
 	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
+		return -EINVAL;
+	o->spin_us = 50;
+	if (c->spin && parse_uint("spin", c->spin, 0, 10000, &o->spin_us))
 		return -EINVAL;
 	o->read_only = c->ro;
 	o->writeback = c->writeback;
@@ -486,6 +493,7 @@ out:
 	free(c.commit);
 	free(c.readahead);
 	free(c.prefetch);
+	free(c.spin);
 	free(c.dirty);
 	fuse_opt_free_args(&args);
 	return ret;

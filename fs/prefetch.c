@@ -317,8 +317,10 @@ void nvmefs_prefetch_forget(struct nvmefs_inode *in)
 			drop = f;
 		}
 	}
-	while (pf->busy)
+	while (pf->busy) {
+		nvmefs_before_wait();
 		pthread_cond_wait(&pf->idle, &in->io_lock.mu);
+	}
 	pthread_mutex_unlock(&in->io_lock.mu);
 	pthread_cond_destroy(&pf->idle);
 	free(pf);

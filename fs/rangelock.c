@@ -45,6 +45,8 @@ void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
 	pthread_mutex_destroy(&rl->mu);
 }
 
+__thread void (*nvmefs_wait_hook)(void);
+
 uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
 			uint64_t hi, bool excl)
 {
@@ -58,6 +60,7 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 	*rl->tail = e;
 	rl->tail = &e->next;
 	while (!granted(rl, e)) {
+		nvmefs_before_wait();
 		rl->waiters++;
 		pthread_cond_wait(&rl->cv, &rl->mu);
 		rl->waiters--;
