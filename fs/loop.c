@@ -195,16 +195,17 @@ static void adapt(struct loop *lp, uint64_t waited_ns)
 static bool wait_for_request(struct loop *lp)
 {
 	int fd = fuse_session_fd(lp->se);
-	uint64_t t0 = nvmefs_now_ns(), end = t0 + lp->spin_ns;
+	uint64_t t0, end;
 	int r;
 
-	while (!(r = wait_readable(fd, 0))) {
-		if (nvmefs_now_ns() >= end) {
-			if ((r = wait_readable(fd, -1)) > 0)
-				adapt(lp, nvmefs_now_ns() - t0);
-			break;
-		}
+	if ((r = wait_readable(fd, 0))) /* the common case under load: no clock */
+		return r > 0;
+	t0 = nvmefs_now_ns();
+	end = t0 + lp->spin_ns;
+	while (!(r = wait_readable(fd, 0)) && nvmefs_now_ns() < end) {
 	}
+	if (!r && (r = wait_readable(fd, -1)) > 0)
+		adapt(lp, nvmefs_now_ns() - t0);
 	return r > 0;
 }
 
