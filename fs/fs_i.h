@@ -113,7 +113,7 @@ struct nvmefs_inode {
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
 	struct nvmefs_inode *dirty_next, **dirty_pprev;
 	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
-	struct nvmefs_prefetch *pf;	 /* io_lock.mu: read-ahead (fs/prefetch.c) */
+	struct nvmefs_prefetch *pfs;	 /* io_lock.mu: open handles' read-ahead (fs/prefetch.c) */
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -480,15 +480,22 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 				nvmefs_data_done_fn done, void *ctx);
 
 /* ---- prefetch.c: read-ahead in direct mode ---- */
-/* Answer a READ of [off, off + len) (buf: the worker's pool buffer, taken
- * over) from a window read ahead, or read it; a sequential reader gets up
- * to opts.prefetch windows read ahead. */
-void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			  uint64_t off, nvmefs_data_done_fn done, void *ctx);
-/* Drop a file's windows, waiting for those being read (at every close). */
-void nvmefs_prefetch_forget(struct nvmefs_inode *in);
-/* The same for every file: before the pool goes (volume close). */
+/* A handle's read-ahead state (at OPEN and CREATE; NULL when out of memory:
+ * that handle is not read ahead). */
+struct nvmefs_prefetch *nvmefs_prefetch_open(struct nvmefs_inode *in);
+/* Answer a READ of [off, off + len) on handle pf (buf: the worker's pool
+ * buffer, taken over) from a window read ahead, or read it; a sequential
+ * reader gets up to opts.prefetch windows read ahead. */
+void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			  struct nvmefs_prefetch *pf, void *buf, size_t len, uint64_t off,
+			  nvmefs_data_done_fn done, void *ctx);
+/* Drop a handle's windows, waiting for those being read, and free it (at its
+ * RELEASE; pf may be NULL). */
+void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf);
+/* Drop every handle's windows: before the pool goes (volume close). */
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol);
+/* Free the handles never closed (the inode goes at unmount). */
+void nvmefs_prefetch_free(struct nvmefs_inode *in);
 
 /* nvmefs_data_write_async flags */
 #define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */

@@ -89,7 +89,7 @@ static void inode_free_mem(struct nvmefs_inode *in)
 	}
 	free(in->xattrs);
 	free(in->target);
-	nvmefs_prefetch_forget(in); /* none left after the closes */
+	nvmefs_prefetch_free(in); /* handles the kernel never released */
 	nvmefs_rl_exit(&in->io_lock);
 	free(in);
 }

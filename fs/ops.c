@@ -768,11 +768,18 @@ static bool low_space(struct nvmefs_vol *vol)
 	return low;
 }
 
-static void set_open_flags(struct nvmefs_vol *vol, struct fuse_file_info *fi)
+/* How the kernel caches the handle; in direct mode, the handle's read-ahead
+ * state (fh, freed at RELEASE). */
+static void set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			   struct fuse_file_info *fi)
 {
 	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) ||
 			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
 	fi->keep_cache = !fi->direct_io;
+	fi->fh = 0;
+	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
+	    (fi->flags & O_ACCMODE) != O_WRONLY)
+		fi->fh = (uintptr_t)nvmefs_prefetch_open(in);
 }
 
 /*
@@ -883,7 +890,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_flags(vol, fi);
+	set_open_flags(vol, in, fi);
 	reply_open(req, fi);
 }
 
@@ -908,7 +915,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_flags(vol, fi);
+	set_open_flags(vol, in, fi);
 	fuse_reply_create(req, &e, fi);
 }
 
@@ -992,7 +999,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	touch_atime(vol, in);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself. */
 	if (vol->opts.direct && vol->opts.prefetch)
-		nvmefs_prefetch_read(vol, in, buf, size, (uint64_t)off, read_done, req);
+		nvmefs_prefetch_read(vol, in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh, buf,
+				     size, (uint64_t)off, read_done, req);
 	else
 		nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
 }
@@ -1070,13 +1078,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	pthread_mutex_unlock(&vol->lock);
-	/* Read-ahead windows go at every close, while this handle still keeps
-	 * the inode and before its space can go. Not only at the last: two
-	 * closes at once could each see the other's open and both skip it.
-	 * A READ on another handle plans new windows, which its own close
-	 * then drops. */
+	/* The handle's read-ahead windows go while it still keeps the inode,
+	 * and before the file's space can go. */
 	if (in)
-		nvmefs_prefetch_forget(in);
+		nvmefs_prefetch_close(in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh);
 	pthread_mutex_lock(&vol->lock);
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
 		/* Last close of an unlinked file: its space goes now. */

@@ -28,12 +28,17 @@
  * before its own is not served once the file is longer than that, in or
  * still being read; the READ goes to the devices.
  *
- * Bounds: at most N windows per file, and at most a quarter of the pool
- * for all windows together, taken without waiting (nvmefs_bufpool_tryget);
- * the windows of a file go at each of its closes.
+ * State is per open file handle (nvmefs_prefetch_open at OPEN and CREATE):
+ * two readers of one file, each with its own descriptor, are each read
+ * ahead, and one handle's close leaves the others' windows alone.
  *
- * Locking: a file's windows are guarded by its range lock's mutex
- * (in->io_lock.mu), never held while calling into the data path.
+ * Bounds: at most N windows per handle, and at most a quarter of the pool
+ * for all windows together, taken without waiting (nvmefs_bufpool_tryget);
+ * a handle's windows go at its close, every handle's before the pool goes.
+ *
+ * Locking: a handle's windows, and the file's list of handles (in->pfs),
+ * are guarded by the file's range-lock mutex (in->io_lock.mu), never held
+ * while calling into the data path.
  */
 #include "fs_i.h"
 
@@ -62,12 +67,13 @@ struct win {
 };
 
 struct nvmefs_prefetch {
-	pthread_mutex_t *mu; /* the file's in->io_lock.mu */
-	struct win *wins;    /* in file order */
-	unsigned n;	     /* on the list */
-	unsigned busy;	     /* being read, orphans included */
-	uint64_t next;	     /* where a sequential reader reads next */
-	pthread_cond_t idle; /* busy fell to 0 */
+	struct nvmefs_prefetch *next; /* the file's other handles (in->pfs) */
+	pthread_mutex_t *mu;	      /* the file's in->io_lock.mu */
+	struct win *wins;	      /* in file order */
+	unsigned n;		      /* on the list */
+	unsigned busy;		      /* being read, orphans included */
+	uint64_t expect;	      /* where a sequential reader reads next */
+	pthread_cond_t idle;	      /* busy fell to 0 */
 };
 
 static void win_free(struct win *w)
@@ -146,7 +152,7 @@ static void win_done(void *ctx, ssize_t res, const void *data)
 	if (!--pf->busy)
 		pthread_cond_broadcast(&pf->idle);
 	pthread_mutex_unlock(pf->mu);
-	/* pf may be gone from here on (nvmefs_prefetch_forget). */
+	/* pf may be gone from here on (nvmefs_prefetch_close). */
 	if (waiter) {
 		w->done(w->ctx, serve_len(w, w->want), res > 0 ? data : NULL);
 		win_free(w);
@@ -217,33 +223,41 @@ static void start_windows(struct nvmefs_vol *vol, struct nvmefs_inode *in, struc
 	}
 }
 
-void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			  uint64_t off, nvmefs_data_done_fn done, void *ctx)
+struct nvmefs_prefetch *nvmefs_prefetch_open(struct nvmefs_inode *in)
 {
-	struct nvmefs_prefetch *pf;
+	struct nvmefs_prefetch *pf = calloc(1, sizeof(*pf));
+
+	if (!pf)
+		return NULL;
+	pf->mu = &in->io_lock.mu;
+	pthread_cond_init(&pf->idle, NULL);
+	pthread_mutex_lock(pf->mu);
+	pf->next = in->pfs;
+	in->pfs = pf;
+	pthread_mutex_unlock(pf->mu);
+	return pf;
+}
+
+void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			  struct nvmefs_prefetch *pf, void *buf, size_t len, uint64_t off,
+			  nvmefs_data_done_fn done, void *ctx)
+{
 	struct win *hit = NULL, *drop = NULL, *todo[PF_MAX], **pp;
 	bool sequential, served = false;
 	unsigned nfresh = 0;
 	uint64_t size;
 
+	if (!pf) {
+		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+		return;
+	}
 	/* Read after the READ came, so it covers every write answered before
 	 * (see usable). */
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);
-	pthread_mutex_lock(&in->io_lock.mu);
-	pf = in->pf;
-	if (!pf && (pf = calloc(1, sizeof(*pf)))) {
-		pf->mu = &in->io_lock.mu;
-		pthread_cond_init(&pf->idle, NULL);
-		in->pf = pf;
-	}
-	if (!pf) {
-		pthread_mutex_unlock(&in->io_lock.mu);
-		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
-		return;
-	}
-	sequential = off == pf->next;
+	pthread_mutex_lock(pf->mu);
+	sequential = off == pf->expect;
 	/* Find the window at off; drop those behind it, the unusable ones,
 	 * and all of them when the reader jumped. */
 	for (pp = &pf->wins; *pp;) {
@@ -276,10 +290,10 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 			served = true;
 		}
 	}
-	pf->next = off + len;
+	pf->expect = off + len;
 	if (hit || sequential)
 		nfresh = plan_windows(vol, pf, off + len, len, size, todo);
-	pthread_mutex_unlock(&in->io_lock.mu);
+	pthread_mutex_unlock(pf->mu);
 
 	win_free_list(drop);
 	if (hit) {
@@ -294,44 +308,77 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 	start_windows(vol, in, todo, nfresh);
 }
 
-void nvmefs_prefetch_forget(struct nvmefs_inode *in)
+/* Take all of pf's windows off, onto *drop (the caller frees them after
+ * unlocking), and wait for those being read: their completions free them,
+ * or answer the READ waiting on them. mu held; dropped while waiting. */
+static void drop_all(struct nvmefs_prefetch *pf, struct win **drop)
 {
-	struct nvmefs_prefetch *pf;
-	struct win *drop = NULL;
-
-	/* Taken off the inode first: a READ from here on starts afresh and
-	 * cannot queue windows on pf, and a second forget at once (two
-	 * handles closing together) finds nothing to free twice. */
-	pthread_mutex_lock(&in->io_lock.mu);
-	pf = in->pf;
-	in->pf = NULL;
-	if (!pf) {
-		pthread_mutex_unlock(&in->io_lock.mu);
-		return;
-	}
 	while (pf->wins) {
 		struct win *f = unlink_win(pf, &pf->wins, true);
 
 		if (f) {
-			f->next = drop;
-			drop = f;
+			f->next = *drop;
+			*drop = f;
 		}
 	}
 	while (pf->busy) {
 		nvmefs_before_wait();
-		pthread_cond_wait(&pf->idle, &in->io_lock.mu);
+		pthread_cond_wait(&pf->idle, pf->mu);
 	}
-	pthread_mutex_unlock(&in->io_lock.mu);
+}
+
+static void pf_free(struct nvmefs_prefetch *pf)
+{
 	pthread_cond_destroy(&pf->idle);
 	free(pf);
+}
+
+void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf)
+{
+	struct nvmefs_prefetch **pp;
+	struct win *drop = NULL;
+
+	if (!pf)
+		return;
+	pthread_mutex_lock(pf->mu);
+	for (pp = &in->pfs; *pp != pf; pp = &(*pp)->next)
+		;
+	*pp = pf->next;
+	drop_all(pf, &drop);
+	pthread_mutex_unlock(pf->mu);
 	win_free_list(drop);
+	pf_free(pf);
 }
 
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol)
 {
 	pthread_mutex_lock(&vol->lock);
-	for (size_t i = 0; vol->itab && i < vol->itab_size; i++)
-		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext)
-			nvmefs_prefetch_forget(in);
+	for (size_t i = 0; vol->itab && i < vol->itab_size; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			struct win *drop = NULL;
+
+			pthread_mutex_lock(&in->io_lock.mu);
+			for (struct nvmefs_prefetch *pf = in->pfs; pf; pf = pf->next)
+				drop_all(pf, &drop);
+			pthread_mutex_unlock(&in->io_lock.mu);
+			win_free_list(drop);
+		}
+	}
 	pthread_mutex_unlock(&vol->lock);
+}
+
+void nvmefs_prefetch_free(struct nvmefs_inode *in)
+{
+	while (in->pfs) {
+		struct nvmefs_prefetch *pf;
+		struct win *drop = NULL;
+
+		pthread_mutex_lock(&in->io_lock.mu);
+		pf = in->pfs;
+		in->pfs = pf->next;
+		drop_all(pf, &drop);
+		pthread_mutex_unlock(&in->io_lock.mu);
+		win_free_list(drop);
+		pf_free(pf);
+	}
 }

@@ -15,7 +15,8 @@
 #    kernel's write-back of one file (cached, -o writeback) has several
 #    writes out;
 #  - direct mode reads ahead of a sequential reader (prefetch windows
-#    answer its READs), and a window never hides a change: reads after an
+#    answer its READs), of each descriptor of one file on its own, and a
+#    window never hides a change: reads after an
 #    overwrite, a truncate or an extension through another descriptor, from
 #    the same descriptor, see the change, even while the window is still
 #    being read;
@@ -155,6 +156,35 @@ h3=$(counter prefetch_hits)
 check "direct: the reader of that file was read ahead ($((h3 - h2)) READs from windows)" \
 	test $((h3 - h2)) -ge 3
 check "direct: read-ahead windows follow overwrite, truncate and extension ($out)" test "$out" = ok
+# Read-ahead is per descriptor: two readers of one file, in turns, at
+# different places, are each read ahead, and a third descriptor's open and
+# close between their READs drops none of their windows.
+h4=$(counter prefetch_hits)
+wasted4=$(counter prefetch_wasted)
+out=$(python3 - "$MNT/a" "$MNT_TMP/ref" <<'PY'
+import mmap, os, sys
+M = 1 << 20
+want = open(sys.argv[2], "rb").read()
+buf = mmap.mmap(-1, M)
+fds = [os.open(sys.argv[1], os.O_RDONLY) for _ in range(2)]
+bad = []
+for i in range(8):
+    for r, fd in enumerate(fds):
+        off = (8 * r + i) * M
+        n = os.preadv(fd, [buf], off)
+        if bytes(buf[:n]) != want[off:off + M]: bad.append("reader %d MiB %d differs" % (r, off // M))
+    os.close(os.open(sys.argv[1], os.O_RDONLY))
+for fd in fds: os.close(fd)
+print(" ".join(bad) if bad else "ok")
+PY
+)
+h5=$(counter prefetch_hits)
+wasted5=$(counter prefetch_wasted)
+check "direct: two readers of one file read back ($out)" test "$out" = ok
+check "direct: two readers of one file are each read ahead ($((h5 - h4)) of 16 READs from windows)" \
+	test $((h5 - h4)) -ge 12
+check "direct: closes of other descriptors dropped no window ($((wasted5 - wasted4)) wasted; the readers' own closes may drop 2 each)" \
+	test $((wasted5 - wasted4)) -le 4
 # A window whose read failed answers no later READ: that READ goes to the
 # devices again. The second read of member 0 (the window for MiB 1) fails.
 cp "$MNT_TMP/p0" "$MNT/e"
@@ -198,12 +228,12 @@ fd = os.open(sys.argv[1], os.O_RDONLY)
 bad = []
 n = os.preadv(fd, [buf], 0)
 if bytes(buf[:n]) != old[:M]: bad.append("MiB 0 differs")
-w = os.open(sys.argv[1], os.O_WRONLY) # closed after: a close drops the windows
+w = os.open(sys.argv[1], os.O_WRONLY) # its close leaves fd's windows alone
 os.pwrite(w, new[:M], 2 * M)
+os.close(w)
 n = os.preadv(fd, [buf], M)
 if n != M: bad.append("MiB 1 after the file grew: %d bytes" % n)
 elif bytes(buf[:n]) != old[M:M + M // 2] + bytes(M // 2): bad.append("MiB 1 differs")
-os.close(w)
 os.close(fd)
 print(" ".join(bad) if bad else "ok")
 PY
