@@ -303,7 +303,8 @@ static char *render_config(struct nvmefs_vol *vol)
 	if (vol->writeback)
 		fprintf(f, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
 	if (!o->direct)
-		fprintf(f, "readahead = %llu\n", (unsigned long long)o->readahead);
+		fprintf(f, "write_only_direct = %d\nreadahead = %llu\n", vol->wronly_direct,
+			(unsigned long long)o->readahead);
 	else
 		fprintf(f, "prefetch = %u\n", o->prefetch);
 	fprintf(f, "queue_depth = %u\nthreads = %u\nspin_us = %u\n",

@@ -211,6 +211,7 @@ struct nvmefs_vol {
 	size_t norphans;
 	bool replaying;	       /* records come from disk: apply without logging */
 	bool writeback;	       /* the kernel caches writes (FUSE writeback cache) */
+	bool wronly_direct;    /* cached mode: write-only opens skip the page cache */
 	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
 	/* Asynchronous reads and writes in flight (nvmefs_data_drain). */
 	pthread_mutex_t dio_lock;

@@ -768,14 +768,18 @@ static bool low_space(struct nvmefs_vol *vol)
 	return low;
 }
 
-/* How the kernel caches the handle; in direct mode, the handle's read-ahead
- * state (fh, freed at RELEASE). */
+/* How the kernel caches the handle (see wronly_direct in op_init); in direct
+ * mode, the handle's read-ahead state (fh, freed at RELEASE). */
 static void set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			   struct fuse_file_info *fi)
 {
-	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) ||
+	bool wronly_direct = vol->wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY;
+
+	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) || wronly_direct ||
 			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
-	fi->keep_cache = !fi->direct_io;
+	/* Its writes invalidate what they overwrite: the rest of the file's
+	 * cache stays. */
+	fi->keep_cache = !fi->direct_io || wronly_direct;
 	fi->fh = 0;
 	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
@@ -1546,6 +1550,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Cached mode without it writes through: each write(2) is one WRITE
+	 * either way, and the kernel's copy of the data into the page cache
+	 * only helps a later read on this host. A write-only handle (dd of=,
+	 * cp, torch.save, a log) cannot be mmap'ed, so it goes direct_io: no
+	 * copy into the page cache, no memory taken from it for a stream of
+	 * writes. Only from FUSE 7.39 (Linux 6.6), whose direct_io writes
+	 * invalidate the page cache they overwrite; before, readers through
+	 * other handles could keep reading the old bytes. */
+	vol->wronly_direct = !vol->opts.direct && !vol->writeback &&
+			     (conn->proto_major > 7 || conn->proto_minor >= 39);
 	/* 1 MiB requests (libfuse then asks for max_pages = 256). The kernel
 	 * lowers the readahead window to max_readahead; main.c raises it again
 	 * after INIT through the mount's bdi. */

@@ -22,6 +22,9 @@
 #    being read;
 #  - a close(2) costs no round trip: the first FLUSH is refused (ENOSYS)
 #    and the kernel sends no more (FUSE requests counted by opcode);
+#  - cached mode without -o writeback: a write-only handle leaves nothing in
+#    the page cache (FUSE 7.39+), and readers' caches and mappings see its
+#    writes;
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
 #    kernel's late SETATTR of its times is answered, not refused).
 # No timing is asserted: the counter says what overlapped.
@@ -287,6 +290,62 @@ check "cached: every page-aligned write-back is zero-copy ($((z1 - z0)) of $((w1
 check "cached: no byte copied (got $((c1 - c0)))" test $((c1 - c0)) -eq 0
 echo 3 >/proc/sys/vm/drop_caches
 check "cached: the file reads back" cmp "$MNT_TMP/src" "$MNT/b"
+mnt_umount
+
+# ---- cached mode, write-through: write-only opens skip the page cache ----
+# cp opens its target write-only: with FUSE 7.39+ (whose direct_io writes
+# invalidate the page cache they overwrite) that handle is direct_io, so
+# nothing it wrote is left in the page cache; a reader holding the file in
+# its cache (read and mmap) sees what such a handle writes.
+mnt_mount mode=cached
+if grep -q '^write_only_direct = 1$' "$MNT/.nvmefs/config"; then
+	cp "$MNT_TMP/src" "$MNT/w"
+	# Pages of a file in the page cache right after a write-only handle
+	# wrote it all, seen through a mapping made before (mincore: a later
+	# open or stat would revalidate the attributes and drop the cache).
+	n=$(python3 - "$MNT/v" <<'PY'
+import ctypes, mmap, os, sys
+M = 1 << 20
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+os.ftruncate(fd, 4 * M)
+m = mmap.mmap(fd, 4 * M, access=mmap.ACCESS_COPY)
+w = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(w, os.urandom(4 * M), 0)
+vec = (ctypes.c_ubyte * (4 * M // mmap.PAGESIZE))()
+addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+if ctypes.CDLL(None).mincore(ctypes.c_void_p(addr), ctypes.c_size_t(4 * M), vec):
+    sys.exit("mincore failed")
+print(sum(v & 1 for v in vec))
+PY
+)
+	check "cached: a write-only handle left nothing in the page cache ($n of 1024 pages)" \
+		test "$n" -eq 0
+	check "cached: what a write-only handle wrote reads back" cmp "$MNT_TMP/src" "$MNT/w"
+	out=$(python3 - "$MNT/w" <<'PY'
+import mmap, os, sys
+M = 1 << 20
+fd = os.open(sys.argv[1], os.O_RDONLY)
+old = os.pread(fd, 4 * M, 0) # now in the page cache
+m = mmap.mmap(fd, 4 * M, prot=mmap.PROT_READ)
+m[M:2 * M] # fault the mapping in
+new = os.urandom(M)
+w = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(w, new, M)
+os.close(w)
+bad = []
+# the mapping first: a read revalidates the attributes, and the new mtime
+# drops the whole cache (auto_inval_data), which would hide a stale page
+if m[M:2 * M] != new: bad.append("mmap: stale")
+if os.pread(fd, M, M) != new: bad.append("read: stale")
+if os.pread(fd, M, 0) != old[:M] or os.pread(fd, M, 2 * M) != old[2 * M:3 * M]:
+    bad.append("the rest changed")
+print(" ".join(bad) if bad else "ok")
+PY
+)
+	check "cached: a reader's cache and mapping see a write-only handle's writes ($out)" test "$out" = ok
+else
+	echo "kernel FUSE below 7.39: write-only opens stay cached; checks skipped"
+fi
 mnt_umount
 
 # ---- requests in flight at once ----
