@@ -1009,23 +1009,47 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
 }
 
-/* A write by an unprivileged process clears setuid, and setgid when the
- * group may execute. The kernel does this itself (through SETATTR) for
- * cached writes, but not for direct_io writes, which libfuse 3.14 hands us
- * without the kill-suid flag; uid 0 stands for CAP_FSETID. */
-static void kill_suid(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t writer)
-{
-	mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
+static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name);
 
-	if (writer == 0)
-		return;
+/*
+ * What a write takes away, as Linux's file_remove_privs(): file capabilities
+ * (security.capability) whoever writes, and for a process without
+ * CAP_FSETID (uid 0 stands for it) setuid, and setgid when the group may
+ * execute. The kernel does this itself before writes through the page cache
+ * (it asks for the capability with GETXATTR and removes it, and clears the
+ * bits with SETATTR), but not for direct_io writes: libfuse 3.14 hands us
+ * those without the kill-suid flag, and the capability is left to us.
+ */
+static int kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t writer)
+{
+	static const char caps[] = "security.capability";
+	bool changed = false;
+	int ret = 0;
+
 	pthread_mutex_lock(&vol->lock);
-	if (in->mode & kill) {
-		in->mode &= ~kill;
+	if (writer != 0) {
+		mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
+
+		if (in->mode & kill) {
+			in->mode &= ~kill;
+			changed = true;
+		}
+	}
+	if (in->nxattrs && find_xattr(in, caps)) {
+		struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
+
+		r.xattr.ino = in->ino;
+		r.xattr.name = caps;
+		r.xattr.name_len = sizeof(caps) - 1;
+		ret = log_rec(vol, &r);
+		changed |= !ret;
+	}
+	if (changed) {
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
+	return ret;
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
@@ -1049,13 +1073,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	/* As the kernel does, privileges go before the data changes. The
+	 * kernel's own write-back has done it at write(2). */
+	if (!fi->writepage) {
+		int ret = kill_privs(vol, in, fuse_req_ctx(req)->uid);
+
+		if (ret) {
+			fuse_reply_err(req, -ret);
+			return;
+		}
+	}
 	buf = nvmefs_loop_take_buf(vol);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* As the kernel does, privileges go before the data changes. */
-	kill_suid(vol, in, fuse_req_ctx(req)->uid);
 	/* With the write-back cache the kernel has placed O_APPEND writes
 	 * itself, and its write-back uses any open file: ignore the flag. A
 	 * write-back request carries times the kernel owns and sends later. */

@@ -20,11 +20,13 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -979,6 +981,24 @@ static void setattr_kill_suid(void)
 	CHECKF((lst(at("suidgx")).st_mode & 07777) == 0676, "mode %o", lst(at("suidgx")).st_mode);
 }
 
+/* A write drops file capabilities, whoever writes (Linux's file_remove_privs),
+ * here through an O_WRONLY | O_APPEND descriptor: no truncate to do it. */
+static void setattr_kill_caps(void)
+{
+	struct vfs_cap_data cap = {.magic_etc = htole32(VFS_CAP_REVISION_2)};
+	int fd;
+
+	cap.data[0].permitted = htole32(1u << CAP_NET_RAW);
+	CHECK_ERR(put_file(at("cap"), "x", 1), 0);
+	CHECK_ERR(sys(setxattr(at("cap"), "security.capability", &cap, sizeof(cap), 0)), 0);
+	CHECK(getxattr(at("cap"), "security.capability", NULL, 0) == (ssize_t)sizeof(cap));
+	fd = open(at("cap"), O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "y", 1) == 1);
+	close(fd);
+	CHECK_ERR(sys(getxattr(at("cap"), "security.capability", NULL, 0)), -ENODATA);
+}
+
 static void setattr_chown(void)
 {
 	struct stat st;
@@ -1035,6 +1055,7 @@ static void test_setattr(void)
 	if (is_root) {
 		setattr_chown();
 		setattr_kill_suid();
+		setattr_kill_caps();
 	} else {
 		printf("  note: not root, chown and the write-as-uid-%d checks are skipped\n",
 		       NOBODY);
