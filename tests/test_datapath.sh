@@ -298,6 +298,11 @@ mnt_umount
 # nothing it wrote is left in the page cache; a reader holding the file in
 # its cache (read and mmap) sees what such a handle writes.
 mnt_mount mode=cached
+kver=$(uname -r | awk -F. '{ print $1 * 1000 + $2 }')
+if [ "$kver" -ge 6006 ]; then
+	check "cached: write-only opens go direct on Linux $(uname -r) (FUSE 7.39+)" \
+		grep -q '^write_only_direct = 1$' "$MNT/.nvmefs/config"
+fi
 if grep -q '^write_only_direct = 1$' "$MNT/.nvmefs/config"; then
 	cp "$MNT_TMP/src" "$MNT/w"
 	# Pages of a file in the page cache right after a write-only handle
