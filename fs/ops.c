@@ -165,6 +165,16 @@ static int log_ino(struct nvmefs_vol *vol, uint16_t type, uint64_t ino)
 	return log_rec(vol, &r);
 }
 
+static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
+
+	r.xattr.ino = ino;
+	r.xattr.name = name;
+	r.xattr.name_len = (uint16_t)strlen(name);
+	return log_rec(vol, &r);
+}
+
 static void touch_dir(struct nvmefs_vol *vol, struct nvmefs_inode *dir, const struct timespec *now)
 {
 	dir->mtime = dir->ctime = *now;
@@ -1001,12 +1011,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	touch_atime(vol, in);
-	/* Direct mode has no kernel readahead: nvmefs reads ahead itself. */
-	if (vol->opts.direct && vol->opts.prefetch)
-		nvmefs_prefetch_read(vol, in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh, buf,
-				     size, (uint64_t)off, read_done, req);
-	else
-		nvmefs_data_read_async(vol, in, buf, size, (uint64_t)off, read_done, req);
+	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
+	 * the handles set_open_flags gave read-ahead state (fh); the others
+	 * (fh 0) are read as asked. */
+	nvmefs_prefetch_read(vol, in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh, buf, size,
+			     (uint64_t)off, read_done, req);
 }
 
 static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name);
@@ -1036,12 +1045,7 @@ static int kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t wri
 		}
 	}
 	if (in->nxattrs && find_xattr(in, caps)) {
-		struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
-
-		r.xattr.ino = in->ino;
-		r.xattr.name = caps;
-		r.xattr.name_len = sizeof(caps) - 1;
-		ret = log_rec(vol, &r);
+		ret = log_xattr_del(vol, in->ino, caps);
 		changed |= !ret;
 	}
 	if (changed) {
@@ -1522,7 +1526,6 @@ out:
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
 	struct nvmefs_inode *in;
 	int ret = xattr_name_check(name);
 
@@ -1542,12 +1545,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		ret = -ENOENT;
 	else if (!find_xattr(in, name))
 		ret = -ENODATA;
-	if (!ret) {
-		r.xattr.ino = ino;
-		r.xattr.name = name;
-		r.xattr.name_len = (uint16_t)strlen(name);
-		ret = log_rec(vol, &r);
-	}
+	if (!ret)
+		ret = log_xattr_del(vol, ino, name);
 	if (!ret) {
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
