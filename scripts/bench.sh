@@ -38,7 +38,10 @@
 #    6. torch.save of a 1 GiB state dict (16 float32 tensors) to the mount,
 #       with fsync; drop caches; torch.load (tensors compared after timing).
 #    plus fio on the raw devices (the limit): one job per device, libaio,
-#    direct=1, bs=1M, iodepth=32, group_reporting, write then read.
+#    direct=1, bs=1M, iodepth=32, group_reporting, write then read; and
+#    workloads 1 and 2 on tests/fuse_null in its cached and direct modes:
+#    the same FUSE settings as nvmefs, no data kept, no device touched, so
+#    what the FUSE transport alone allows here ("The FUSE ceiling" table).
 #  - capped: 1, 2 and 4 drives of 3 GiB capped at 200 MiB/s each (read and
 #    write). Only fio raw and workloads 1 and 2, moving 2 GiB per drive per
 #    pass (dd: 2, 4, 8 GiB; about 10 s per pass whatever the drive count,
@@ -115,6 +118,8 @@
 # nvmefs direct, the ratios nvmefs/btrfs, nvmefs/fio raw for the
 # sequential workloads and, capped, nvmefs/(drives x cap); the nvmefs
 # daemon's peak RSS (VmHWM just before unmounting) with its pool size; the
+# FUSE ceiling table (fuse_null, and the model 1 / (1 / fuse_null + 1 /
+# fio raw) that adds one device copy to it, against btrfs and fio raw); the
 # cap check; PASS/FAIL lines for the targets), results.tsv (every figure),
 # capped.png (gnuplot: throughput against drive count, capped runs),
 # commands.log (every command in order) and logs/ (each step's output).
@@ -266,7 +271,7 @@ if [[ $only != capped ]]; then
 	fi
 fi
 ((${#missing[@]} == 0)) || die "missing: ${missing[*]}"
-for b in nvmefs mkfs.nvmefs; do
+for b in nvmefs mkfs.nvmefs tests/fuse_null; do
 	[[ -x $build/$b ]] || die "$build/$b not found (build it, e.g. scripts/build.sh, or give -b BUILD)"
 done
 build=$(realpath -- "$build")
@@ -307,7 +312,7 @@ images=()    # image files
 devs=()      # loop devices attached to them
 rules=()     # MAJ:MIN with a throttle rule in the root blkio group
 cur_fs=      # btrfs, cached or direct while something is (maybe) mounted
-daemon_pid=  # the nvmefs daemon (our child, -f)
+daemon_pid=  # the FUSE daemon: nvmefs or fuse_null (our child, -f)
 daemon_log=  # its output
 cur_pid=     # the command run() is waiting for
 wd_pid=      # its watchdog
@@ -359,7 +364,7 @@ stop_daemon() {
 	local i
 	[[ -n $daemon_pid ]] || return 0
 	if alive "$daemon_pid"; then
-		log "$1: SIGKILL to the nvmefs daemon $daemon_pid"
+		log "$1: SIGKILL to the FUSE daemon $daemon_pid"
 		kill -KILL "$daemon_pid" 2>/dev/null
 		for ((i = 0; i < 100; i++)); do
 			alive "$daemon_pid" || break
@@ -720,29 +725,43 @@ fs_mount() {
 			echo "${devs[*]}"
 		)
 		newlog "nvmefs-$fs"
-		daemon_log=$LOG
-		quote "$build/nvmefs" "$list" "$mnt" -o "mode=$fs,pool=$pool" -f >>"$CMDLOG"
-		cur_fs=$fs
-		"$build/nvmefs" "$list" "$mnt" -o "mode=$fs,pool=$pool" -f </dev/null >>"$LOG" 2>&1 &
-		daemon_pid=$!
-		end=$((SECONDS + 30))
-		until mounted; do
-			if ! alive "$daemon_pid"; then
-				wait "$daemon_pid" 2>/dev/null || true
-				daemon_pid=
-				log "nvmefs exited before mounting; its log ($LOG):"
-				tail -n 20 "$LOG" >&2
-				return 1
-			fi
-			if ((SECONDS >= end)); then
-				log "$mnt not mounted 30 s after starting nvmefs"
-				return 1
-			fi
-			pause 0.1
-		done
+		start_daemon "$fs" "$build/nvmefs" "$list" "$mnt" -o "mode=$fs,pool=$pool" -f || return 1
+		;;
+	null-cached | null-direct)
+		newlog "$fs"
+		start_daemon "$fs" "$build/tests/fuse_null" "$mnt" -o "mode=${fs#null-}" -f || return 1
+		# nvmefs's default readahead window, which it sets itself.
+		echo 16384 >"/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb" || return 1
 		;;
 	esac
 	run 30 "$MISC" stat -f "$mnt"
+}
+
+# start_daemon FS CMD...: start the FUSE daemon CMD (in the foreground, logging
+# to $LOG) and wait until $mnt is mounted.
+start_daemon() {
+	local fs=$1 end
+	shift
+	daemon_log=$LOG
+	quote "$@" >>"$CMDLOG"
+	cur_fs=$fs
+	"$@" </dev/null >>"$LOG" 2>&1 &
+	daemon_pid=$!
+	end=$((SECONDS + 30))
+	until mounted; do
+		if ! alive "$daemon_pid"; then
+			wait "$daemon_pid" 2>/dev/null || true
+			daemon_pid=
+			log "$1 exited before mounting; its log ($LOG):"
+			tail -n 20 "$LOG" >&2
+			return 1
+		fi
+		if ((SECONDS >= end)); then
+			log "$mnt not mounted 30 s after starting $1"
+			return 1
+		fi
+		pause 0.1
+	done
 }
 
 # fs_umount SETUP N: unmount; for nvmefs record the daemon's peak RSS first
@@ -757,16 +776,18 @@ fs_umount() {
 			btrfs device scan --forget "$d" >/dev/null 2>&1 || true
 		done
 		;;
-	cached | direct)
-		hwm=$(awk '$1 == "VmHWM:" { printf "%.1f\n", $2 / 1024 }' "/proc/$daemon_pid/status" 2>/dev/null) || hwm=
-		record "$setup" "$n" "$fs" rss "${hwm:-ERR}"
-		newlog umount-nvmefs
+	*)
+		if [[ $fs == cached || $fs == direct ]]; then
+			hwm=$(awk '$1 == "VmHWM:" { printf "%.1f\n", $2 / 1024 }' "/proc/$daemon_pid/status" 2>/dev/null) || hwm=
+			record "$setup" "$n" "$fs" rss "${hwm:-ERR}"
+		fi
+		newlog "umount-$fs"
 		run 120 "$LOG" fusermount3 -u "$mnt" || return 1
 		# It writes a final checkpoint before exiting.
 		end=$((SECONDS + 120))
 		while alive "$daemon_pid"; do
 			if ((SECONDS >= end)); then
-				log "nvmefs daemon $daemon_pid still running 120 s after unmounting"
+				log "$fs daemon $daemon_pid still running 120 s after unmounting"
 				return 1
 			fi
 			pause 0.1
@@ -774,7 +795,7 @@ fs_umount() {
 		wait "$daemon_pid" || st=$?
 		daemon_pid=
 		if ((st != 0)); then
-			log "nvmefs daemon exited with status $st; its log:"
+			log "$fs daemon exited with status $st; its log:"
 			tail -n 20 "$daemon_log" >&2
 			return 1
 		fi
@@ -923,7 +944,7 @@ run_fs() {
 		# shellcheck disable=SC2206 # a list of words
 		all+=(${WL_ROWS[$w]})
 	done
-	[[ $fs == btrfs ]] || all+=(rss)
+	[[ $fs == cached || $fs == direct ]] && all+=(rss)
 	log "== $s x$n: $fs ($*)"
 	if ! fs_mount "$fs"; then
 		error "$s x$n: mkfs or mount of $fs failed (see $out/logs)"
@@ -943,7 +964,7 @@ run_fs() {
 				break
 			fi
 			if [[ $fs != btrfs && -n $daemon_pid ]] && ! alive "$daemon_pid"; then
-				error "$s x$n $fs: the nvmefs daemon died (log: $daemon_log)"
+				error "$s x$n $fs: the $fs daemon died (log: $daemon_log)"
 				break
 			fi
 		fi
@@ -966,6 +987,10 @@ run_ram() {
 	SZ_DD=$RAM_DD SZ_FIO=$RAM_FIO SZ_W4=$RAM_W4
 	for fs in btrfs cached direct; do
 		run_fs ram "$RAM_NDEV" "$fs" dd fioseq files4 shared small torch
+	done
+	# The FUSE ceiling: the same transport, no devices (see write_ceiling).
+	for fs in null-cached null-direct; do
+		run_fs ram "$RAM_NDEV" "$fs" dd fioseq
 	done
 	teardown_devices
 	log "=== RAM: $((SECONDS - t0)) s"
@@ -1232,6 +1257,42 @@ write_table() {
 	fi
 }
 
+# model NULL RAW: the throughput of a daemon that costs what fuse_null does
+# plus one device copy at fio raw's speed, both on the same CPUs: the times
+# per byte add up.
+model() {
+	if isnum "$1" && isnum "$2" && ! ge 0 "$1" && ! ge 0 "$2"; then
+		calc "1 / (1 / $1 + 1 / $2)"
+	else
+		printf -- '-'
+	fi
+}
+
+# write_ceiling: the sequential RAM workloads against fuse_null, the FUSE
+# transport with no device behind it, and against the model built on it.
+write_ceiling() {
+	local n=$RAM_NDEV spec key label kind raw b nc nd mc md c d
+	echo "| workload | fio raw | btrfs | FUSE null cached | FUSE null direct | model cached | model direct | nvmefs cached | nvmefs direct | cached / model | direct / model | model cached / btrfs | model direct / btrfs | model cached / fio raw | model direct / fio raw |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	for spec in "dd_write|dd write $(human "$RAM_DD") conv=fsync|write" "dd_read|dd read, cold cache|read" \
+		"fio_write|fio seq write, libaio QD32 direct|write" "fio_read|fio seq read, libaio QD32 direct|read"; do
+		IFS='|' read -r key label kind <<<"$spec"
+		raw=${RES["ram:$n:fio:raw_$kind"]-}
+		b=${RES["ram:$n:btrfs:$key"]-}
+		nc=${RES["ram:$n:null-cached:$key"]-}
+		nd=${RES["ram:$n:null-direct:$key"]-}
+		c=${RES["ram:$n:cached:$key"]-}
+		d=${RES["ram:$n:direct:$key"]-}
+		mc=$(model "$nc" "$raw")
+		md=$(model "$nd" "$raw")
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+			"$label" "$(fmt "$raw" MB/s)" "$(fmt "$b" MB/s)" "$(fmt "$nc" MB/s)" "$(fmt "$nd" MB/s)" \
+			"$(fmt "$mc" MB/s)" "$(fmt "$md" MB/s)" "$(fmt "$c" MB/s)" "$(fmt "$d" MB/s)" \
+			"$(div "$c" "$mc" 2)" "$(div "$d" "$md" 2)" "$(div "$mc" "$b" 2)" "$(div "$md" "$b" 2)" \
+			"$(div "$mc" "$raw" 2)" "$(div "$md" "$raw" 2)"
+	done
+}
+
 nfail=0
 # target OK LINE: print "PASS LINE" or "FAIL LINE".
 target() {
@@ -1415,6 +1476,15 @@ write_report() {
 		echo
 		write_table
 		echo
+		if ran_ram; then
+			echo "The FUSE ceiling, RAM x$RAM_NDEV (MB/s): FUSE null is tests/fuse_null, a daemon on the same"
+			echo "FUSE settings as nvmefs that stores nothing (no device); model = 1 / (1 / FUSE null + 1 / fio raw),"
+			echo "the transport's cost plus one device copy on the same CPUs. A target above model / btrfs"
+			echo "or model / fio raw is out of reach for any FUSE daemon here (docs/PERFORMANCE.md)."
+			echo
+			write_ceiling
+			echo
+		fi
 		if ran_capped; then
 			echo "\"*\" on a capped btrfs figure: above 1.10 x the cap, i.e. btrfs was not held by the cap."
 			echo

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuse_null: a FUSE file system that stores no data, for scripts/bench.sh.
+ *
+ * It answers the same sequential workloads as nvmefs over the same FUSE
+ * transport as nvmefs (libfuse 3.14 low level, 1 MiB requests, async
+ * direct I/O, 64 background requests, direct_io in direct mode and for
+ * write-only opens in cached mode) but touches no device: a WRITE's bytes
+ * are dropped once the kernel has copied them in, a READ is answered with
+ * zeros from one buffer. What it reaches is therefore what the kernel's
+ * FUSE copies and round trips alone cost on this machine: the most any
+ * daemon could get through the mount before doing its own work. The bench
+ * prints nvmefs against it (docs/PERFORMANCE.md, "The FUSE ceiling").
+ *
+ * One flat directory of at most NULL_FILES regular files, each a name, a
+ * size, a mode and times; no data, no links, no subdirectories.
+ *
+ * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o FUSE options]
+ */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define NULL_FILES    64
+#define NULL_MAX_IO   (1u << 20)
+#define NULL_MAX_SIZE (1ull << 40)
+
+struct null_file {
+	char name[256];
+	bool used;
+	off_t size;
+	mode_t mode;
+	struct timespec mtime, ctime;
+};
+
+struct null_fs {
+	bool direct; /* -o mode=direct */
+	char *mode;  /* the -o mode= string, for checking */
+	void *zeros; /* NULL_MAX_IO bytes of zeros, page aligned */
+	pthread_mutex_t lock;
+	struct null_file files[NULL_FILES]; /* protected by lock; inode = index + 2 */
+};
+
+static struct null_fs nfs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const struct fuse_opt null_opts[] = {
+	{"mode=%s", offsetof(struct null_fs, mode), 0},
+	FUSE_OPT_END,
+};
+
+/* The file of inode ino, or NULL; called with nfs.lock held. */
+static struct null_file *file_of(fuse_ino_t ino)
+{
+	if (ino < 2 || ino >= 2 + NULL_FILES || !nfs.files[ino - 2].used)
+		return NULL;
+	return &nfs.files[ino - 2];
+}
+
+/* The attributes of inode ino (1 is the directory); 0 or -ENOENT. */
+static int stat_of(fuse_ino_t ino, struct stat *st)
+{
+	struct null_file *f;
+	int ret = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	if (ino == FUSE_ROOT_ID) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+		return 0;
+	}
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (f) {
+		st->st_mode = S_IFREG | f->mode;
+		st->st_nlink = 1;
+		st->st_size = f->size;
+		st->st_blocks = (f->size + 511) / 512;
+		st->st_mtim = f->mtime;
+		st->st_ctim = f->ctime;
+		st->st_atim = f->mtime;
+	} else {
+		ret = -ENOENT;
+	}
+	pthread_mutex_unlock(&nfs.lock);
+	return ret;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e = {.ino = ino, .attr_timeout = 1, .entry_timeout = 1};
+	int ret = stat_of(ino, &e.attr);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (fi)
+		fuse_reply_create(req, &e, fi);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* The inode named name in the root, or 0. Called with nfs.lock held. */
+static fuse_ino_t find(const char *name)
+{
+	for (unsigned i = 0; i < NULL_FILES; i++)
+		if (nfs.files[i].used && !strcmp(nfs.files[i].name, name))
+			return i + 2;
+	return 0;
+}
+
+static void null_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* As nvmefs's op_init: 1 MiB requests, parallel O_DIRECT, no splice. */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	conn->max_write = NULL_MAX_IO;
+	conn->max_read = NULL_MAX_IO;
+	conn->max_readahead = NULL_MAX_IO;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_ino_t ino = 0;
+
+	if (parent == FUSE_ROOT_ID) {
+		pthread_mutex_lock(&nfs.lock);
+		ino = find(name);
+		pthread_mutex_unlock(&nfs.lock);
+	}
+	if (!ino)
+		fuse_reply_err(req, ENOENT);
+	else
+		reply_entry(req, ino, NULL);
+}
+
+static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = stat_of(ino, &st);
+
+	(void)fi;
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, 1);
+}
+
+static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			 struct fuse_file_info *fi)
+{
+	struct null_file *f;
+	struct stat st;
+	int ret = 0;
+
+	(void)fi;
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (!f && ino != FUSE_ROOT_ID) {
+		ret = -ENOENT;
+	} else if (f) {
+		if (to_set & FUSE_SET_ATTR_SIZE) {
+			if ((uint64_t)attr->st_size > NULL_MAX_SIZE)
+				ret = -EFBIG;
+			else
+				f->size = attr->st_size;
+		}
+		if (to_set & FUSE_SET_ATTR_MODE)
+			f->mode = attr->st_mode & 07777;
+		if (to_set & FUSE_SET_ATTR_MTIME)
+			f->mtime = attr->st_mtim;
+		clock_gettime(CLOCK_REALTIME, &f->ctime);
+	}
+	pthread_mutex_unlock(&nfs.lock);
+	if (!ret)
+		ret = stat_of(ino, &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, 1);
+}
+
+/* direct_io as nvmefs sets it: every open in direct mode, write-only ones
+ * in cached mode (with the page cache kept for other handles). */
+static void set_open_flags(struct fuse_file_info *fi)
+{
+	fi->direct_io = nfs.direct || (fi->flags & O_ACCMODE) == O_WRONLY;
+	fi->keep_cache = !nfs.direct;
+}
+
+/* fuse_reply_open plus FOPEN_PARALLEL_DIRECT_WRITES on direct opens, as
+ * nvmefs's reply_open sends it (libfuse 3.14 has no bit for it). */
+static void reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	struct fuse_open_out arg = {.fh = fi->fh};
+	struct iovec iov = {.iov_base = &arg, .iov_len = sizeof(arg)};
+
+	if (fi->direct_io)
+		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
+	if (fi->keep_cache)
+		arg.open_flags |= FOPEN_KEEP_CACHE;
+	fuse_reply_iov(req, &iov, 1);
+}
+
+static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			struct fuse_file_info *fi)
+{
+	fuse_ino_t ino;
+	int ret = 0;
+
+	if (parent != FUSE_ROOT_ID || !S_ISREG(mode)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (strlen(name) >= sizeof(nfs.files[0].name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	pthread_mutex_lock(&nfs.lock);
+	ino = find(name);
+	if (ino && (fi->flags & O_EXCL)) {
+		ret = -EEXIST;
+	} else if (!ino) {
+		for (unsigned i = 0; i < NULL_FILES && !ino; i++) {
+			struct null_file *f = &nfs.files[i];
+
+			if (f->used)
+				continue;
+			memset(f, 0, sizeof(*f));
+			f->used = true;
+			snprintf(f->name, sizeof(f->name), "%s", name);
+			f->mode = mode & 07777;
+			clock_gettime(CLOCK_REALTIME, &f->mtime);
+			f->ctime = f->mtime;
+			ino = i + 2;
+		}
+		if (!ino)
+			ret = -ENOSPC;
+	}
+	pthread_mutex_unlock(&nfs.lock);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	set_open_flags(fi);
+	reply_entry(req, ino, fi);
+}
+
+static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct null_file *f;
+
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (f && (fi->flags & O_TRUNC))
+		f->size = 0;
+	pthread_mutex_unlock(&nfs.lock);
+	if (!f) {
+		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		return;
+	}
+	set_open_flags(fi);
+	reply_open(req, fi);
+}
+
+static void null_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct null_file *f;
+	off_t end = -1;
+
+	(void)fi;
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (f)
+		end = f->size;
+	pthread_mutex_unlock(&nfs.lock);
+	if (end < 0) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (off >= end)
+		size = 0;
+	else if ((off_t)size > end - off)
+		size = (size_t)(end - off);
+	if (size > NULL_MAX_IO)
+		size = NULL_MAX_IO;
+	fuse_reply_buf(req, nfs.zeros, size);
+}
+
+static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct null_file *f;
+	int ret = 0;
+
+	(void)buf;
+	(void)fi;
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (!f)
+		ret = -ENOENT;
+	else if ((uint64_t)off + size > NULL_MAX_SIZE)
+		ret = -EFBIG;
+	else if (off + (off_t)size > f->size)
+		f->size = off + (off_t)size;
+	if (f && !ret)
+		clock_gettime(CLOCK_REALTIME, &f->mtime);
+	pthread_mutex_unlock(&nfs.lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void null_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			   struct fuse_file_info *fi)
+{
+	struct null_file *f;
+	int ret = 0;
+
+	(void)fi;
+	if (mode) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	pthread_mutex_lock(&nfs.lock);
+	f = file_of(ino);
+	if (!f)
+		ret = -ENOENT;
+	else if ((uint64_t)off + (uint64_t)len > NULL_MAX_SIZE)
+		ret = -EFBIG;
+	else if (off + len > f->size)
+		f->size = off + len;
+	pthread_mutex_unlock(&nfs.lock);
+	fuse_reply_err(req, -ret);
+}
+
+/* Nothing to make durable. */
+static void null_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void null_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_ino_t ino = 0;
+
+	pthread_mutex_lock(&nfs.lock);
+	if (parent == FUSE_ROOT_ID)
+		ino = find(name);
+	if (ino)
+		nfs.files[ino - 2].used = false;
+	pthread_mutex_unlock(&nfs.lock);
+	fuse_reply_err(req, ino ? 0 : ENOENT);
+}
+
+static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	char *buf = malloc(size);
+	size_t used = 0, n;
+	struct stat st = {0};
+
+	(void)fi;
+	if (ino != FUSE_ROOT_ID || !buf) {
+		fuse_reply_err(req, ino != FUSE_ROOT_ID ? ENOTDIR : ENOMEM);
+		free(buf);
+		return;
+	}
+	/* Offsets: 1 "..", then 2 + i for files[i] (after "." at 0). */
+	pthread_mutex_lock(&nfs.lock);
+	for (off_t i = off; i < 2 + NULL_FILES; i++) {
+		const char *name = i == 0 ? "." : i == 1 ? ".." : NULL;
+
+		if (!name && !nfs.files[i - 2].used)
+			continue;
+		st.st_ino = name ? FUSE_ROOT_ID : (ino_t)i;
+		st.st_mode = name ? S_IFDIR : S_IFREG;
+		n = fuse_add_direntry(req, buf + used, size - used,
+				      name ? name : nfs.files[i - 2].name, &st, i + 1);
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	pthread_mutex_unlock(&nfs.lock);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static const struct fuse_lowlevel_ops null_ops = {
+	.init = null_init,
+	.lookup = null_lookup,
+	.getattr = null_getattr,
+	.setattr = null_setattr,
+	.create = null_create,
+	.open = null_open,
+	.read = null_read,
+	.write = null_write,
+	.fallocate = null_fallocate,
+	.fsync = null_fsync,
+	.unlink = null_unlink,
+	.readdir = null_readdir,
+};
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts o = {0};
+	struct fuse_loop_config *lc = NULL;
+	struct fuse_session *se = NULL;
+	int ret = 1;
+
+	if (fuse_opt_parse(&args, &nfs, null_opts, NULL) || fuse_parse_cmdline(&args, &o))
+		goto out;
+	if (o.show_help || !o.mountpoint) {
+		fprintf(stderr,
+			"usage: %s MOUNTPOINT [-f] [-o mode=direct|cached] [-o FUSE options]\n",
+			argv[0]);
+		goto out;
+	}
+	if (nfs.mode && strcmp(nfs.mode, "direct") && strcmp(nfs.mode, "cached")) {
+		fprintf(stderr, "%s: -o mode=%s: not direct or cached\n", argv[0], nfs.mode);
+		goto out;
+	}
+	nfs.direct = nfs.mode && !strcmp(nfs.mode, "direct");
+	/* libfuse checks the max_read of INIT against the mount option's. */
+	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||
+	    posix_memalign(&nfs.zeros, 4096, NULL_MAX_IO))
+		goto out;
+	memset(nfs.zeros, 0, NULL_MAX_IO);
+	se = fuse_session_new(&args, &null_ops, sizeof(null_ops), NULL);
+	if (!se)
+		goto out;
+	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, o.mountpoint))
+		goto out_destroy;
+	if (fuse_daemonize(o.foreground))
+		goto out_unmount;
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		goto out_unmount;
+	fuse_loop_cfg_set_max_threads(lc, 8);
+	ret = fuse_session_loop_mt(se, lc) ? 1 : 0;
+	fuse_loop_cfg_destroy(lc);
+out_unmount:
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+out:
+	free(nfs.zeros);
+	free(nfs.mode);
+	free(o.mountpoint);
+	fuse_opt_free_args(&args);
+	return ret;
+}

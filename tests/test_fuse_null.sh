@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/fuse_null, the FUSE ceiling of scripts/bench.sh, in both modes: what
+# the bench's dd and fio passes rely on, so that its figures count real bytes.
+#  - dd writes 8 MiB (conv=fsync): the file's size is 8 MiB, ls lists it; it reads back
+#    exactly 8 MiB, all zeros, after caches are dropped;
+#  - fallocate lays out 16 MiB (fio's layout), truncate cuts to 4096 bytes;
+#  - O_EXCL create of an existing name fails; unlink removes the file;
+#  - -o mode=bogus exits non-zero naming "bogus".
+# Each mount has its own directory, runs under timeout(1) and is always
+# unmounted. usage: test_fuse_null.sh BUILD_DIR
+set -euo pipefail
+null=$1/tests/fuse_null
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (drop_caches)"; exit 77; }
+[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
+command -v fusermount3 >/dev/null || { echo "SKIP: fusermount3 not installed"; exit 77; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/test_fuse_null.XXXXXX")
+mnt=$dir/mnt
+pid=
+mkdir "$mnt"
+cleanup() {
+	if grep -q " $mnt " /proc/self/mounts; then
+		timeout 10 fusermount3 -u "$mnt" || { [ -z "$pid" ] || kill -KILL "$pid"; timeout 10 umount -l "$mnt"; }
+	fi
+	if [ -n "$pid" ]; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+fail=0
+check() { # MESSAGE CMD...
+	local msg=$1
+	shift
+	if ! "$@"; then
+		echo "FAIL: $msg" >&2
+		fail=1
+	fi
+}
+
+for mode in cached direct; do
+	"$null" "$mnt" -f -o "mode=$mode" 2>"$dir/log" &
+	pid=$!
+	for _ in $(seq 100); do
+		grep -q " $mnt " /proc/self/mounts && break
+		sleep 0.1
+	done
+	check "$mode: mounted" grep -q " $mnt " /proc/self/mounts
+	f=$mnt/dd.bin
+	check "$mode: dd write" timeout 60 dd if=/dev/zero of="$f" bs=1M count=8 conv=fsync status=none
+	check "$mode: size after dd" test "$(stat -c %s "$f")" = 8388608
+	check "$mode: ls lists the file" test "$(ls "$mnt")" = dd.bin
+	echo 3 >/proc/sys/vm/drop_caches
+	check "$mode: read back 8 MiB of zeros" timeout 60 cmp -n 8388609 "$f" <(head -c 8388608 /dev/zero)
+	check "$mode: fallocate" fallocate -l 16M "$mnt/fio.bin"
+	check "$mode: size after fallocate" test "$(stat -c %s "$mnt/fio.bin")" = 16777216
+	check "$mode: truncate" truncate -s 4096 "$mnt/fio.bin"
+	check "$mode: size after truncate" test "$(stat -c %s "$mnt/fio.bin")" = 4096
+	check "$mode: O_EXCL create of an existing file fails" \
+		bash -c "! (set -o noclobber; : >'$f') 2>/dev/null"
+	check "$mode: unlink" rm "$f" "$mnt/fio.bin"
+	check "$mode: gone after unlink" test ! -e "$f"
+	check "$mode: unmount" timeout 30 fusermount3 -u "$mnt"
+	rc=0
+	timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
+	check "$mode: daemon exited after unmount" test "$rc" = 0
+	rc=0
+	wait "$pid" || rc=$?
+	pid=
+	check "$mode: daemon exit status $rc" test "$rc" = 0
+done
+
+rc=0
+err=$("$null" "$mnt" -f -o mode=bogus 2>&1) || rc=$?
+check "mode=bogus: exit status $rc" test "$rc" -ne 0
+check "mode=bogus: message '$err' lacks 'bogus'" grep -q bogus <<<"$err"
+
+[ "$fail" = 0 ] && echo "all checks passed"
+exit "$fail"
