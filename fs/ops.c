@@ -13,6 +13,7 @@
 #include <linux/fuse.h>
 
 #include "fs_i.h"
+#include "reply_open_i.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -796,27 +797,6 @@ static void set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		fi->fh = (uintptr_t)nvmefs_prefetch_open(in);
 }
 
-/*
- * fuse_reply_open, plus FOPEN_PARALLEL_DIRECT_WRITES on direct opens, so the
- * kernel (6.2 and later) lets writers of one file at disjoint offsets in at
- * once instead of taking the inode lock for each write. libfuse 3.14's
- * fuse_file_info has no bit for it (3.15 added parallel_direct_writes), so
- * the reply is built here as fuse_reply_open builds it. Extending writes
- * stay serialized by the kernel. fuse_reply_create has no such way out:
- * the handle a create returns lacks the flag.
- */
-static void reply_open(fuse_req_t req, const struct fuse_file_info *fi)
-{
-	struct fuse_open_out arg = {.fh = fi->fh};
-	struct iovec iov = {.iov_base = &arg, .iov_len = sizeof(arg)};
-
-	if (fi->direct_io)
-		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
-	if (fi->keep_cache)
-		arg.open_flags |= FOPEN_KEEP_CACHE;
-	fuse_reply_iov(req, &iov, 1);
-}
-
 /* Truncate at open (O_TRUNC with atomic_o_trunc). */
 static int open_trunc(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
@@ -851,7 +831,7 @@ static void open_ctl(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1; /* st_size is 0: read to EOF, as for /proc */
 	fi->keep_cache = 0;
-	reply_open(req, fi);
+	nvmefs_reply_open(req, fi);
 }
 
 /*
@@ -905,7 +885,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	set_open_flags(vol, in, fi);
-	reply_open(req, fi);
+	nvmefs_reply_open(req, fi);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,

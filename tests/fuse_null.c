@@ -17,11 +17,10 @@
  *
  * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o FUSE options]
  */
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
-#include <linux/fuse.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,6 +29,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "reply_open_i.h"
 
 #define NULL_FILES    64
 #define NULL_MAX_IO   (1u << 20)
@@ -204,20 +205,6 @@ static void set_open_flags(struct fuse_file_info *fi)
 	fi->keep_cache = !nfs.direct;
 }
 
-/* fuse_reply_open plus FOPEN_PARALLEL_DIRECT_WRITES on direct opens, as
- * nvmefs's reply_open sends it (libfuse 3.14 has no bit for it). */
-static void reply_open(fuse_req_t req, const struct fuse_file_info *fi)
-{
-	struct fuse_open_out arg = {.fh = fi->fh};
-	struct iovec iov = {.iov_base = &arg, .iov_len = sizeof(arg)};
-
-	if (fi->direct_io)
-		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
-	if (fi->keep_cache)
-		arg.open_flags |= FOPEN_KEEP_CACHE;
-	fuse_reply_iov(req, &iov, 1);
-}
-
 static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			struct fuse_file_info *fi)
 {
@@ -276,7 +263,7 @@ static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	set_open_flags(fi);
-	reply_open(req, fi);
+	nvmefs_reply_open(req, fi);
 }
 
 static void null_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

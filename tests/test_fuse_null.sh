@@ -7,13 +7,15 @@
 #  - fallocate lays out 16 MiB (fio's layout), truncate cuts to 4096 bytes;
 #  - O_EXCL create of an existing name fails; unlink removes the file;
 #  - -o mode=bogus exits non-zero naming "bogus".
-# Each mount has its own directory, runs under timeout(1) and is always
-# unmounted. usage: test_fuse_null.sh BUILD_DIR
+# The mount has its own directory, the script runs under timeout(1) and
+# always unmounts. usage: test_fuse_null.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/lib_mount.sh" # check, mnt_result, mnt_need, mnt_skip
+mnt_time_limit 100 "$0" "$@"
 null=$1/tests/fuse_null
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (drop_caches)"; exit 77; }
-[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
-command -v fusermount3 >/dev/null || { echo "SKIP: fusermount3 not installed"; exit 77; }
+[ "$(id -u)" = 0 ] || mnt_skip "needs root (drop_caches)"
+[ -c /dev/fuse ] || mnt_skip "no /dev/fuse"
+mnt_need fusermount3 fuse3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/test_fuse_null.XXXXXX")
 mnt=$dir/mnt
 pid=
@@ -29,15 +31,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-fail=0
-check() { # MESSAGE CMD...
-	local msg=$1
-	shift
-	if ! "$@"; then
-		echo "FAIL: $msg" >&2
-		fail=1
-	fi
-}
+trap "exit 143" TERM INT
 
 for mode in cached direct; do
 	"$null" "$mnt" -f -o "mode=$mode" 2>"$dir/log" &
@@ -76,5 +70,4 @@ err=$("$null" "$mnt" -f -o mode=bogus 2>&1) || rc=$?
 check "mode=bogus: exit status $rc" test "$rc" -ne 0
 check "mode=bogus: message '$err' lacks 'bogus'" grep -q bogus <<<"$err"
 
-[ "$fail" = 0 ] && echo "all checks passed"
-exit "$fail"
+mnt_result
