@@ -369,16 +369,7 @@ void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol)
 
 void nvmefs_prefetch_free(struct nvmefs_inode *in)
 {
-	while (in->pfs) {
-		struct nvmefs_prefetch *pf;
-		struct win *drop = NULL;
-
-		pthread_mutex_lock(&in->io_lock.mu);
-		pf = in->pfs;
-		in->pfs = pf->next;
-		drop_all(pf, &drop);
-		pthread_mutex_unlock(&in->io_lock.mu);
-		win_free_list(drop);
-		pf_free(pf);
-	}
+	/* The inode is going: nothing else reaches in->pfs. */
+	while (in->pfs)
+		nvmefs_prefetch_close(in, in->pfs);
 }

@@ -311,7 +311,7 @@ imgdir=      # directory of the current setup's images
 images=()    # image files
 devs=()      # loop devices attached to them
 rules=()     # MAJ:MIN with a throttle rule in the root blkio group
-cur_fs=      # btrfs, cached or direct while something is (maybe) mounted
+cur_fs=      # btrfs, cached, direct, null-cached or null-direct while mounted
 daemon_pid=  # the FUSE daemon: nvmefs or fuse_null (our child, -f)
 daemon_log=  # its output
 cur_pid=     # the command run() is waiting for
@@ -704,7 +704,7 @@ fio_raw() {
 # --------------------------------------------------------- filesystems --
 # fs_mount FS: make FS (btrfs, cached or direct) on the devices and mount it.
 fs_mount() {
-	local fs=$1 opts d list end
+	local fs=$1 opts d list
 	case $fs in
 	btrfs)
 		newlog mkfs-btrfs
