@@ -649,7 +649,9 @@ static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, np->ino, newname, a);
 	if (ret)
 		return ret;
-	if (p != np && a->dir != b->dir) {
+	/* a->dir is a pointer: compare whether each is a directory, not the
+	 * pointers, or two directories look like a directory and a file. */
+	if (p != np && !a->dir != !b->dir) {
 		struct nvmefs_inode *gets = a->dir ? np : p, *loses = a->dir ? p : np;
 
 		gets->nlink++;

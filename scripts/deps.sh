@@ -35,5 +35,25 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A fresh machine may be installing updates: wait for another apt or dpkg to
+# let go of its locks (up to NVMEFS_APT_WAIT seconds, default 20 minutes)
+# rather than fail at once. DPkg::Lock::Timeout covers the dpkg frontend
+# lock; the lists lock of 'apt-get update' is not covered by it in apt 2.6,
+# so that step is retried while its error says the lock is held.
+wait=${NVMEFS_APT_WAIT:-1200}
+apt_get() {
+	local end=$((SECONDS + wait)) out
+	while :; do
+		if out=$(apt-get -o DPkg::Lock::Timeout="$wait" "$@" 2>&1); then
+			return 0
+		fi
+		if ! grep -q 'Could not get lock\|Unable to lock' <<<"$out" || [ $SECONDS -ge $end ]; then
+			printf '%s\n' "$out" >&2
+			return 1
+		fi
+		echo "deps.sh: waiting for another package manager to finish" >&2
+		sleep 5
+	done
+}
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

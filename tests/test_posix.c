@@ -1264,6 +1264,18 @@ static void rename_flags(void)
 	CHECK_FILE(at("x1/f/inner"), "I", 1);
 	CHECK(lst(at("x1")).st_nlink == 3 && lst(at("x2")).st_nlink == 2);
 	CHECK(lst(at("x1/f/..")).st_ino == lst(at("x1")).st_ino);
+
+	/* two directories across parents: each parent keeps one subdirectory */
+	CHECK_ERR(sys(mkdir(at("y1"), 0755)), 0);
+	CHECK_ERR(sys(mkdir(at("y2"), 0755)), 0);
+	CHECK_ERR(sys(mkdir(at("y1/a"), 0755)), 0);
+	CHECK_ERR(sys(mkdir(at("y2/b"), 0755)), 0);
+	CHECK_ERR(sys(mkdir(at("y2/b/c"), 0755)), 0);
+	CHECK_ERR(sys(renameat2(AT_FDCWD, at("y1/a"), AT_FDCWD, at("y2/b"), RENAME_EXCHANGE)), 0);
+	CHECK(lst(at("y1")).st_nlink == 3 && lst(at("y2")).st_nlink == 3);
+	CHECK(lst(at("y1/a")).st_nlink == 3 && lst(at("y2/b")).st_nlink == 2);
+	CHECK(lst(at("y1/a/..")).st_ino == lst(at("y1")).st_ino);
+	CHECK(lst(at("y2/b/..")).st_ino == lst(at("y2")).st_ino);
 }
 
 static void test_rename(void)
