@@ -300,6 +300,7 @@ static char *render_config(struct nvmefs_vol *vol)
 	fprintf(f, "chunk = %u\ncapacity = %llu\n", vol->label.chunk_size,
 		(unsigned long long)vol->total_bytes);
 	fprintf(f, "mode = %s\nwriteback = %d\n", o->direct ? "direct" : "cached", vol->writeback);
+	fprintf(f, "direct_io_mmap = %d\n", vol->direct_mmap);
 	if (vol->writeback)
 		fprintf(f, "dirty = %llu\n", (unsigned long long)o->dirty_bytes);
 	if (!o->direct)

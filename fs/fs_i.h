@@ -212,6 +212,7 @@ struct nvmefs_vol {
 	bool replaying;	       /* records come from disk: apply without logging */
 	bool writeback;	       /* the kernel caches writes (FUSE writeback cache) */
 	bool wronly_direct;    /* cached mode: write-only opens skip the page cache */
+	bool direct_mmap;      /* direct_io handles may be mapped shared (FUSE 7.39) */
 	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
 	/* Asynchronous reads and writes in flight (nvmefs_data_drain). */
 	pthread_mutex_t dio_lock;
@@ -548,6 +549,12 @@ struct fuse_session;
  */
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg);
+/*
+ * Add flags (FUSE_* INIT flags, 64 bits: the high half goes to flags2) to
+ * the INIT reply libfuse sends; for flags libfuse 3.14 has no capability
+ * for. Call from the init handler, before the reply is sent.
+ */
+void nvmefs_loop_init_flags(uint64_t flags);
 /*
  * The pool buffer the calling worker received its current request into,
  * now the caller's (the worker takes another); outside a worker, a fresh

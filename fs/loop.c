@@ -39,6 +39,12 @@
  * when none came within spin, so an idle or slow-paced mount stops
  * spending CPU on it.
  *
+ * INIT flags libfuse 3.14 cannot express (FUSE_DIRECT_IO_ALLOW_MMAP, FUSE
+ * 7.39): the session's I/O goes through fuse_session_custom_io() hooks that
+ * are plain read(2) and writev(2), except that the writev carrying the reply
+ * to INIT gets the flags op_init asked for (nvmefs_loop_init_flags) added,
+ * with FUSE_INIT_EXT so that the kernel reads flags2.
+ *
  * Stopping: an unmount makes every read of /dev/fuse fail with ENODEV, and
  * each worker leaves. A signal (SIGTERM, SIGINT, SIGHUP through libfuse's
  * handlers) marks the session exited and interrupts one thread; the main
@@ -60,6 +66,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "nvmefs/util.h"
 
@@ -103,6 +111,48 @@ struct loop {
 };
 
 static __thread struct worker *self;
+
+/*
+ * The INIT reply's additions. One session per process: the custom I/O hooks
+ * get the session's userdata (the volume), not the loop, so this is static.
+ */
+static struct {
+	_Atomic uint64_t unique; /* the INIT request's, until its reply is sent */
+	_Atomic uint64_t flags;	 /* FUSE_* INIT flags to add to the reply */
+} init_patch;
+
+void nvmefs_loop_init_flags(uint64_t flags)
+{
+	atomic_fetch_or(&init_patch.flags, flags);
+}
+
+static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	uint64_t unique = atomic_load_explicit(&init_patch.unique, memory_order_relaxed);
+
+	(void)userdata;
+	if (unique && out->unique == unique && count == 2 && !out->error &&
+	    iov[1].iov_len == sizeof(struct fuse_init_out) &&
+	    atomic_exchange(&init_patch.unique, 0) == unique) {
+		struct fuse_init_out *arg = iov[1].iov_base;
+		uint64_t add = atomic_load(&init_patch.flags);
+
+		if (add >> 32)
+			arg->flags |= FUSE_INIT_EXT;
+		arg->flags |= (uint32_t)add;
+		arg->flags2 |= (uint32_t)(add >> 32);
+	}
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io dev_io = {.read = dev_read, .writev = dev_writev};
 
 void *nvmefs_loop_take_buf(struct nvmefs_vol *vol)
 {
@@ -254,8 +304,13 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 
 	/* The request is in our buffer (no splice: FUSE_CAP_SPLICE_READ is
 	 * never asked for), its header first. */
-	if (!(fb->flags & FUSE_BUF_IS_FD))
-		nvmefs_ctl_count(lp->vol, ((const struct fuse_in_header *)fb->mem)->opcode);
+	if (!(fb->flags & FUSE_BUF_IS_FD)) {
+		const struct fuse_in_header *in = fb->mem;
+
+		nvmefs_ctl_count(lp->vol, in->opcode);
+		if (in->opcode == FUSE_INIT)
+			atomic_store(&init_patch.unique, in->unique);
+	}
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it
 	 * overrides there (the readahead window) can be changed now. */
@@ -372,6 +427,10 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	bool pin;
 	int ret;
 
+	/* The same descriptor, through our hooks (see the top of the file). */
+	ret = fuse_session_custom_io(se, &dev_io, fuse_session_fd(se));
+	if (ret)
+		return ret < 0 ? ret : -EINVAL;
 	lp.w = calloc(threads, sizeof(*lp.w));
 	if (!lp.w)
 		return -ENOMEM;

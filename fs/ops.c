@@ -40,6 +40,11 @@
  * drops what it cached for the changes it sends, so the cache may be kept
  * long: 10,000 small files went from 3,868 to 5,198 files/s when this went
  * from 1 s to 60 s (fewer LOOKUP and GETATTR round trips). */
+/* Linux 6.6's uapi header has it; Debian 12's (FUSE 7.38) does not. */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
 #define TIMEOUT	       NVMEFS_ATTR_TIMEOUT
 #define LINK_MAX_COUNT 65000u
 
@@ -1573,6 +1578,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * other handles could keep reading the old bytes. */
 	vol->wronly_direct = !vol->opts.direct && !vol->writeback &&
 			     (conn->proto_major > 7 || conn->proto_minor >= 39);
+	/* Shared mmap of a direct_io handle (every file in direct mode, O_DIRECT
+	 * opens in cached mode): refused with ENODEV unless the server allows
+	 * it (FUSE 7.39, Linux 6.6). The kernel then keeps the mapping coherent
+	 * itself: a direct read or write first writes back and a direct write
+	 * then invalidates the pages of its range, and an inode with a shared
+	 * mapping holds off parallel direct writes. libfuse 3.14 has no
+	 * capability for it: the request loop adds it to the INIT reply. */
+	vol->direct_mmap = conn->proto_major > 7 || conn->proto_minor >= 39;
+	if (vol->direct_mmap)
+		nvmefs_loop_init_flags(FUSE_DIRECT_IO_ALLOW_MMAP);
 	/* 1 MiB requests (libfuse then asks for max_pages = 256). The kernel
 	 * lowers the readahead window to max_readahead; main.c raises it again
 	 * after INIT through the mount's bdi. */

@@ -31,6 +31,7 @@
 #   check MESSAGE CMD...   run CMD; if it fails print "FAIL: MESSAGE", go on.
 #   mnt_result          "all checks passed" and exit 0, or exit 1.
 #   mnt_need CMD [PKG]  skip (exit 77) naming CMD when it is not installed.
+#   mnt_direct_mmap     true when direct_io files can be mapped shared (6.6+).
 #
 # No-mount mode: with NVMEFS_TEST_NO_MOUNT=1, mnt_setup makes $MNT a plain
 # directory under ${TMPDIR:-/tmp} (no images, no binaries needed) and
@@ -67,6 +68,18 @@ mnt_die() {
 
 mnt_need() { # CMD [PKG]
 	command -v "$1" >/dev/null || mnt_skip "$1 not installed (Debian package ${2:-$1})"
+}
+
+# True when this kernel lets a FUSE server allow shared mmap of direct_io
+# files (FUSE_DIRECT_IO_ALLOW_MMAP, FUSE 7.39, Linux 6.6); before it nvmefs's
+# direct mode answers MAP_SHARED with ENODEV.
+mnt_direct_mmap() {
+	local v maj min
+	v=$(uname -r)
+	maj=${v%%.*}
+	min=${v#*.}
+	min=${min%%[!0-9]*}
+	[ "$maj" -gt 6 ] || { [ "$maj" -eq 6 ] && [ "$min" -ge 6 ]; }
 }
 
 check() { # MESSAGE CMD...

@@ -13,8 +13,10 @@ set -euo pipefail
 mnt_time_limit 280 "$0" "$@"
 build=$1
 mode=${2:-cached}
-# Direct mode: shared writable mmap is refused (ENODEV), see the README.
-[ "$mode" = direct ] && export NVMEFS_TEST_DIRECT_IO=1
+# Direct mode before Linux 6.6: shared mmap is refused (ENODEV), README.
+if [ "$mode" = direct ] && ! mnt_direct_mmap; then
+	export NVMEFS_TEST_NO_SHARED_MMAP=1
+fi
 mnt_setup "$build" 4 256M
 mnt_mount "mode=$mode"
 mkdir "$MNT/run1"

@@ -28,15 +28,16 @@
 #          and match the repository's and git archive's; again after a
 #          remount;
 #  sqlite  100000 rows in 100 transactions, deletes and re-inserts, VACUUM,
-#          and a WAL database (in direct mode with locking_mode=EXCLUSIVE:
-#          a direct_io FUSE file cannot be mmap'ed shared, as the WAL index
-#          is otherwise): integrity_check is ok, counts and sums are right,
+#          and a WAL database (its -shm index a shared mmap; in direct
+#          mode before Linux 6.6, which cannot map a direct_io FUSE file
+#          shared, with locking_mode=EXCLUSIVE): integrity_check is ok,
+#          counts and sums are right,
 #          .dump unchanged after a remount;
 #  fio     verify=crc32c write and randwrite at bs 4k and 1m, 64 MiB each,
 #          psync buffered and libaio direct (iodepth 16): exit status 0, no
 #          verify error; after a remount fio --verify_only passes;
 #  python  /usr/bin/python3: numpy np.save/np.load (also mmap_mode) and
-#          np.memmap writes; torch.save/torch.load of a module's state dict
+#          np.memmap in modes w+, r+ and r, Python's mmap.mmap; torch.save/torch.load of a module's state dict
 #          plus a 100 MB tensor, every tensor torch.equal; in a fresh process
 #          and after a remount.
 # Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or the TOOL.
@@ -426,10 +427,11 @@ tool_git() {
 }
 
 # sql DB SQL: the result, one row a line. The WAL database's -shm index is
-# a shared mmap: with mode=direct it is opened with exclusive locking, which
-# keeps the index in memory instead.
+# a shared mmap: in direct mode before Linux 6.6 (no shared mmap of direct_io
+# files) it is opened with exclusive locking, which keeps the index in memory
+# instead.
 sql() {
-	if [ "$1" = "$MNT/wal.db" ] && [ "$mode" = direct ]; then
+	if [ "$1" = "$MNT/wal.db" ] && [ "$mode" = direct ] && ! mnt_direct_mmap; then
 		printf '.output /dev/null\nPRAGMA locking_mode=EXCLUSIVE;\n.output stdout\n%s\n' "$2" |
 			sqlite3 -bail -batch "$1"
 	else
@@ -538,6 +540,7 @@ tool_python() {
 	cat >"$MNT_TMP/check.py" <<'EOF'
 # write: save arrays and tensors into DIR and read them back; verify: read
 # them in a fresh process. Data are regenerated from fixed seeds.
+import mmap
 import sys
 
 import numpy as np
@@ -593,6 +596,22 @@ check("np.load odd.npy", np.array_equal(np.load(f"{d}/odd.npy"), odd))
 check("np.load mmap_mode=r", np.array_equal(np.load(f"{d}/a.npy", mmap_mode="r"), a))
 check("np.memmap mode=r", np.array_equal(np.memmap(f"{d}/m.dat", dtype=np.float32, mode="r", shape=shape), mexp))
 check("np.fromfile of the memmap file", np.array_equal(np.fromfile(f"{d}/m.dat", dtype=np.float32).reshape(shape), mexp))
+# Python's mmap (MAP_SHARED), the way mmap-based checkers read a file, and a
+# store through it seen by read(2) on another descriptor.
+with open(f"{d}/m.dat", "r+b") as f:
+    mm = mmap.mmap(f.fileno(), 0)
+    check("mmap.mmap reads the file", mm[:mexp.nbytes] == mexp.tobytes())
+    if phase == "write":
+        mm[4096:4100] = b"\xde\xad\xbe\xef"
+        mm.flush()
+        with open(f"{d}/m.dat", "rb") as g:
+            g.seek(4096)
+            check("read(2) sees an mmap store", g.read(4) == b"\xde\xad\xbe\xef")
+        mm[4096:4100] = mexp.tobytes()[4096:4100]  # the file is mexp again
+        mm.flush()
+    mm.close()
+with open(f"{d}/m.dat", "rb") as f:
+    check("read(2) after an mmap store", f.read() == mexp.tobytes())
 loaded = torch.load(f"{d}/state.pt")
 check(f"state dict keys {sorted(loaded)}", sorted(loaded) == sorted(state))
 for k, v in state.items():
