@@ -374,6 +374,10 @@ static void *reaper(void *arg)
 		if (stopping && idle)
 			break;
 	}
+	/* Here rather than in edev_exit: io_destroy waits for an RCU grace
+	 * period (tens of ms), and the reapers of all devices wait at once. */
+	io_destroy(d->ctx);
+	d->ctx = 0;
 	return NULL;
 }
 
@@ -646,14 +650,22 @@ static int edev_init(struct nvmefs_engine *eng, unsigned i)
 	return 0;
 }
 
+/* Tell device d's reaper to stop once its queue is empty. */
+static void edev_stop(struct edev *d)
+{
+	if (!d->thread_started)
+		return;
+	pthread_mutex_lock(&d->lock);
+	d->stopping = true;
+	pthread_mutex_unlock(&d->lock);
+	wake(d);
+}
+
 /* Stop device d's reaper (its queue must be empty) and free its state. */
 static void edev_exit(struct edev *d)
 {
 	if (d->thread_started) {
-		pthread_mutex_lock(&d->lock);
-		d->stopping = true;
-		pthread_mutex_unlock(&d->lock);
-		wake(d);
+		edev_stop(d);
 		pthread_join(d->thread, NULL);
 	}
 	if (d->ctx)
@@ -723,6 +735,9 @@ void nvmefs_engine_destroy(struct nvmefs_engine *eng)
 	/* A callback on one device may submit to another: wait for quiet first. */
 	while (atomic_load(&eng->outstanding))
 		nanosleep(&ms, NULL);
+	/* All reapers stop together: each destroys its own context. */
+	for (unsigned i = 0; i < eng->set->count; i++)
+		edev_stop(&eng->devs[i]);
 	for (unsigned i = 0; i < eng->set->count; i++)
 		edev_exit(&eng->devs[i]);
 	free(eng);
