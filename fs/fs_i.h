@@ -169,7 +169,7 @@ struct nvmefs_vol_opts {
 	unsigned commit_ms;	 /* group commit interval (0: 5000) */
 	unsigned max_background; /* FUSE background requests (0: 64) */
 	uint64_t dirty_bytes;	 /* dirty page cache the kernel may hold (cached) */
-	unsigned busy_wait_ms;	 /* wait this long for a busy member (devset.h) */
+	unsigned busy_wait_ms;	 /* wait this long for a member being let go (devset.h) */
 	bool read_only;
 	bool direct;	/* direct mode: no page cache for file data */
 	bool writeback; /* cached mode: the kernel's write-back cache */
@@ -401,6 +401,19 @@ int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
 struct fuse_req;
 size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf,
 			  size_t size, off_t off, bool plus);
+
+/* ---- holder.c ---- */
+/*
+ * For nvmefs_devset_opts.holder: 1 when process pid is an nvmefs daemon
+ * whose FUSE connection is gone (its volume unmounted, it is writing its
+ * last checkpoint and will release the members), else 0. Puts in state
+ * what the process is doing when it is an nvmefs daemon ("which has the
+ * volume mounted"), for the messages.
+ */
+int nvmefs_holder_state(pid_t pid, char *state, size_t len);
+
+/* How long the tools and the daemon wait for such a daemon to let go. */
+#define NVMEFS_BUSY_WAIT_MS 30000
 
 /* ---- discover.c ---- */
 /* True when spec names a volume by tag: UUID=... or LABEL=... (any case). */

@@ -784,7 +784,8 @@ static int run(struct fsck *f)
 
 int main(int argc, char **argv)
 {
-	struct nvmefs_vol_opts vo = {.check = true, .read_only = true};
+	struct nvmefs_vol_opts vo = {
+		.check = true, .read_only = true, .busy_wait_ms = NVMEFS_BUSY_WAIT_MS};
 	struct fsck f = {0};
 	bool no = false;
 	int c, ret;

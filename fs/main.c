@@ -14,6 +14,7 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -375,7 +376,7 @@ int main(int argc, char **argv)
 	struct bdi_tuning bdi;
 	struct cfg c = {0};
 	unsigned threads = DEFAULT_THREADS, n = 0;
-	int ret = 1;
+	int ret = 1, conn_fd = -1;
 
 	nvmefs_log_set_ident("nvmefs");
 	if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
@@ -414,7 +415,7 @@ int main(int argc, char **argv)
 		goto out;
 	/* "umount; mount" must work: the last daemon may still be writing its
 	 * final checkpoint, holding the members, for a moment after umount. */
-	vopts.busy_wait_ms = 10000;
+	vopts.busy_wait_ms = NVMEFS_BUSY_WAIT_MS;
 	vopts.threads = threads;
 	vopts.readahead = bdi.readahead;
 	vopts.mountpoint = c.mountpoint;
@@ -454,6 +455,10 @@ int main(int argc, char **argv)
 		nvmefs_err("%s: cannot mount here", c.mountpoint);
 		goto out_handlers;
 	}
+	/* Held until the members are closed: through it, a tool that finds
+	 * them busy after umount sees that our connection is gone, and waits
+	 * for us rather than refusing (fs/holder.c). */
+	conn_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 	if (fuse_daemonize(c.foreground))
 		goto out_unmount;
 	if (!c.foreground) {
@@ -479,6 +484,8 @@ out_session:
 out_vol:
 	if (nvmefs_vol_close(vol))
 		ret = 1;
+	if (conn_fd >= 0)
+		close(conn_fd);
 out:
 	for (unsigned k = 0; k < n; k++)
 		free(paths[k]);

@@ -291,7 +291,9 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 
 int main(int argc, char **argv)
 {
-	struct nvmefs_devset_opts dopts = {.min_size = 2 * NVMEFS_BLOCK};
+	struct nvmefs_devset_opts dopts = {.min_size = 2 * NVMEFS_BLOCK,
+					   .busy_wait_ms = NVMEFS_BUSY_WAIT_MS,
+					   .holder = nvmefs_holder_state};
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set = NULL;
 	const char *name = NULL;

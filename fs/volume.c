@@ -194,7 +194,8 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 		    const struct nvmefs_vol_opts *opts)
 {
 	struct nvmefs_devset_opts dopts = {.read_only = opts && opts->read_only,
-					   .busy_wait_ms = opts ? opts->busy_wait_ms : 0};
+					   .busy_wait_ms = opts ? opts->busy_wait_ms : 0,
+					   .holder = nvmefs_holder_state};
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set;
 	struct nvmefs_vol *vol;

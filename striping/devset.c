@@ -7,6 +7,7 @@
  * "busy": O_EXCL and flock both conflict with our own first open).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <numa.h>
 #include <fcntl.h>
@@ -132,9 +133,6 @@ static int open_error(const char *path, int err, bool read_only)
 	case -EPERM:
 		nvmefs_err("%s: cannot open for writing (read-only: %s)", path, strerror(-err));
 		return -EROFS;
-	case -EBUSY:
-		nvmefs_err("%s: device is busy (mounted, or held by another program)", path);
-		return -EBUSY;
 	case -EINVAL:
 		nvmefs_err("%s: does not support O_DIRECT", path);
 		return -EINVAL;
@@ -162,31 +160,154 @@ static int open_lock(struct nvmefs_dev *dev, bool read_only, const char **what)
 	return err;
 }
 
-/* open_lock, retried while another process holds the member, up to
- * o->busy_wait_ms; the error is logged once, at the end. */
+/* Up to max processes other than this one that have path open, found by
+ * the names /proc gives their descriptors: never a stat() of one, which
+ * could hang on an unresponsive FUSE mount. Only the processes we may
+ * inspect are seen (all of them as root). */
+static unsigned find_holders(const char *path, pid_t *pids, unsigned max)
+{
+	char canon[PATH_MAX], fd_dir[64], link[PATH_MAX], target[PATH_MAX];
+	struct dirent *p, *f;
+	unsigned n = 0;
+	DIR *procs, *fds;
+
+	if (!realpath(path, canon) || !(procs = opendir("/proc")))
+		return 0;
+	while (n < max && (p = readdir(procs))) {
+		char *end;
+		long pid = strtol(p->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == (long)getpid())
+			continue;
+		snprintf(fd_dir, sizeof(fd_dir), "/proc/%ld/fd", pid);
+		fds = opendir(fd_dir);
+		while (fds && (f = readdir(fds))) {
+			ssize_t len;
+
+			snprintf(link, sizeof(link), "%s/%s", fd_dir, f->d_name);
+			len = readlink(link, target, sizeof(target) - 1);
+			if (len <= 0)
+				continue;
+			target[len] = '\0';
+			if (!strcmp(target, canon)) {
+				pids[n++] = (pid_t)pid;
+				break;
+			}
+		}
+		if (fds)
+			closedir(fds);
+	}
+	closedir(procs);
+	return n;
+}
+
+/* "COMM (pid N)" for a message. */
+static void name_process(pid_t pid, char *buf, size_t len)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	snprintf(buf, len, "%s (pid %d)", comm[0] ? comm : "a process", (int)pid);
+}
+
+/* Who holds a busy member, for the messages (empty when none was found). */
+struct holder {
+	char name[96];	 /* "COMM (pid N)" */
+	char state[128]; /* what o->holder said of it, maybe empty */
+};
+
+/* Find who holds the busy member dev (*h: the last holder looked at).
+ * Returns the pid of a holder that is letting go (o->holder says so) when
+ * no other holder stays, else 0. */
+static pid_t judge_holders(const struct nvmefs_dev *dev, const struct nvmefs_devset_opts *o,
+			   struct holder *h)
+{
+	pid_t pids[8], leaving = 0;
+	unsigned n = find_holders(dev->path, pids, sizeof(pids) / sizeof(pids[0]));
+
+	h->name[0] = h->state[0] = '\0';
+	for (unsigned i = 0; i < n; i++) {
+		int go;
+
+		h->state[0] = '\0';
+		go = o->holder ? o->holder(pids[i], h->state, sizeof(h->state)) : 0;
+		name_process(pids[i], h->name, sizeof(h->name));
+		if (go <= 0)
+			return 0;
+		leaving = pids[i];
+	}
+	return leaving;
+}
+
+/* The refusal of a busy member, naming its holder when one was found. */
+static void busy_error(const struct nvmefs_dev *dev, const struct holder *h, bool waited,
+		       unsigned wait_ms)
+{
+	const char *what = dev->is_blkdev ? "device" : "image file";
+
+	if (waited)
+		nvmefs_err("%s: still busy after %u s: %s has not released it", dev->path,
+			   wait_ms / 1000, h->name);
+	else if (h->name[0])
+		nvmefs_err("%s: %s is busy: in use by %s%s%s", dev->path, what, h->name,
+			   h->state[0] ? ", " : "", h->state);
+	else if (dev->is_blkdev)
+		nvmefs_err("%s: device is busy (mounted, or held by another program)", dev->path);
+	else
+		nvmefs_err("%s: image file is busy (in use by another program)", dev->path);
+}
+
+/*
+ * open_lock; while another process holds the member and o->holder says it
+ * is letting go (an nvmefs daemon whose volume is unmounted, writing its
+ * last checkpoint), retried up to o->busy_wait_ms, saying so once. Any
+ * other holder is refused at once. The error is logged once, at the end.
+ */
 static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *o)
 {
 	uint64_t deadline = nvmefs_now_ns() + o->busy_wait_ms * 1000000ull;
+	pid_t said = 0, leaving = 0;
+	struct holder h, waited_for = {.name = ""};
 	const char *what;
 	int err;
 
-	for (bool said = false;; said = true) {
+	for (;;) {
 		err = open_lock(dev, o->read_only, &what);
-		if (err != -EBUSY || nvmefs_now_ns() >= deadline)
+		if (err != -EBUSY)
 			break;
-		if (!said)
-			nvmefs_info("%s: busy; waiting up to %u s for its holder to let go",
-				    dev->path, o->busy_wait_ms / 1000);
-		usleep(100 * 1000);
+		leaving = judge_holders(dev, o, &h);
+		/* A holder we wait for may have closed the member while the
+		 * kernel still releases it (a block device's claim): with no
+		 * holder left, try again. */
+		if (!leaving && !(said && !h.name[0]))
+			break;
+		if (nvmefs_now_ns() >= deadline)
+			break;
+		if (leaving && leaving != said) {
+			nvmefs_info("waiting for %s to release %s (%s; up to %u s)", h.name,
+				    dev->path, h.state, o->busy_wait_ms / 1000);
+			said = leaving;
+			waited_for = h;
+		}
+		usleep(50 * 1000);
 	}
 	if (!err)
 		return 0;
+	if (err == -EBUSY) {
+		busy_error(dev, leaving || !h.name[0] ? &waited_for : &h,
+			   said && (leaving || !h.name[0]), o->busy_wait_ms);
+		return err;
+	}
 	if (!strcmp(what, "open"))
 		return open_error(dev->path, err, o->read_only);
-	if (err == -EBUSY)
-		nvmefs_err("%s: image file is busy (in use by another nvmefs process)", dev->path);
-	else
-		nvmefs_err("%s: cannot lock: %s", dev->path, strerror(-err));
+	nvmefs_err("%s: cannot lock: %s", dev->path, strerror(-err));
 	return err;
 }
 

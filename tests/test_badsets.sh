@@ -19,7 +19,12 @@
 #    the mounted volume is refused too;
 #  - members in shuffled orders mount and show the same files; a member whose
 #    first 4 KiB are zeroed (primary label gone) still mounts from the backup
-#    label, with a warning, and the files read back.
+#    label, with a warning, and the files read back;
+#  - fsck.nvmefs on a mounted volume is refused at once (exit 8, naming the
+#    member and the daemon that has it mounted), while the README's
+#    "umount MNT && fsck.nvmefs MEMBERS" works (3 rounds), as do "umount &&
+#    nvmefs" and "umount && mkfs.nvmefs -f": they wait for the daemon that
+#    is still releasing the members.
 # Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries, mkfs.ext4,
 # mkfs.xfs or mkfs.btrfs.
 # usage: test_badsets.sh BUILD_DIR
@@ -254,6 +259,47 @@ mount_refused "nonexistent member" "${a[0]},${a[1]},$img/nope.img" "$img/nope.im
 mount_works "members in order" "${a[0]},${a[1]},${a[2]}"
 mount_works "members shuffled (2,0,1)" "${a[2]},${a[0]},${a[1]}"
 mount_works "members shuffled (1,2,0)" "${a[1]},${a[2]},${a[0]}"
+
+# ---- right after umount ----
+
+# The daemon releases the members a moment after umount(8) returns: the
+# README's "umount MNT && fsck.nvmefs MEMBERS" (and mkfs, and mounting
+# again) wait for it, while a mounted volume is refused at once.
+fsck=$build/fsck.nvmefs
+for round in 1 2 3; do
+	mnt_mount
+	echo "$round" >"$MNT/round"
+	start=$SECONDS rc=0
+	out=$(timeout 30 "$fsck" "${a[@]}" 2>&1) || rc=$?
+	check "fsck on the mounted volume: exit $rc, want 8 ($out)" test "$rc" = 8
+	check "fsck on the mounted volume: took $((SECONDS - start)) s, want a refusal at once" \
+		test $((SECONDS - start)) -le 5
+	for p in "${a[0]}: image file is busy" "which has the volume mounted"; do
+		check "fsck on the mounted volume: message '$out' lacks '$p'" grep -qF -- "$p" <<<"$out"
+	done
+	rc=0
+	out=$(umount "$MNT" && timeout 60 "$fsck" "${a[@]}" 2>&1) || rc=$?
+	check "umount && fsck.nvmefs (round $round): exit $rc, want 0 ($out)" test "$rc" = 0
+	check "umount && fsck.nvmefs (round $round): not clean: $out" grep -qx clean <<<"$out"
+	_mnt_wait_daemon 30 || check "daemon still running after umount" false
+done
+mnt_mount
+rc=0
+# (Output to a file: the daemon must not hold a pipe that is read to its end.)
+umount "$MNT" && timeout 60 "$build/nvmefs" "$MNT_DEVS" "$MNT" </dev/null >"$MNT_TMP/again.log" 2>&1 ||
+	rc=$?
+check "umount && nvmefs (mount again): exit $rc, want 0 ($(cat "$MNT_TMP/again.log"))" test "$rc" = 0
+check "umount && nvmefs: the volume is not mounted again" mountpoint -q "$MNT"
+check "umount && nvmefs: files differ" test "$(cat "$MNT/round" 2>&1)" = 3
+if mountpoint -q "$MNT"; then
+	mnt_umount
+fi
+timeout 30 "$build/nvmefs" "${b[0]},${b[1]},${b[2]}" "$MNT" </dev/null >"$MNT_TMP/b.mount.log" 2>&1 ||
+	check "mount B failed: $(cat "$MNT_TMP/b.mount.log")" false
+rc=0
+out=$(umount "$MNT" && timeout 60 "$mkfs" -q -f "${b[@]}" 2>&1) || rc=$?
+check "umount && mkfs.nvmefs -f: exit $rc, want 0 ($out)" test "$rc" = 0
+_mnt_wait_daemon 30 || check "daemon still running after umount" false
 
 # Damaged primary label: the backup label in the last block still mounts.
 dd if=/dev/zero of="${a[1]}" bs=4096 count=1 conv=notrunc status=none

@@ -13,7 +13,9 @@
  * Every refusal must return its documented -errno, log a line that names the
  * path and the reason, and leave no descriptor open (counted in
  * /proc/self/fd): missing, directory, /dev/null, FIFO, too small, given twice
- * (same path, hard link, symlink, dir/./file), locked by another set.
+ * (same path, hard link, symlink, dir/./file), locked by another set. A
+ * member locked by another process is refused at once, naming it, unless
+ * the holder hook says it is letting go: then the open waits for it.
  * read_only sets share a file with each other but not with a read-write set.
  * Flush succeeds; discard punches a hole exactly over an aligned range and
  * refuses misaligned or out-of-range ones.
@@ -34,6 +36,8 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -390,6 +394,90 @@ static void test_locked(const char *a, const char *b)
 	nvmefs_devset_close(set);
 }
 
+/* The holder hook of test_holder: the child it names is letting go (1)
+ * or stays (0). */
+static pid_t hook_pid;
+static int hook_answer;
+
+static int hook(pid_t pid, char *state, size_t len)
+{
+	if (pid != hook_pid)
+		return 0;
+	snprintf(state, len, "%s", hook_answer ? "it is letting go" : "which stays");
+	return hook_answer;
+}
+
+/* A child that locks path (flock, as a set does), says so on ready, and
+ * exits after ms milliseconds. */
+static pid_t lock_child(const char *path, unsigned ms)
+{
+	int ready[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(ready) < 0)
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		int fd = open(path, O_RDWR);
+
+		if (fd < 0 || flock(fd, LOCK_EX) < 0 || write(ready[1], "r", 1) != 1)
+			_exit(1);
+		usleep(ms * 1000);
+		_exit(0);
+	}
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1)
+		die("lock child");
+	close(ready[0]);
+	return pid;
+}
+
+/*
+ * A member another process holds: refused at once, naming the process and
+ * what the hook says of it, unless the hook says it is letting go; then
+ * the open waits for it (saying so) and succeeds once it has exited.
+ */
+static void test_holder(const char *a)
+{
+	struct nvmefs_devset_opts o = {.busy_wait_ms = 10000, .holder = hook};
+	const char *paths[1] = {a};
+	struct nvmefs_devset *set = NULL;
+	char pidstr[32];
+	uint64_t t0;
+	int err;
+
+	hook_answer = 0;
+	hook_pid = lock_child(a, 3000);
+	snprintf(pidstr, sizeof(pidstr), "(pid %d)", (int)hook_pid);
+	t0 = nvmefs_now_ns();
+	refuse("held by a process that stays", paths, 1, &o, -EBUSY, a, "which stays");
+	CHECKF(strstr(log_buf, pidstr), "held: the log does not name %s: %s", pidstr, log_buf);
+	CHECKF(nvmefs_now_ns() - t0 < 2000000000ull, "held: refused after %.1f s, want at once",
+	       (double)(nvmefs_now_ns() - t0) / 1e9);
+	o.holder = NULL;
+	t0 = nvmefs_now_ns();
+	refuse("held, no holder hook", paths, 1, &o, -EBUSY, a, "busy");
+	CHECKF(nvmefs_now_ns() - t0 < 2000000000ull, "held, no hook: refused after %.1f s",
+	       (double)(nvmefs_now_ns() - t0) / 1e9);
+	kill(hook_pid, SIGKILL);
+	waitpid(hook_pid, NULL, 0);
+
+	hook_answer = 1;
+	o.holder = hook;
+	hook_pid = lock_child(a, 500);
+	snprintf(pidstr, sizeof(pidstr), "(pid %d)", (int)hook_pid);
+	log_reset();
+	err = nvmefs_devset_open(&set, paths, 1, &o);
+	CHECKF(err == 0, "held by a process letting go: %d (%s): %s", err, strerror(-err), log_buf);
+	CHECKF(strstr(log_buf, "waiting for") && strstr(log_buf, pidstr),
+	       "letting go: no word of waiting for %s: %s", pidstr, log_buf);
+	nvmefs_devset_close(set);
+	waitpid(hook_pid, NULL, 0);
+}
+
 /* 0, NVMEFS_MAX_DEVICES and one more. */
 static void test_counts(const char *dir)
 {
@@ -423,6 +511,7 @@ static void test_refusals(const char *dir)
 	test_too_small(dir, a);
 	test_given_twice(dir, a, b);
 	test_locked(a, b);
+	test_holder(a);
 	test_counts(dir);
 }
 

@@ -35,10 +35,17 @@ struct nvmefs_dev {
 struct nvmefs_devset_opts {
 	uint64_t min_size; /* refuse members smaller than this (0: 1 MiB) */
 	bool read_only;	   /* open O_RDONLY (fsck -n, inspection) */
-	/* A member another process holds (O_EXCL, flock) may be released
-	 * soon: an unmounted nvmefs daemon writes its last checkpoint after
-	 * umount(8) returns. Wait up to this long for it (0: refuse at once). */
+	/*
+	 * A member another process holds (O_EXCL, flock) is refused at once,
+	 * naming the holder, unless holder (may be NULL) says of every
+	 * process found holding it that it is letting go: an nvmefs daemon
+	 * whose volume is unmounted writes its last checkpoint after
+	 * umount(8) returns. Then the open waits for it, up to busy_wait_ms.
+	 * holder(pid, state, len) returns 1 (letting go) or 0, and may put in
+	 * state a phrase for the messages ("which has the volume mounted").
+	 */
 	unsigned busy_wait_ms;
+	int (*holder)(pid_t pid, char *state, size_t len);
 };
 
 struct nvmefs_devset {
@@ -52,9 +59,10 @@ struct nvmefs_devset {
  * nvmefs_devset_close(). Refusals are logged naming the path:
  * -ENOENT missing, -ENODEV neither a block device nor a regular file,
  * -ENOSPC too small, -EROFS read-only (for writing), -EACCES no permission
- * (read_only), -EBUSY in use, -EINVAL given twice, no O_DIRECT support, or
- * n not within 1..NVMEFS_MAX_DEVICES, -EAGAIN the path changed while being
- * opened. Returns 0 or that -errno.
+ * (read_only), -EBUSY in use (the message names the holder when found),
+ * -EINVAL given twice, no O_DIRECT support, or n not within
+ * 1..NVMEFS_MAX_DEVICES, -EAGAIN the path changed while being opened.
+ * Returns 0 or that -errno.
  */
 int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, unsigned n,
 		       const struct nvmefs_devset_opts *opts);
