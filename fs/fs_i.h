@@ -245,6 +245,9 @@ struct nvmefs_vol {
 	/* The test daemon only: true once its emulated power is cut; data
 	 * replies are then held back, as a dead machine sends none. */
 	bool (*test_mute)(void);
+	/* The test daemon only: this many OPEN/CREATE replies are lost (the
+	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
+	atomic_uint test_lose_opens;
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"

@@ -208,6 +208,33 @@ static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const stru
 
 /* ---- lookup and inode lifetime ---- */
 
+static void forget_one(struct nvmefs_vol *vol, fuse_ino_t ino, uint64_t n)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
+
+	if (!in)
+		return;
+	in->lookup = in->lookup > n ? in->lookup - n : 0;
+	if (!in->lookup && in->dead)
+		nvmefs_inode_drop(vol, in);
+}
+
+/*
+ * Reply with an entry made by fill_entry. When the kernel does not take the
+ * reply (the request was aborted), it never counts the lookup the entry
+ * gives, and no FORGET will come for it: take it back here.
+ */
+static void reply_entry(fuse_req_t req, const struct fuse_entry_param *e)
+{
+	struct nvmefs_vol *vol = VOL(req);
+
+	if (fuse_reply_entry(req, e) && !nvmefs_ctl_ino(e->ino)) {
+		pthread_mutex_lock(&vol->lock);
+		forget_one(vol, e->ino, 1);
+		pthread_mutex_unlock(&vol->lock);
+	}
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct nvmefs_vol *vol = VOL(req);
@@ -225,7 +252,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (err)
 			fuse_reply_err(req, -err);
 		else
-			fuse_reply_entry(req, &e);
+			reply_entry(req, &e);
 		return;
 	}
 	err = 0;
@@ -243,18 +270,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (err)
 		fuse_reply_err(req, err);
 	else
-		fuse_reply_entry(req, &e);
-}
-
-static void forget_one(struct nvmefs_vol *vol, fuse_ino_t ino, uint64_t n)
-{
-	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
-
-	if (!in)
-		return;
-	in->lookup = in->lookup > n ? in->lookup - n : 0;
-	if (!in->lookup && in->dead)
-		nvmefs_inode_drop(vol, in);
+		reply_entry(req, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -490,7 +506,7 @@ static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_entry(req, &e);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -553,7 +569,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_entry(req, &e);
 }
 
 /* ---- removing names ---- */
@@ -838,7 +854,10 @@ static void open_ctl(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1; /* st_size is 0: read to EOF, as for /proc */
 	fi->keep_cache = 0;
-	nvmefs_reply_open(req, fi);
+	if (nvmefs_reply_open(req, fi)) {
+		free(h->text); /* no RELEASE comes for it */
+		free(h);
+	}
 }
 
 /*
@@ -859,6 +878,79 @@ static void read_ctl(fuse_req_t req, const struct ctl_handle *h, size_t size, of
 		memcpy(copy, h->text + off, n);
 	fuse_reply_buf(req, copy, n);
 	free(copy);
+}
+
+/* Undo an open: at RELEASE, or when the kernel did not take the open's reply. */
+static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct fuse_file_info *fi)
+{
+	struct nvmefs_inode *in;
+
+	if (nvmefs_ctl_ino(ino)) {
+		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+
+		free(h->text);
+		free(h);
+		return;
+	}
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	/* The handle's read-ahead windows go while it still keeps the inode,
+	 * and before the file's space can go. */
+	if (in)
+		nvmefs_prefetch_close(in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh);
+	pthread_mutex_lock(&vol->lock);
+	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
+		/* Last close of an unlinked file: its space goes now. */
+		if (log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino))
+			nvmefs_warn("inode %llu: could not free at last close; "
+				    "it is reclaimed at the next mount",
+				    (unsigned long long)ino);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
+/* The test daemon loses this OPEN or CREATE reply (testctl "lose_open"). */
+static bool lose_open_reply(struct nvmefs_vol *vol)
+{
+	unsigned n = atomic_load(&vol->test_lose_opens);
+
+	while (n && !atomic_compare_exchange_weak(&vol->test_lose_opens, &n, n - 1))
+		;
+	return n != 0;
+}
+
+/*
+ * Reply to OPEN. When the kernel does not take the reply (the request was
+ * aborted), no RELEASE will come for the handle: release it here, as
+ * libfuse's high-level API does. A reply the test daemon loses on purpose
+ * reaches the opener as EINTR and is released the same way.
+ */
+static void reply_open(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_info *fi)
+{
+	struct nvmefs_vol *vol = VOL(req);
+
+	if (lose_open_reply(vol))
+		fuse_reply_err(req, EINTR);
+	else if (!nvmefs_reply_open(req, fi))
+		return;
+	release_handle(vol, ino, fi);
+}
+
+/* Reply to CREATE; a reply not taken gives back the lookup and the handle. */
+static void reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+			 const struct fuse_file_info *fi)
+{
+	struct nvmefs_vol *vol = VOL(req);
+
+	if (lose_open_reply(vol))
+		fuse_reply_err(req, EINTR);
+	else if (!fuse_reply_create(req, e, fi))
+		return;
+	pthread_mutex_lock(&vol->lock);
+	forget_one(vol, e->ino, 1);
+	pthread_mutex_unlock(&vol->lock);
+	release_handle(vol, e->ino, fi);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -892,7 +984,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	set_open_flags(vol, in, fi);
-	nvmefs_reply_open(req, fi);
+	reply_open(req, ino, fi);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -917,7 +1009,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	set_open_flags(vol, in, fi);
-	fuse_reply_create(req, &e, fi);
+	reply_create(req, &e, fi);
 }
 
 /* The test daemon after its emulated power cut: no more answers. */
@@ -1091,33 +1183,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-
-	if (nvmefs_ctl_ino(ino)) {
-		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
-
-		free(h->text);
-		free(h);
-		fuse_reply_err(req, 0);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
-	/* The handle's read-ahead windows go while it still keeps the inode,
-	 * and before the file's space can go. */
-	if (in)
-		nvmefs_prefetch_close(in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh);
-	pthread_mutex_lock(&vol->lock);
-	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
-		/* Last close of an unlinked file: its space goes now. */
-		if (log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino))
-			nvmefs_warn("inode %llu: could not free at last close; "
-				    "it is reclaimed at the next mount",
-				    (unsigned long long)ino);
-	}
-	pthread_mutex_unlock(&vol->lock);
+	release_handle(VOL(req), ino, fi);
 	fuse_reply_err(req, 0);
 }
 

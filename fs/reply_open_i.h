@@ -19,8 +19,10 @@
  * keep_cache are carried over. Extending writes stay serialized by the
  * kernel. fuse_reply_create has no such way out: the handle a create
  * returns lacks the flag.
+ * Returns fuse_reply_iov's result: non-zero when the kernel did not take the
+ * reply (the request was aborted), and then no RELEASE comes for the handle.
  */
-static inline void nvmefs_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+static inline int nvmefs_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
 {
 	struct fuse_open_out arg = {.fh = fi->fh};
 	struct iovec iov = {.iov_base = &arg, .iov_len = sizeof(arg)};
@@ -29,7 +31,7 @@ static inline void nvmefs_reply_open(fuse_req_t req, const struct fuse_file_info
 		arg.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
 	if (fi->keep_cache)
 		arg.open_flags |= FOPEN_KEEP_CACHE;
-	fuse_reply_iov(req, &iov, 1);
+	return fuse_reply_iov(req, &iov, 1);
 }
 
 #endif

@@ -11,6 +11,10 @@
  *   record
  *   powerloss [seed=S] [keep=PCT] [tear=PCT] [after=N]
  *       (keep and tear default to 33 each; the rest of the writes dropped)
+ *   lose_open [count=N]
+ *       (the next N, default 1, OPEN or CREATE replies are lost: the opener
+ *       gets EINTR and the daemon releases the handle as for a reply the
+ *       kernel refused)
  *
  * Numbers are decimal with an optional K, M, G, T, P suffix (powers of
  * 1024, nvmefs_parse_size). A bad command is EINVAL.
@@ -145,6 +149,12 @@ static int run(struct nvmefs_vol *vol, struct cmd *c)
 			if (!c->has_dev || d == c->dev)
 				nvmefs_dev_inject(&vol->set->devs[d], &none);
 		}
+		return 0;
+	}
+	if (!strcmp(c->verb, "lose_open")) {
+		if (c->f.count > 1000000)
+			return -EINVAL;
+		atomic_store(&vol->test_lose_opens, c->f.count ? (unsigned)c->f.count : 1);
 		return 0;
 	}
 	if (!strcmp(c->verb, "record"))

@@ -12,6 +12,8 @@
 #    fails with EIO, the daemon logs that the volume is now read-only, new
 #    changes get EROFS, reads still work, and after unmounting fsck.nvmefs
 #    finds the volume clean and a remount shows every file fsync'ed before.
+#  - an OPEN or CREATE reply the kernel does not take: the opener gets
+#    EINTR and the handle is released (an unlinked file's space comes back).
 # The daemon must be alive (and the mount answering) after every fault.
 # usage: test_faults.sh BUILD_DIR
 set -euo pipefail
@@ -155,6 +157,35 @@ check "a slow member: reads right" cmp "$MNT/big" "$ref/big"
 check "a slow member: writes" cp "$ref/s0" "$MNT/slow"
 ctl "clear"
 all_right "after write faults"
+
+# A lost OPEN or CREATE reply (the kernel no longer waits for it): no
+# RELEASE will come, so the daemon must release the handle itself, or an
+# unlinked file keeps its space until unmount.
+avail() { stat -f -c '%a' "$MNT"; }
+freed_after_unlink() { # FILE: unlink FILE; its 8 MiB come back within 10 s
+	local before end
+	before=$(avail)
+	rm -f "$1"
+	end=$((SECONDS + 10))
+	while [ "$(avail)" -le "$before" ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
+	[ "$(avail)" -gt "$before" ]
+}
+cp "$ref/big" "$MNT/lost"
+sync "$MNT/lost"
+ctl "lose_open"
+check "a lost OPEN reply reaches the opener as EINTR" \
+	fails_with "Interrupted system call" read_all "$MNT/lost"
+check "the handle of a lost OPEN reply is released (space freed at unlink)" \
+	freed_after_unlink "$MNT/lost"
+ctl "lose_open"
+check "a lost CREATE reply reaches the creator as EINTR" \
+	fails_with "Interrupted system call" cp "$ref/big" "$MNT/lostc"
+check "the lost CREATE made the file" test -f "$MNT/lostc"
+cp "$ref/big" "$MNT/lostc"
+sync "$MNT/lostc"
+check "the handle of a lost CREATE reply is released (space freed at unlink)" \
+	freed_after_unlink "$MNT/lostc"
+alive "after lost OPEN and CREATE replies"
 
 # Metadata writes failing on member 0: read-only, not corrupt.
 ctl "eio dev=0 ops=w"
