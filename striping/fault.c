@@ -14,6 +14,17 @@
  * blocks that are in flight at once would make the old contents racy, but
  * nvmefs never has two (data under the inode's lock, metadata under the
  * journal's).
+ *
+ * After the cut nothing may come back from a write either: a dead machine
+ * answers no one. A write started past the cut is refused (FI_WRITE_DROPPED)
+ * and its caller fails it with -EIO only so that the blocks of its request
+ * already recorded still get queued; the thread then parks for good in
+ * fi_submit_done, as the one that cuts does, so that error never reaches a
+ * caller (a fsync's commit, a truncate's zeroing) that would answer the
+ * application with it, or turn the volume read-only, while the cut still
+ * waits for the writes in flight and rewrites the members. The completion
+ * of such a request runs on the reaper: the daemon mutes those
+ * (nvmefs_powerloss_cut).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,6 +75,9 @@ static struct {
 	struct nvmefs_powerloss opts;
 	nvmefs_powerloss_fn fn;
 } pl = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+/* This thread had a write refused by the cut: fi_submit_done parks it. */
+static __thread bool pl_refused;
 
 /* ---- faults ---- */
 
@@ -346,6 +360,7 @@ uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, u
 	 * wait here: it fails this one and queues the rest. */
 	if (pl.frozen) {
 		id = FI_WRITE_DROPPED;
+		pl_refused = true;
 		goto out;
 	}
 	if (pl.armed && pl.countdown-- == 0) {
@@ -353,6 +368,7 @@ uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, u
 		pl.frozen = true;
 		pl.cut_pending = true; /* the caller cuts in fi_submit_done */
 		id = FI_WRITE_DROPPED;
+		pl_refused = true;
 		goto out;
 	}
 	if (pl_reserve(fi) ||
@@ -400,11 +416,16 @@ void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written)
 
 void fi_submit_done(void)
 {
+	if (!pl_refused) /* nothing of this thread's hit the cut */
+		return;
 	pthread_mutex_lock(&pl.lock);
 	if (pl.cut_pending) {
 		pl.cut_pending = false;
 		pl_cut();
 	}
+	/* Someone else cuts: the -EIO this thread holds must not reach its
+	 * caller. Everything it recorded is queued by now. */
+	pl_park_if_frozen(); /* frozen never ends: this does not return */
 	pthread_mutex_unlock(&pl.lock);
 }
 

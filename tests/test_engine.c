@@ -640,6 +640,97 @@ static void test_powerloss(void)
 	CHECK(pl_holds((32 + 12) << 10, 20 << 10, 1)); /* the rest never was */
 }
 
+/*
+ * While a cut waits for the writes in flight (here one held 2 s by a slow
+ * member) it refuses new ones. The threads whose writes it refused, a
+ * request through the engine and a synchronous nvmefs_dev_pio, must never
+ * get their -EIO back: a daemon would answer the application with it (or
+ * turn the volume read-only) while it still runs. They stop there until
+ * the cut ends the process, and the report counts only the held write.
+ */
+static int late_pipe[2];
+
+static void pl_ignore(struct nvmefs_io_req *req, int res)
+{
+	(void)req, (void)res;
+}
+
+static void *pl_cut_now(void *o)
+{
+	nvmefs_powerloss_now(o, pl_report);
+	return NULL;
+}
+
+/* A write of one block at off of member dev, through the engine or not;
+ * what it returned goes to late_pipe. */
+static void pl_late_write(struct nvmefs_engine *e, struct nvmefs_devset *set, unsigned dev,
+			  bool pio)
+{
+	char *buf = xalloc(4096);
+	struct nvmefs_io_seg seg = {.dev = dev, .off = 0, .len = 4096, .buf = buf};
+	struct nvmefs_io_req req = {.op = NVMEFS_IO_WRITE, .nr_segs = 1, .segs = &seg};
+	int ret;
+
+	fill(buf, 0, 4096, 4);
+	ret = pio ? nvmefs_dev_pio(&set->devs[dev], true, 0, buf, 4096) : nvmefs_engine_run(e, &req);
+	CHECK(write(late_pipe[1], &ret, sizeof(ret)) == (ssize_t)sizeof(ret));
+}
+
+static void *pl_late_pio(void *set)
+{
+	pl_late_write(NULL, set, 2, true);
+	return NULL;
+}
+
+static void test_powerloss_silent(void)
+{
+	struct nvmefs_powerloss_report r = {.error = -1};
+	int st, late;
+	pid_t pid;
+
+	CHECK(pipe(pl_pipe) == 0 && pipe(late_pipe) == 0);
+	pid = fork();
+	if (pid == 0) {
+		struct nvmefs_engine_opts eo = {.queue_depth = 8, .max_io = 4096};
+		struct nvmefs_powerloss o = {.seed = seed, .keep_pct = 100};
+		struct nvmefs_fault slow = {.latency_us = 2000000};
+		struct nvmefs_devset *set = open_set();
+		char *held = xalloc(4096);
+		struct nvmefs_io_seg seg = {.dev = 0, .off = 0, .len = 4096, .buf = held};
+		struct nvmefs_io_req req = {
+			.op = NVMEFS_IO_WRITE, .nr_segs = 1, .segs = &seg, .done = pl_ignore};
+		struct nvmefs_engine *e;
+		pthread_t cutter, pio;
+
+		close(pl_pipe[0]);
+		close(late_pipe[0]);
+		fill(held, 0, 4096, 3);
+		if (nvmefs_engine_create(&e, set, &eo) || nvmefs_powerloss_record(set) ||
+		    nvmefs_engine_inject(e, 0, &slow) || nvmefs_engine_submit(e, &req))
+			_exit(3);
+		if (pthread_create(&cutter, NULL, pl_cut_now, &o))
+			_exit(4);
+		while (!nvmefs_powerloss_cut())
+			usleep(1000);
+		if (pthread_create(&pio, NULL, pl_late_pio, set))
+			_exit(4);
+		pl_late_write(e, set, 1, false);
+		pause(); /* the cut ends the process */
+		_exit(5);
+	}
+	close(pl_pipe[1]);
+	close(late_pipe[1]);
+	CHECK(read(pl_pipe[0], &r, sizeof(r)) == (ssize_t)sizeof(r));
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	CHECKF(r.error == 0 && r.unflushed == 1 && r.kept == 1, "error %d unflushed %llu", r.error,
+	       (unsigned long long)r.unflushed);
+	while (read(late_pipe[0], &late, sizeof(late)) == (ssize_t)sizeof(late))
+		CHECKF(false, "a write the cut refused returned %d to its caller", late);
+	close(pl_pipe[0]);
+	close(late_pipe[0]);
+}
+
 /* Each reaper thread (named nvmefs-cqN) runs only on its device's node's CPUs. */
 static void test_reaper_affinity(struct nvmefs_devset *set)
 {
@@ -728,5 +819,6 @@ int main(void)
 	test_faults(set);
 	nvmefs_devset_close(set);
 	test_powerloss();
+	test_powerloss_silent();
 	return test_result();
 }
