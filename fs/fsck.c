@@ -826,11 +826,21 @@ int main(int argc, char **argv)
 	vo.read_only = !f.repair;
 	ret = nvmefs_vol_open(&f.vol, (const char *const *)argv + optind, (unsigned)(argc - optind),
 			      &vo);
-	if (ret == -EUCLEAN || ret == -EPROTO || ret == -ENODEV) {
+	if (ret == -EUCLEAN) {
 		fprintf(stderr,
 			"fsck.nvmefs: the metadata is damaged beyond what fsck.nvmefs repairs "
 			"(see the message above)\n");
 		return FSCK_UNCORRECTED;
+	}
+	/* Not damage: the members given are not (all of) one volume, or
+	 * one was made by another version of nvmefs. */
+	if (ret == -ENODEV || ret == -EPROTO) {
+		fprintf(stderr,
+			"fsck.nvmefs: cannot check: %s (see the message above); give every member "
+			"of the volume, by path\n",
+			ret == -EPROTO ? "a member of another on-disk format version"
+				       : "a member is missing, or a path is not a member");
+		return FSCK_ERROR;
 	}
 	if (ret) {
 		fprintf(stderr, "fsck.nvmefs: cannot open the volume: %s%s\n", strerror(-ret),

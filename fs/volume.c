@@ -113,6 +113,25 @@ out:
 	return ret;
 }
 
+/* "PATH is member I, ..." for the members given, in buf (cut short with
+ * "..." when long). */
+static const char *given_list(const struct nvmefs_devset *set, const struct nvmefs_label *labels,
+			      char buf[1024])
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < set->count && used < 1024; i++) {
+		int n = snprintf(buf + used, 1024 - used, "%s%s is member %u", i ? ", " : "",
+				 set->devs[i].path, labels[i].index);
+
+		used += n > 0 ? (size_t)n : 0;
+	}
+	if (used >= 1024)
+		memcpy(buf + 1024 - 4, "...", 4);
+	return buf;
+}
+
 /* Check the members' labels against each other and put the set in label
  * order. */
 static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
@@ -122,7 +141,7 @@ static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
 	struct nvmefs_dev by_index[NVMEFS_MAX_DEVICES];
 	struct nvmefs_label sorted[NVMEFS_MAX_DEVICES];
 	int owner[NVMEFS_MAX_DEVICES];
-	char u0[37], u1[37];
+	char u0[37], u1[37], who[1024];
 
 	for (unsigned i = 0; i < NVMEFS_MAX_DEVICES; i++)
 		owner[i] = -1;
@@ -161,8 +180,9 @@ static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
 	if (set->count != l0->count) {
 		for (unsigned k = 0; k < l0->count; k++) {
 			if (owner[k] < 0) {
-				nvmefs_err("volume has %u members, %u given: member %u is missing",
-					   l0->count, set->count, k);
+				nvmefs_err("volume has %u members, %u given: member %u is missing "
+					   "(given: %s)",
+					   l0->count, set->count, k, given_list(set, labels, who));
 				return -ENODEV;
 			}
 		}

@@ -10,7 +10,9 @@
  * name and exit 4, `-y` must repair it and exit 1, a second `-n` must exit
  * 0, and the volume must then load with the mount's own checks. Also: a
  * clean volume exits 0, orphans are not errors, a volume in use and bad
- * usage exit 8, both superblocks damaged exits 4.
+ * usage exit 8, both superblocks damaged exits 4; a member left out, an
+ * unformatted file, a wrong path or a directory given exit 8 (the caller's
+ * mistake, not damage) with a message naming the path.
  *
  * usage: test_fsck BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -505,6 +507,46 @@ static void test_labels_and_super(void)
 	}
 }
 
+/* fsck.nvmefs on the paths args (a string for the shell): its exit status,
+ * its output kept for has(). */
+static int run_fsck_on(const char *args)
+{
+	char cmd[2048];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s >%s 2>&1", fsck, args, out);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Members that are not (all of) the volume are the caller's mistake, not
+ * damage: exit 8 and a message naming the path, not exit 4. */
+static void test_not_the_volume(void)
+{
+	char args[1024], other[300], fmt[400], buf[4096];
+
+	format();
+	snprintf(other, sizeof(other), "%s/other.img", dir);
+	snprintf(fmt, sizeof(fmt), "truncate -s 64M %s", other);
+	CHECK(system(fmt) == 0);
+	/* A member left out. */
+	CHECK(run_fsck_on(img[1]) == 8 && has("member 0 is missing") && has(img[1]) &&
+	      !output_has("damaged", buf, sizeof(buf)));
+	/* A wrong path: an unformatted file in place of member 1. */
+	snprintf(args, sizeof(args), "%s %s", img[0], other);
+	CHECK(run_fsck_on(args) == 8 && has(other) && has("not an nvmefs member"));
+	/* A path that does not exist. */
+	snprintf(args, sizeof(args), "%s %s/nope.img", img[0], dir);
+	CHECK(run_fsck_on(args) == 8 && has("nope.img") && has("no such file"));
+	/* The unformatted file alone. */
+	CHECK(run_fsck_on(other) == 8 && has(other) && has("not an nvmefs member"));
+	/* A directory. */
+	CHECK(run_fsck_on(dir) == 8 && has(dir) && has("not a block device or regular file"));
+	/* And the members themselves are still clean. */
+	CHECK(run_fsck("-n") == 0 && has("clean"));
+	unlink(other);
+}
+
 int main(int argc, char **argv)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -536,6 +578,7 @@ int main(int argc, char **argv)
 	test_mount_refusals();
 	test_leaked_dir();
 	test_labels_and_super();
+	test_not_the_volume();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
 	return test_result();
