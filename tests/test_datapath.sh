@@ -24,7 +24,7 @@
 #    and the kernel sends no more (FUSE requests counted by opcode);
 #  - cached mode without -o writeback: a write-only handle leaves nothing in
 #    the page cache (FUSE 7.39+), and readers' caches and mappings see its
-#    writes;
+#    writes; so do they an O_DIRECT handle's, in cached and direct mode;
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
 #    kernel's late SETATTR of its times is answered, not refused).
 # No timing is asserted: the counter says what overlapped.
@@ -350,6 +350,39 @@ PY
 	check "cached: a reader's cache and mapping see a write-only handle's writes ($out)" test "$out" = ok
 else
 	echo "kernel FUSE below 7.39: write-only opens stay cached; checks skipped"
+fi
+# A direct_io write through another handle (O_DIRECT in cached mode, any in
+# direct mode) while a reader holds the file's pages (read, a shared
+# mapping): Linux 6.6+ invalidates what such a write overwrites, so the
+# daemon need not (docs/DATAPATH.md, "Coherence").
+coherent() { # FILE: a reader's cache and shared mapping see an O_DIRECT write
+	python3 - "$1" <<'PY'
+import mmap, os, sys
+M = 1 << 20
+with open(sys.argv[1], "wb") as f:
+    f.write(b"a" * 4 * M)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.pread(fd, 4 * M, 0)  # now in the page cache
+m = mmap.mmap(fd, 4 * M, prot=mmap.PROT_READ)
+m[M:2 * M]
+new = mmap.mmap(-1, M)  # page-aligned, for O_DIRECT
+new.write(os.urandom(M))
+w = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+os.pwritev(w, [new], M)
+os.close(w)
+bad = []
+if m[M:2 * M] != new[:]: bad.append("mmap: stale")
+if os.pread(fd, M, M) != new[:]: bad.append("read: stale")
+if os.pread(fd, M, 0) != b"a" * M: bad.append("the rest changed")
+print(" ".join(bad) if bad else "ok")
+PY
+}
+if mnt_direct_mmap; then
+	out=$(coherent "$MNT/od")
+	check "cached: a reader's cache and mapping see an O_DIRECT handle's writes ($out)" test "$out" = ok
+	mnt_remount mode=direct
+	out=$(coherent "$MNT/od")
+	check "direct: a shared mapping sees another handle's writes ($out)" test "$out" = ok
 fi
 mnt_umount
 
