@@ -221,6 +221,43 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	return 0;
 }
 
+/*
+ * Options that belong to the other mode, or to an option not given, would
+ * be ignored; refuse them, naming both, rather than mount otherwise than
+ * asked (writeback with mode=direct used to end up off, silently).
+ */
+static int refuse_contradictions(const struct cfg *c, bool direct)
+{
+	const char *mode = direct    ? "mode=direct"
+			   : c->mode ? "mode=cached"
+				     : "mode=cached (the default)";
+
+	if (direct && c->writeback) {
+		nvmefs_err("writeback and mode=direct contradict each other: writeback is the "
+			   "page cache's write-back, and direct mode does not use the page cache");
+		return -EINVAL;
+	}
+	if (c->dirty && !c->writeback) {
+		nvmefs_err("dirty=%s without writeback: dirty bounds writeback's dirty page "
+			   "cache; add writeback (cached mode) or drop dirty=",
+			   c->dirty);
+		return -EINVAL;
+	}
+	if (direct && c->readahead) {
+		nvmefs_err("readahead=%s and %s contradict each other: readahead is the page "
+			   "cache's (cached mode); direct mode reads ahead with prefetch=N",
+			   c->readahead, mode);
+		return -EINVAL;
+	}
+	if (!direct && c->prefetch) {
+		nvmefs_err("prefetch=%s and %s contradict each other: prefetch is direct "
+			   "mode's read-ahead; cached mode's is readahead=SIZE",
+			   c->prefetch, mode);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Split "a,b,c" in place into paths[]. */
 static unsigned split_devs(char *devs, const char **paths, unsigned max)
 {
@@ -411,7 +448,8 @@ int main(int argc, char **argv)
 		c.foreground = 1;
 		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
 	}
-	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi))
+	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi) ||
+	    refuse_contradictions(&c, vopts.direct))
 		goto out;
 	/* "umount; mount" must work: the last daemon may still be writing its
 	 * final checkpoint, holding the members, for a moment after umount. */

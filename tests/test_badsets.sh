@@ -20,6 +20,9 @@
 #  - members in shuffled orders mount and show the same files; a member whose
 #    first 4 KiB are zeroed (primary label gone) still mounts from the backup
 #    label, with a warning, and the files read back;
+#  - nvmefs refuses contradictory options (writeback or dirty= or
+#    readahead= with mode=direct, prefetch= in cached mode, dirty= without
+#    writeback) naming both;
 #  - fsck.nvmefs on a mounted volume is refused at once (exit 8, naming the
 #    member and the daemon that has it mounted), while the README's
 #    "umount MNT && fsck.nvmefs MEMBERS" works (3 rounds), as do "umount &&
@@ -255,6 +258,26 @@ mount_refused "truncated member 2" "${a[0]},${a[1]},$img/a2short.img" \
 	"$img/a2short.img" "formatted as"
 mount_refused "zero image for member 2" "${a[0]},${a[1]},$zero" "$zero: not an nvmefs member"
 mount_refused "nonexistent member" "${a[0]},${a[1]},$img/nope.img" "$img/nope.img"
+
+# ---- contradictory options ----
+
+# OPTS PATTERN...: nvmefs A MNT -o OPTS is refused, naming PATTERNs.
+opts_refused() {
+	local opts=$1
+	shift
+	expect_refusal "mount -o $opts" "$@" -- "$build/nvmefs" "${a[0]},${a[1]},${a[2]}" "$MNT" -o "$opts"
+	check "mount -o $opts: $MNT is mounted" not_mounted "$MNT"
+	if mountpoint -q "$MNT"; then
+		mnt_umount
+	fi
+}
+opts_refused writeback,mode=direct "writeback" "mode=direct" "contradict"
+opts_refused mode=direct,writeback "writeback" "mode=direct" "contradict"
+opts_refused mode=direct,readahead=4M "readahead=4M" "mode=direct"
+opts_refused prefetch=4 "prefetch=4" "mode=cached"
+opts_refused mode=cached,prefetch=4 "prefetch=4" "mode=cached"
+opts_refused dirty=256M "dirty=256M" "writeback"
+opts_refused mode=direct,dirty=256M,writeback "writeback" "mode=direct"
 
 mount_works "members in order" "${a[0]},${a[1]},${a[2]}"
 mount_works "members shuffled (2,0,1)" "${a[2]},${a[0]},${a[1]}"
