@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,10 @@ struct bdi_tuning {
 
 struct cfg {
 	char *devs, *mountpoint;
+	/* Non-option arguments beyond those two (an error), kept to show
+	 * what was meant: members given space-separated. */
+	char *extra[NVMEFS_MAX_DEVICES + 2];
+	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
 		*spin;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
@@ -133,8 +138,37 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		c->mountpoint = strdup(arg);
 		return 0;
 	}
-	fprintf(stderr, "nvmefs: unexpected argument '%s'\n", arg);
-	return -1;
+	if (c->n_extra < sizeof(c->extra) / sizeof(c->extra[0]) &&
+	    !(c->extra[c->n_extra++] = strdup(arg)))
+		return -1;
+	return 0;
+}
+
+/* More than SOURCE and MOUNTPOINT: most likely members separated by spaces
+ * ("nvmefs d0 d1 d2 MNT"); show the command meant. */
+static void say_extra(const struct cfg *c)
+{
+	unsigned n = c->n_extra < sizeof(c->extra) / sizeof(c->extra[0])
+			     ? c->n_extra
+			     : sizeof(c->extra) / sizeof(c->extra[0]);
+
+	struct stat st;
+
+	/* After a tag, or a directory (the mount point, then): a stray one. */
+	if (nvmefs_discover_is_tag(c->devs) || (!stat(c->mountpoint, &st) && S_ISDIR(st.st_mode))) {
+		fprintf(stderr,
+			"nvmefs: unexpected argument '%s': want SOURCE MOUNTPOINT (members "
+			"comma-separated, in one argument: DEV,DEV,...)\n",
+			c->extra[0]);
+		return;
+	}
+	fprintf(stderr,
+		"nvmefs: unexpected argument '%s': members are given comma-separated, in one "
+		"argument: nvmefs %s,%s",
+		c->extra[0], c->devs, c->mountpoint);
+	for (unsigned i = 0; i + 1 < n; i++)
+		fprintf(stderr, ",%s", c->extra[i]);
+	fprintf(stderr, " %s\n", c->extra[n - 1]);
 }
 
 static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi, unsigned *out)
@@ -429,6 +463,10 @@ int main(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
+	if (c.n_extra) {
+		say_extra(&c);
+		goto out;
+	}
 	if (!c.devs || !c.mountpoint) {
 		fprintf(stderr, "nvmefs: give the devices and a mount point\n");
 		usage(stderr);
@@ -529,6 +567,8 @@ out:
 		free(paths[k]);
 	free(source);
 	free(c.search);
+	for (unsigned k = 0; k < c.n_extra && k < sizeof(c.extra) / sizeof(c.extra[0]); k++)
+		free(c.extra[k]);
 	free(c.devs);
 	free(c.mountpoint);
 	free(c.queue_depth);

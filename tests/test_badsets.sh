@@ -22,7 +22,8 @@
 #    label, with a warning, and the files read back;
 #  - nvmefs refuses contradictory options (writeback or dirty= or
 #    readahead= with mode=direct, prefetch= in cached mode, dirty= without
-#    writeback) naming both;
+#    writeback) naming both, and members given space-separated, saying that
+#    they are comma-separated and showing the command meant;
 #  - fsck.nvmefs on a mounted volume is refused at once (exit 8, naming the
 #    member and the daemon that has it mounted), while the README's
 #    "umount MNT && fsck.nvmefs MEMBERS" works (3 rounds), as do "umount &&
@@ -259,7 +260,7 @@ mount_refused "truncated member 2" "${a[0]},${a[1]},$img/a2short.img" \
 mount_refused "zero image for member 2" "${a[0]},${a[1]},$zero" "$zero: not an nvmefs member"
 mount_refused "nonexistent member" "${a[0]},${a[1]},$img/nope.img" "$img/nope.img"
 
-# ---- contradictory options ----
+# ---- contradictory options, members separated by spaces ----
 
 # OPTS PATTERN...: nvmefs A MNT -o OPTS is refused, naming PATTERNs.
 opts_refused() {
@@ -278,6 +279,12 @@ opts_refused prefetch=4 "prefetch=4" "mode=cached"
 opts_refused mode=cached,prefetch=4 "prefetch=4" "mode=cached"
 opts_refused dirty=256M "dirty=256M" "writeback"
 opts_refused mode=direct,dirty=256M,writeback "writeback" "mode=direct"
+expect_refusal "members separated by spaces" "unexpected argument '${a[2]}'" \
+	"comma-separated" "${a[0]},${a[1]},${a[2]} $MNT" -- "$build/nvmefs" "${a[@]}" "$MNT"
+check "members separated by spaces: $MNT is mounted" not_mounted "$MNT"
+expect_refusal "an argument after the mount point" "unexpected argument 'stray'" \
+	"comma-separated" -- "$build/nvmefs" "${a[0]},${a[1]},${a[2]}" "$MNT" stray
+check "an argument after the mount point: $MNT is mounted" not_mounted "$MNT"
 
 mount_works "members in order" "${a[0]},${a[1]},${a[2]}"
 mount_works "members shuffled (2,0,1)" "${a[2]},${a[0]},${a[1]}"
