@@ -268,13 +268,16 @@ static void busy_error(const struct nvmefs_dev *dev, const struct holder *h, boo
  * open_lock; while another process holds the member and o->holder says it
  * is letting go (an nvmefs daemon whose volume is unmounted, writing its
  * last checkpoint), retried up to o->busy_wait_ms, saying so once. Any
- * other holder is refused at once. The error is logged once, at the end.
+ * other holder is refused at once (after two more looks, 20 ms apart: a
+ * holder letting go may close the member, or exit, between our open and
+ * our look at it). The error is logged once, at the end.
  */
 static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *o)
 {
 	uint64_t deadline = nvmefs_now_ns() + o->busy_wait_ms * 1000000ull;
 	pid_t said = 0, leaving = 0;
 	struct holder h, waited_for = {.name = ""};
+	unsigned refusals = 0;
 	const char *what;
 	int err;
 
@@ -283,10 +286,11 @@ static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *
 		if (err != -EBUSY)
 			break;
 		leaving = judge_holders(dev, o, &h);
-		/* A holder we wait for may have closed the member while the
-		 * kernel still releases it (a block device's claim): with no
-		 * holder left, try again. */
-		if (!leaving && !(said && !h.name[0]))
+		/* With no holder left after one we waited for, the kernel may
+		 * still be releasing the member (a block device's claim). */
+		if (leaving || (said && !h.name[0]))
+			refusals = 0;
+		else if (++refusals == 3)
 			break;
 		if (nvmefs_now_ns() >= deadline)
 			break;
@@ -296,13 +300,17 @@ static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *
 			said = leaving;
 			waited_for = h;
 		}
-		usleep(50 * 1000);
+		usleep(refusals ? 20 * 1000 : 50 * 1000);
 	}
 	if (!err)
 		return 0;
 	if (err == -EBUSY) {
-		busy_error(dev, leaving || !h.name[0] ? &waited_for : &h,
-			   said && (leaving || !h.name[0]), o->busy_wait_ms);
+		if (leaving)
+			busy_error(dev, &h, true, o->busy_wait_ms);
+		else if (said && !h.name[0])
+			busy_error(dev, &waited_for, true, o->busy_wait_ms);
+		else
+			busy_error(dev, &h, false, o->busy_wait_ms);
 		return err;
 	}
 	if (!strcmp(what, "open"))
