@@ -255,6 +255,77 @@ static int discard_all(struct nvmefs_devset *set, bool quiet)
 	return ret;
 }
 
+/* True when dir is one of the ':'-separated directories in list. */
+static bool listed(const char *list, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	for (const char *p = list; *p; p += strcspn(p, ":"), p += *p == ':')
+		if (!strncmp(p, dir, n) && (p[n] == ':' || !p[n]))
+			return true;
+	return false;
+}
+
+/*
+ * The directories of the image-file members, absolute, each once, joined
+ * by ':' for -o search= (empty when every member is a block device): a
+ * volume named by uuid= is looked for on the block devices, and among the
+ * image files only in the directories search= names.
+ */
+static void search_dirs(const struct nvmefs_devset *set, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < set->count; i++) {
+		char *abs = set->devs[i].is_blkdev ? NULL : realpath(set->devs[i].path, NULL);
+		char *slash = abs ? strrchr(abs, '/') : NULL;
+
+		if (slash) {
+			slash[slash == abs] = '\0'; /* "/m0.img": the directory is "/" */
+			if (!listed(buf, abs) && used < len)
+				used += (size_t)snprintf(buf + used, len - used, "%s%s",
+							 used ? ":" : "", abs);
+		}
+		free(abs);
+	}
+}
+
+/* s as one word for the shell: quoted when it holds anything else than
+ * [A-Za-z0-9/._+@%=:,-]. */
+static void print_word(const char *s)
+{
+	if (!s[strspn(
+		    s,
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+@%=:,-")]) {
+		fputs(s, stdout);
+		return;
+	}
+	putchar('\'');
+	for (; *s; s++)
+		fputs(*s == '\'' ? "'\\''" : (char[2]){*s, '\0'}, stdout);
+	putchar('\'');
+}
+
+/* How to mount the volume by its UUID, as a command that works as printed. */
+static void print_mount_hint(const struct nvmefs_devset *set, const char *u)
+{
+	char dirs[4096], opt[4096 + 8];
+
+	search_dirs(set, dirs, sizeof(dirs));
+	printf("  mount: nvmefs uuid=%s MOUNTPOINT", u);
+	if (!dirs[0]) {
+		printf(" (in /etc/fstab too: lower-case uuid=)\n");
+		return;
+	}
+	snprintf(opt, sizeof(opt), "search=%s", dirs);
+	printf(" -o ");
+	print_word(opt);
+	printf(" (in /etc/fstab too: lower-case uuid=, and %s: image files are found only "
+	       "where search= says)\n",
+	       opt);
+}
+
 static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_label *labels)
 {
 	const struct nvmefs_label *l = &labels[0];
@@ -264,7 +335,7 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 	nvmefs_uuid_str(l->uuid, u);
 	printf("nvmefs: formatted %u member(s) as one volume\n", l->count);
 	printf("  UUID=%s\n", u);
-	printf("  mount: nvmefs uuid=%s MOUNTPOINT (in /etc/fstab too: lower-case uuid=)\n", u);
+	print_mount_hint(set, u);
 	printf("  label: %s\n", l->name[0] ? l->name : "(none)");
 	printf("  chunk: %s (files striped over every member, rotated per file)\n",
 	       nvmefs_fmt_size(l->chunk_size, a, sizeof(a)));

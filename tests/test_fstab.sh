@@ -11,6 +11,8 @@
 #   - discovery: a loop device and its backing file are one member; a
 #     missing member, a copied member, a label on two volumes and a bad UUID
 #     are refused by name;
+#   - the mount command mkfs.nvmefs prints works as printed, on image files
+#     (with search=) and on block devices (without);
 #   - --help, --version, -o debug logging to stderr in the foreground.
 #
 #   test_fstab.sh BUILD_DIR     (exit 0 pass, 1 fail, 77 skip)
@@ -23,7 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- inside the namespace ----
 inner() {
-	local build=$1 ua ub uc ud n log loop i
+	local build=$1 ua ub uc ud n log loop i hint f loops=()
 	t=$2 # global: the EXIT trap needs it
 	local img=$t/imgs
 
@@ -111,6 +113,29 @@ inner() {
 	check "without the search dir member 1 is missing" \
 		bash -c "! nvmefs uuid=$ua '$t/mA' 2>'$log' && grep -q 'member 1 was not found' '$log'"
 	losetup -d "$loop"
+
+	# The mount command mkfs.nvmefs prints works as printed: with search=
+	# for image files (found only there), without for block devices.
+	for f in e0 e1; do truncate -s 128M "$img/$f"; done
+	hint=$(mkfs.nvmefs "$img/e0" "$img/e1" | sed -n 's/^  mount: \(.*\) (in \/etc\/fstab.*/\1/p')
+	check "image files: the hint names search=$img ($hint)" grep -qF -- "-o search=$img" <<<"$hint"
+	check "image files: the hint mounts as printed ($hint)" bash -c "${hint/MOUNTPOINT/$t/mD}"
+	check "image files: mounted by the hint" mountpoint -q "$t/mD"
+	umount "$t/mD" || true
+	mkdir "$t/blk"
+	for f in 0 1; do
+		truncate -s 128M "$t/blk/$f"
+		loops[f]=$(losetup -f --show "$t/blk/$f")
+		echo "${loops[f]}" >>"$t/loops"
+	done
+	hint=$(mkfs.nvmefs -f "${loops[@]}" | sed -n 's/^  mount: \(.*\) (in \/etc\/fstab.*/\1/p')
+	check "block devices: a hint without search= ($hint)" \
+		bash -c "[[ '$hint' == 'nvmefs uuid='*' MOUNTPOINT' ]]"
+	check "block devices: the hint mounts as printed ($hint)" bash -c "${hint/MOUNTPOINT/$t/mD}"
+	check "block devices: mounted by the hint" mountpoint -q "$t/mD"
+	umount "$t/mD" || true
+	for i in $(seq 1 100); do pgrep -f "^nvmefs .*$t/" >/dev/null || break; sleep 0.1; done
+	for f in 0 1; do losetup -d "${loops[f]}"; done
 
 	# -o debug: foreground, debug lines on stderr (the discovery's among them).
 	nvmefs "label=alpha" "$t/mA" -o search="$img",debug 2>"$t/debug.log" &

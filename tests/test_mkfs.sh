@@ -5,7 +5,8 @@
 #    with a progress line when stderr is a terminal (script(1) gives one)
 #    and none when it is not;
 #  - -K keeps them (the image stays allocated);
-#  - it prints the UUID and how to mount by it (test_fstab mounts by it).
+#  - it prints the UUID and how to mount by it, with -o search= naming the
+#    images' directory (test_fstab mounts as printed).
 # usage: test_mkfs.sh BUILD_DIR
 set -euo pipefail
 [ $# = 1 ] || {
@@ -37,6 +38,7 @@ check "-K keeps old contents" test "$(kib "$t/m0")" -ge 60000
 check "no progress when not a terminal" bash -c "! grep -q discarding '$t/err'"
 uuid=$(sed -n 's/^  UUID=//p' "$t/out")
 check "a UUID is printed ($uuid)" bash -c "[[ '$uuid' =~ ^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$ ]]"
-check "with the mount command that uses it" grep -q "nvmefs uuid=$uuid MOUNTPOINT" "$t/out"
+check "with the mount command that uses it, searching the images' directory" \
+	grep -qF "nvmefs uuid=$uuid MOUNTPOINT -o search=$(realpath "$t") (" "$t/out"
 [ "$fail" = 0 ] && echo "all checks passed" && exit 0
 exit 1
