@@ -28,7 +28,7 @@
 
 #include "fs_i.h"
 #ifdef NVMEFS_FAULT_INJECTION
-#include "nvmefs/fault.h"
+#include "fault_i.h"
 #include "testctl.h"
 #endif
 #include "nvmefs/util.h"

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
-#include "nvmefs/fault.h"
+#include "fault_i.h"
 #include "nvmefs/util.h"
 #include "testctl.h"
 

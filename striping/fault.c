@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Test-only device faults and power-loss emulation (include/nvmefs/fault.h),
+ * Test-only device faults and power-loss emulation (fault_i.h),
  * built into nvmefs_striping_fi only.
  *
  * Faults are decided per member under the member's own lock when an

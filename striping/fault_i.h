@@ -4,7 +4,10 @@
  *
  * Only in the nvmefs_striping_fi library (built with NVMEFS_FAULT_INJECTION),
  * which tests and the test daemon nvmefs-fi link; the library that programs
- * use has none of it. Everything here acts at the lowest level, on a member's
+ * use has none of it. So this header sits here, not in include/nvmefs/
+ * (the interfaces fs/ builds on): only what links nvmefs_striping_fi has
+ * striping/ on its include path, and a program that included it would not
+ * compile. Everything here acts at the lowest level, on a member's
  * descriptor, so it sees the engine's libaio blocks, the synchronous
  * metadata I/O (nvmefs_dev_pio) and flushes alike.
  *
@@ -29,8 +32,8 @@
  * in device blocks, kept), chosen by a seed. What is left on the members is
  * what a power cut could have left; the process must then exit at once.
  */
-#ifndef NVMEFS_FAULT_H
-#define NVMEFS_FAULT_H
+#ifndef NVMEFS_FAULT_I_H
+#define NVMEFS_FAULT_I_H
 
 #include <stdbool.h>
 #include <stdint.h>

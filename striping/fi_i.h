@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Hooks of the test-only fault injector and power-loss recorder
- * (include/nvmefs/fault.h) in the device set and the engine. Without
+ * (fault_i.h) in the device set and the engine. Without
  * NVMEFS_FAULT_INJECTION they are empty inline functions, so the library
  * that programs link has no trace of them. Nothing outside striping/
  * includes this.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "nvmefs/devset.h"
-#include "nvmefs/fault.h"
+#include "fault_i.h"
 
 #define FI_WRITE_DROPPED UINT64_MAX
 

@@ -32,7 +32,7 @@
 
 #include "nvmefs/devset.h"
 #include "nvmefs/engine.h"
-#include "nvmefs/fault.h"
+#include "fault_i.h"
 #include "nvmefs/layout.h"
 #include "nvmefs/util.h"
 #include "test_util.h"

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
-#include "nvmefs/fault.h"
+#include "fault_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
 

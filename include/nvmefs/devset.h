@@ -29,7 +29,7 @@ struct nvmefs_dev {
 	int numa_node;		 /* node of the device (0 if unknown) */
 	dev_t id_dev;		 /* st_rdev of a block device, st_dev of a file */
 	ino_t id_ino;		 /* 0 for a block device, st_ino of a file */
-	struct nvmefs_devfi *fi; /* test-only faults (nvmefs/fault.h); else NULL */
+	struct nvmefs_devfi *fi; /* test-only faults (striping/fault_i.h); else NULL */
 };
 
 struct nvmefs_devset_opts {
