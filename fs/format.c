@@ -9,10 +9,10 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <stdio.h>
 #include <isa-l/crc.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <uuid/uuid.h>
 
 #define LABEL_MAGIC "NVMEFSL1"
 #define SUPER_MAGIC "NVMEFSS1"
@@ -126,45 +126,25 @@ static int frame_check(const void *block, size_t len, const char *magic)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
+/* libuuid's text form and parser, not code of our own: those util-linux
+ * uses, so a UUID printed here is one they accept and the other way round.
+ * The label holds the bytes in text order (RFC 4122), so the on-disk bytes
+ * and the printed text are what the hand-written code made. */
 void nvmefs_uuid_str(const uint8_t u[16], char out[NVMEFS_UUID_STR])
 {
-	snprintf(out, NVMEFS_UUID_STR,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		 u[15]);
+	uuid_unparse_lower(u, out);
 }
 
 int nvmefs_uuid_parse(const char *s, uint8_t u[16])
 {
-	unsigned k = 0;
+	uuid_t tmp;
 
-	for (unsigned i = 0; i < 36; i++) {
-		int hi, lo;
-
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (s[i] != '-')
-				return -EINVAL;
-			continue;
-		}
-		hi = hexval(s[i]);
-		lo = hi < 0 ? -1 : hexval(s[i + 1]);
-		if (lo < 0)
-			return -EINVAL;
-		u[k++] = (uint8_t)(hi << 4 | lo);
-		i++;
-	}
-	return s[36] ? -EINVAL : 0;
+	/* Exactly 36 characters, hyphens at 8, 13, 18, 23, hex digits of
+	 * either case elsewhere; u is left alone when s is not one. */
+	if (uuid_parse(s, tmp))
+		return -EINVAL;
+	memcpy(u, tmp, sizeof(tmp));
+	return 0;
 }
 
 bool nvmefs_label_magic(const void *block)

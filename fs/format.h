@@ -84,7 +84,7 @@ static inline uint64_t nvmefs_meta_journal_off(const struct nvmefs_label *l)
 }
 
 /* A UUID as 36 characters of lower-case text plus NUL, and back (any case;
- * returns 0 or -EINVAL). */
+ * returns 0 or -EINVAL). libuuid's text form, as blkid and mount(8) use. */
 #define NVMEFS_UUID_STR 37
 void nvmefs_uuid_str(const uint8_t u[16], char out[NVMEFS_UUID_STR]);
 int nvmefs_uuid_parse(const char *s, uint8_t u[16]);

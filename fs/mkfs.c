@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <uuid/uuid.h>
 
 #include "fs_i.h"
 #include "nvmefs/util.h"
@@ -152,10 +152,10 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 	uint64_t data_len = 0;
 	struct timespec now;
 
-	if (getrandom(l.uuid, sizeof(l.uuid), 0) != sizeof(l.uuid))
-		return -errno;
-	l.uuid[6] = (l.uuid[6] & 0x0f) | 0x40; /* RFC 4122 version 4 */
-	l.uuid[8] = (l.uuid[8] & 0x3f) | 0x80;
+	/* A random (version 4) UUID, as before libuuid made it: not
+	 * uuid_generate(), which without a random source falls back to a
+	 * time-based one carrying the host's MAC address. */
+	uuid_generate_random(l.uuid);
 	snprintf(l.name, sizeof(l.name), "%s", name ? name : "");
 	l.count = set->count;
 	l.chunk_size = chunk;

@@ -4,7 +4,7 @@
  * decoder, and the decoders refuse what is not well formed: every single
  * flipped bit of a label, superblock, journal transaction and checkpoint
  * block; truncated and over-long records; names with '/' or NUL; bad
- * layouts, versions and lengths.
+ * layouts, versions and lengths; the UUID's text both ways.
  */
 #include <endian.h>
 #include <errno.h>
@@ -299,8 +299,45 @@ static void test_ckpt(void)
 	CHECK(nvmefs_ckpt_decode(blk, uuid, 9, 4, &used) != 0);
 }
 
+/* The UUID's text both ways: the exact form tools print (lower case, the
+ * label's bytes in order), any case read back, anything else refused and
+ * the output left alone. */
+static void test_uuid_text(void)
+{
+	static const uint8_t mixed[16] = {0x0b, 0x6d, 0x2c, 0x1e, 0x4f, 0x3a, 0x4c, 0x1d,
+					  0x9e, 0x2f, 0x5a, 0x7b, 0x8c, 0x9d, 0x0e, 0xff};
+	static const char *const bad[] = {
+		"",
+		"0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0eff0", /* 37 characters */
+		"0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0ef",	 /* 35 */
+		"0b6d2c1e-4f3a-4c1d-9e2f5a7b8c9d0effa",	 /* a hyphen moved */
+		"0b6d2c1e:4f3a-4c1d-9e2f-5a7b8c9d0eff",	 /* not a hyphen */
+		"0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0efg",	 /* not hex */
+		"0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0e f",	 /* a space */
+		"{0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0ef}", /* braces */
+	};
+	char text[NVMEFS_UUID_STR];
+	uint8_t out[16];
+
+	nvmefs_uuid_str(uuid, text);
+	CHECKF(!strcmp(text, "01020304-0506-0708-090a-0b0c0d0e0f10"), "%s", text);
+	nvmefs_uuid_str(mixed, text);
+	CHECKF(!strcmp(text, "0b6d2c1e-4f3a-4c1d-9e2f-5a7b8c9d0eff"), "%s", text);
+	CHECK_ERR(nvmefs_uuid_parse(text, out), 0);
+	CHECK(!memcmp(out, mixed, 16));
+	memset(out, 0, sizeof(out));
+	CHECK_ERR(nvmefs_uuid_parse("0B6D2C1E-4F3A-4C1D-9E2F-5A7B8C9D0EFF", out), 0);
+	CHECK(!memcmp(out, mixed, 16));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(out, 0xa5, sizeof(out));
+		CHECKF(nvmefs_uuid_parse(bad[i], out) == -EINVAL, "'%s' accepted", bad[i]);
+		CHECKF(out[0] == 0xa5 && out[15] == 0xa5, "'%s' written out", bad[i]);
+	}
+}
+
 int main(void)
 {
+	test_uuid_text();
 	test_label();
 	test_super();
 	test_records();
