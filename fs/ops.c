@@ -13,6 +13,7 @@
 #include <linux/fuse.h>
 
 #include "fs_i.h"
+#include "namei.h"
 #include "reply_open_i.h"
 
 #include <dirent.h>
@@ -45,66 +46,31 @@
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 #endif
 
-#define TIMEOUT	       NVMEFS_ATTR_TIMEOUT
-#define LINK_MAX_COUNT 65000u
+#define TIMEOUT NVMEFS_ATTR_TIMEOUT
 
 static struct nvmefs_vol *VOL(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
-static void fill_stat(const struct nvmefs_inode *in, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = in->ino;
-	st->st_mode = in->mode;
-	st->st_nlink = in->dead ? 0 : in->nlink;
-	st->st_uid = in->uid;
-	st->st_gid = in->gid;
-	st->st_rdev = in->rdev;
-	st->st_size = (off_t)in->size;
-	st->st_blksize = NVMEFS_BLOCK;
-	st->st_blocks = (blkcnt_t)(in->alloc_bytes / 512);
-	st->st_atim = in->atime;
-	st->st_mtim = in->mtime;
-	st->st_ctim = in->ctime;
-}
-
-/* Fill an entry reply for in and count the lookup it gives the kernel. */
-static void fill_entry(struct nvmefs_inode *in, struct fuse_entry_param *e)
+/* An entry reply for the attributes st of an inode the core counted a
+ * reference on (the kernel's lookup count, given back by FORGET). */
+static void fill_entry(const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = in->ino;
+	e->ino = st->st_ino;
 	e->generation = 1;
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
-	fill_stat(in, &e->attr);
-	in->lookup++;
+	e->attr = *st;
 }
 
-/* Changes are refused on a ro mount and once a metadata write failed. */
-static bool read_only(struct nvmefs_vol *vol)
+/* The caller's ids, for the core. */
+static struct nvmefs_cred req_cred(fuse_req_t req)
 {
-	return vol->opts.read_only || nvmefs_journal_error(vol);
-}
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-/* ino's inode, looked up under the metadata lock (NULL if unknown). The
- * kernel's reference (lookup count or open file) keeps it alive after. */
-static struct nvmefs_inode *find_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
-{
-	struct nvmefs_inode *in;
-
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
-	return in;
-}
-
-static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, fuse_ino_t ino)
-{
-	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
-
-	return in && !in->dead ? in : NULL;
+	return (struct nvmefs_cred){.uid = ctx->uid, .gid = ctx->gid};
 }
 
 /* The root's ".nvmefs" is the control directory (fs/ctl.c), never a file. */
@@ -126,282 +92,98 @@ static bool refuse_ctl(fuse_req_t req, fuse_ino_t a, fuse_ino_t b, const char *n
 	return true;
 }
 
-/* Checks shared by everything that adds a name (meta held). */
-static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
-			  uint64_t cost)
-{
-	if (read_only(vol))
-		return -EROFS;
-	if (!p)
-		return -ENOENT;
-	if (!p->dir)
-		return -ENOTDIR;
-	if (strlen(name) > NVMEFS_NAME_MAX)
-		return -ENAMETOOLONG;
-	if (nvmefs_dir_find(vol, p->ino, name) || is_ctl_name(p->ino, name))
-		return -EEXIST;
-	if (vol->meta_bytes + cost > vol->meta_cap)
-		return -ENOSPC;
-	return 0;
-}
-
-static int log_rec(struct nvmefs_vol *vol, struct nvmefs_rec *r)
-{
-	return nvmefs_meta_log(vol, r);
-}
-
-static int log_dirent(struct nvmefs_vol *vol, uint16_t type, uint64_t parent, const char *name,
-		      const struct nvmefs_inode *child)
-{
-	struct nvmefs_rec r = {.type = type};
-
-	r.dirent.parent = parent;
-	r.dirent.child = child->ino;
-	r.dirent.type = (uint8_t)IFTODT(child->mode);
-	r.dirent.name = name;
-	r.dirent.name_len = (uint16_t)strlen(name);
-	return log_rec(vol, &r);
-}
-
-static int log_ino(struct nvmefs_vol *vol, uint16_t type, uint64_t ino)
-{
-	struct nvmefs_rec r = {.type = type};
-
-	r.ino.ino = ino;
-	return log_rec(vol, &r);
-}
-
-static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
-{
-	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
-
-	r.xattr.ino = ino;
-	r.xattr.name = name;
-	r.xattr.name_len = (uint16_t)strlen(name);
-	return log_rec(vol, &r);
-}
-
-static void touch_dir(struct nvmefs_vol *vol, struct nvmefs_inode *dir, const struct timespec *now)
-{
-	dir->mtime = dir->ctime = *now;
-	nvmefs_inode_dirty(vol, dir);
-}
-
-/* A link to in went away (meta held): free it now, or at its last close. */
-static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct timespec *now)
-{
-	in->ctime = *now;
-	if (in->dir)
-		in->nlink = 0;
-	else
-		in->nlink--;
-	if (in->nlink) {
-		nvmefs_inode_dirty(vol, in);
-		return 0;
-	}
-	if (in->opens) {
-		nvmefs_inode_dirty(vol, in);
-		return log_ino(vol, NVMEFS_REC_ORPHAN_ADD, in->ino);
-	}
-	return log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino);
-}
-
-/* ---- lookup and inode lifetime ---- */
-
-static void forget_one(struct nvmefs_vol *vol, fuse_ino_t ino, uint64_t n)
-{
-	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
-
-	if (!in)
-		return;
-	in->lookup = in->lookup > n ? in->lookup - n : 0;
-	if (!in->lookup && in->dead)
-		nvmefs_inode_drop(vol, in);
-}
-
 /*
- * Reply with an entry made by fill_entry. When the kernel does not take the
- * reply (the request was aborted), it never counts the lookup the entry
- * gives, and no FORGET will come for it: take it back here.
+ * Reply with an entry of the core's (one reference counted) or an error.
+ * When the kernel does not take the reply (the request was aborted), it
+ * never counts the lookup, and no FORGET will come for it: give it back.
  */
-static void reply_entry(fuse_req_t req, const struct fuse_entry_param *e)
+static void reply_entry(fuse_req_t req, int err, const struct stat *st)
 {
-	struct nvmefs_vol *vol = VOL(req);
+	struct fuse_entry_param e;
 
-	if (fuse_reply_entry(req, e) && !nvmefs_ctl_ino(e->ino)) {
-		pthread_mutex_lock(&vol->lock);
-		forget_one(vol, e->ino, 1);
-		pthread_mutex_unlock(&vol->lock);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
 	}
+	fill_entry(st, &e);
+	if (fuse_reply_entry(req, &e))
+		nvmefs_ns_forget(VOL(req), e.ino, 1);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct fuse_entry_param e;
-	struct nvmefs_inode *p, *in = NULL;
-	struct nvmefs_dirent *d;
-	int err = 0;
+	struct stat st;
+	int err;
 
 	if (strlen(name) > NVMEFS_NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
 	err = nvmefs_ctl_lookup(vol, parent, name, &e);
-	if (err <= 0) {
-		if (err)
-			fuse_reply_err(req, -err);
-		else
-			reply_entry(req, &e);
-		return;
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+	} else if (!err) {
+		fuse_reply_entry(req, &e); /* control inodes count no lookups */
+	} else {
+		err = nvmefs_ns_lookup(vol, parent, name, &st);
+		reply_entry(req, err, &st);
 	}
-	err = 0;
-	pthread_mutex_lock(&vol->lock);
-	p = live_inode(vol, parent);
-	if (!p)
-		err = ENOENT;
-	else if (!p->dir)
-		err = ENOTDIR;
-	else if (!(d = nvmefs_dir_find(vol, parent, name)) || !(in = live_inode(vol, d->child)))
-		err = ENOENT;
-	else
-		fill_entry(in, &e);
-	pthread_mutex_unlock(&vol->lock);
-	if (err)
-		fuse_reply_err(req, err);
-	else
-		reply_entry(req, &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct nvmefs_vol *vol = VOL(req);
-
-	pthread_mutex_lock(&vol->lock);
-	forget_one(vol, ino, nlookup);
-	pthread_mutex_unlock(&vol->lock);
+	nvmefs_ns_forget(VOL(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-	struct nvmefs_vol *vol = VOL(req);
-
-	pthread_mutex_lock(&vol->lock);
 	for (size_t i = 0; i < count; i++)
-		forget_one(vol, forgets[i].ino, forgets[i].nlookup);
-	pthread_mutex_unlock(&vol->lock);
+		nvmefs_ns_forget(VOL(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
 	struct stat st;
+	int err;
 
-	if (nvmefs_ctl_ino(ino)) {
-		nvmefs_ctl_stat(vol, ino, &st);
-		fuse_reply_attr(req, &st, TIMEOUT);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in)
-		fill_stat(in, &st);
-	pthread_mutex_unlock(&vol->lock);
-	if (!in)
-		fuse_reply_err(req, ENOENT);
+	(void)fi;
+	if (nvmefs_ctl_ino(ino))
+		err = nvmefs_ctl_stat(vol, ino, &st);
+	else
+		err = nvmefs_ns_getattr(vol, ino, &st);
+	if (err)
+		fuse_reply_err(req, -err);
 	else
 		fuse_reply_attr(req, &st, TIMEOUT);
 }
 
-static void set_times(struct nvmefs_inode *in, const struct stat *attr, int to_set,
-		      const struct timespec *now)
-{
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-		in->atime = *now;
-	else if (to_set & FUSE_SET_ATTR_ATIME)
-		in->atime = attr->st_atim;
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		in->mtime = *now;
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		in->mtime = attr->st_mtim;
-}
-
-/* Change a regular file's size, holding its whole range. */
-static int truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size)
-{
-	struct nvmefs_rl_ent rl;
-	int ret;
-
-	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
-	ret = nvmefs_data_truncate(vol, in, size);
-	nvmefs_rl_unlock(&in->io_lock, &rl);
-	return ret;
-}
+_Static_assert(NVMEFS_SET_MODE == FUSE_SET_ATTR_MODE && NVMEFS_SET_UID == FUSE_SET_ATTR_UID &&
+		       NVMEFS_SET_GID == FUSE_SET_ATTR_GID &&
+		       NVMEFS_SET_SIZE == FUSE_SET_ATTR_SIZE &&
+		       NVMEFS_SET_ATIME == FUSE_SET_ATTR_ATIME &&
+		       NVMEFS_SET_MTIME == FUSE_SET_ATTR_MTIME &&
+		       NVMEFS_SET_ATIME_NOW == FUSE_SET_ATTR_ATIME_NOW &&
+		       NVMEFS_SET_MTIME_NOW == FUSE_SET_ATTR_MTIME_NOW &&
+		       NVMEFS_SET_CTIME == FUSE_SET_ATTR_CTIME,
+	       "the core's setattr bits are FUSE's");
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-	struct timespec now;
 	struct stat st;
-	int err = 0;
+	int err;
 
+	(void)fi;
 	if (nvmefs_ctl_ino(ino)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in && in->dead && !(to_set & FUSE_SET_ATTR_SIZE)) {
-		/* With the write-back cache the kernel sends a file's times
-		 * after its last name and handle are gone; the inode is freed
-		 * (nothing to log), so answer with what it was. */
-		fill_stat(in, &st);
-		pthread_mutex_unlock(&vol->lock);
-		fuse_reply_attr(req, &st, TIMEOUT);
-		return;
-	}
-	if (in && in->dead)
-		in = NULL;
-	pthread_mutex_unlock(&vol->lock);
-	if (!in) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (read_only(vol)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (in->dir)
-			err = -EISDIR;
-		else if (!S_ISREG(in->mode))
-			err = -EINVAL;
-		else
-			err = truncate_locked(vol, in, (uint64_t)attr->st_size);
-	}
-	nvmefs_timespec_now(&now);
-	pthread_mutex_lock(&vol->lock);
-	if (!err) {
-		if (to_set & FUSE_SET_ATTR_MODE)
-			in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
-		if (to_set & FUSE_SET_ATTR_UID)
-			in->uid = attr->st_uid;
-		if (to_set & FUSE_SET_ATTR_GID)
-			in->gid = attr->st_gid;
-		set_times(in, attr, to_set, &now);
-		if (to_set & FUSE_SET_ATTR_CTIME)
-			in->ctime = attr->st_ctim;
-		else
-			in->ctime = now;
-		nvmefs_inode_dirty(vol, in);
-	}
-	fill_stat(in, &st);
-	pthread_mutex_unlock(&vol->lock);
+	err = nvmefs_ns_setattr(VOL(req), ino, attr, to_set, &st);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
@@ -410,113 +192,38 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-	char *target = NULL;
+	char *target;
+	int err = nvmefs_ns_readlink(VOL(req), ino, &target);
 
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in && in->target)
-		target = strdup(in->target);
-	pthread_mutex_unlock(&vol->lock);
-	if (!target) {
-		fuse_reply_err(req, in && !in->target ? EINVAL : ENOMEM);
-		return;
-	}
-	fuse_reply_readlink(req, target);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_readlink(req, target);
 	free(target);
 }
 
-/* ---- creating names ---- */
-
-/* Make a new inode named name in parent (meta held). */
-static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
-		     const char *target, struct nvmefs_inode **out)
-{
-	struct nvmefs_vol *vol = VOL(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct nvmefs_inode *p = live_inode(vol, parent), *in;
-	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
-	struct timespec now;
-	int ret;
-
-	ret = check_new_name(vol, p, name,
-			     nvmefs_meta_cost_inode(strlen(name)) + (target ? strlen(target) : 0));
-	if (ret)
-		return ret;
-	if (S_ISDIR(mode) && p->nlink >= LINK_MAX_COUNT)
-		return -EMLINK;
-	if (vol->next_ino > NVMEFS_INO_MAX)
-		return -ENOSPC;
-	nvmefs_timespec_now(&now);
-	r.inode.ino = vol->next_ino;
-	r.inode.mode = mode;
-	r.inode.uid = ctx->uid;
-	r.inode.gid = ctx->gid;
-	/* BSD group semantics in setgid directories, as Linux does. */
-	if (p->mode & S_ISGID) {
-		r.inode.gid = p->gid;
-		if (S_ISDIR(mode))
-			r.inode.mode |= S_ISGID;
-	}
-	r.inode.nlink = S_ISDIR(mode) ? 2 : 1;
-	r.inode.rdev = rdev;
-	r.inode.atime = r.inode.mtime = r.inode.ctime = r.inode.crtime =
-		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
-	/* Files take their directory's default layout, and directories
-	 * pass it on to theirs. */
-	if (S_ISREG(mode))
-		nvmefs_xlayout_pick(vol, &p->layout, &r.inode.layout);
-	else if (S_ISDIR(mode))
-		r.inode.layout = p->layout;
-	if (target) {
-		r.inode.target = target;
-		r.inode.target_len = (uint16_t)strlen(target);
-		r.inode.size = r.inode.target_len;
-	}
-	ret = log_rec(vol, &r);
-	if (ret)
-		return ret;
-	in = nvmefs_iget(vol, r.inode.ino);
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, parent, name, in);
-	if (ret)
-		return ret;
-	if (S_ISDIR(mode))
-		p->nlink++;
-	touch_dir(vol, p, &now);
-	*out = in;
-	return 0;
-}
+/* ---- names ---- */
 
 static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
 		      const char *target)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct fuse_entry_param e;
-	struct nvmefs_inode *in;
-	int ret;
+	struct nvmefs_cred cred = req_cred(req);
+	struct stat st;
+	int err;
 
 	if (refuse_ctl(req, parent, 0, NULL))
 		return;
-	pthread_mutex_lock(&vol->lock);
-	ret = make_node(req, parent, name, mode, rdev, target, &in);
-	if (!ret)
-		fill_entry(in, &e);
-	pthread_mutex_unlock(&vol->lock);
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else
-		reply_entry(req, &e);
+	err = nvmefs_ns_mknod(VOL(req), &cred, parent, name, mode, rdev, target, &st);
+	reply_entry(req, err, &st);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) &&
-	    !S_ISBLK(mode)) {
+	if (S_ISDIR(mode) || S_ISLNK(mode)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	reply_new(req, parent, name, mode, S_ISCHR(mode) || S_ISBLK(mode) ? rdev : 0, NULL);
+	reply_new(req, parent, name, mode, rdev, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -526,260 +233,44 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	size_t len = strlen(link);
-
-	if (len == 0 || len > NVMEFS_SYMLINK_MAX) {
-		fuse_reply_err(req, len ? ENAMETOOLONG : ENOENT);
-		return;
-	}
 	reply_new(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in, *p;
-	struct fuse_entry_param e;
-	struct timespec now;
-	int ret;
+	struct stat st;
+	int err;
 
 	if (refuse_ctl(req, ino, newparent, NULL))
 		return;
-	nvmefs_timespec_now(&now);
-	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	p = live_inode(vol, newparent);
-	ret = check_new_name(vol, p, newname, 28 + strlen(newname));
-	if (!ret && (!in || in->nlink == 0))
-		ret = -ENOENT;
-	else if (!ret && in->dir)
-		ret = -EPERM;
-	else if (!ret && in->nlink >= LINK_MAX_COUNT)
-		ret = -EMLINK;
-	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, in);
-	if (!ret) {
-		in->nlink++;
-		in->ctime = now;
-		nvmefs_inode_dirty(vol, in);
-		touch_dir(vol, p, &now);
-		fill_entry(in, &e);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else
-		reply_entry(req, &e);
-}
-
-/* ---- removing names ---- */
-
-static int remove_name(struct nvmefs_vol *vol, fuse_ino_t parent, const char *name, bool dir)
-{
-	struct nvmefs_inode *p = live_inode(vol, parent), *in;
-	struct nvmefs_dirent *d;
-	struct timespec now;
-	int ret;
-
-	if (read_only(vol))
-		return -EROFS;
-	if (!p)
-		return -ENOENT;
-	if (!p->dir)
-		return -ENOTDIR;
-	if (strlen(name) > NVMEFS_NAME_MAX)
-		return -ENAMETOOLONG;
-	d = nvmefs_dir_find(vol, parent, name);
-	if (!d)
-		return -ENOENT;
-	in = nvmefs_iget(vol, d->child);
-	if (!in)
-		return -EIO; /* the mount verified every entry: a bug */
-	if (dir && !in->dir)
-		return -ENOTDIR;
-	if (!dir && in->dir)
-		return -EISDIR;
-	if (dir && in->dir->live)
-		return -ENOTEMPTY;
-	nvmefs_timespec_now(&now);
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, in);
-	if (ret)
-		return ret;
-	if (dir)
-		p->nlink--;
-	touch_dir(vol, p, &now);
-	return drop_link(vol, in, &now);
+	err = nvmefs_ns_link(VOL(req), ino, newparent, newname, &st);
+	reply_entry(req, err, &st);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	int ret;
-
 	if (refuse_ctl(req, parent, 0, name))
 		return;
-	pthread_mutex_lock(&vol->lock);
-	ret = remove_name(vol, parent, name, false);
-	pthread_mutex_unlock(&vol->lock);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -nvmefs_ns_unlink(VOL(req), parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	int ret;
-
 	if (refuse_ctl(req, parent, 0, name))
 		return;
-	pthread_mutex_lock(&vol->lock);
-	ret = remove_name(vol, parent, name, true);
-	pthread_mutex_unlock(&vol->lock);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -nvmefs_ns_rmdir(VOL(req), parent, name));
 }
 
-/* True when directory anc is dir or one of its ancestors. */
-static bool is_ancestor(struct nvmefs_vol *vol, uint64_t anc, uint64_t dir)
-{
-	for (unsigned depth = 0; depth < 1u << 20; depth++) {
-		struct nvmefs_inode *in = nvmefs_iget(vol, dir);
-
-		if (dir == anc)
-			return true;
-		if (!in || dir == NVMEFS_ROOT_INO)
-			return false;
-		dir = in->parent;
-	}
-	return true;
-}
-
-static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
-			   struct nvmefs_inode *np, const char *newname, struct nvmefs_inode *a,
-			   struct nvmefs_inode *b, const struct timespec *now)
-{
-	int ret;
-
-	if ((a->dir && is_ancestor(vol, a->ino, np->ino)) ||
-	    (b->dir && is_ancestor(vol, b->ino, p->ino)))
-		return -EINVAL;
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, a);
-	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, np->ino, newname, b);
-	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, b);
-	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, np->ino, newname, a);
-	if (ret)
-		return ret;
-	/* a->dir is a pointer: compare whether each is a directory, not the
-	 * pointers, or two directories look like a directory and a file. */
-	if (p != np && !a->dir != !b->dir) {
-		struct nvmefs_inode *gets = a->dir ? np : p, *loses = a->dir ? p : np;
-
-		gets->nlink++;
-		loses->nlink--;
-	}
-	a->ctime = b->ctime = *now;
-	nvmefs_inode_dirty(vol, a);
-	nvmefs_inode_dirty(vol, b);
-	touch_dir(vol, p, now);
-	touch_dir(vol, np, now);
-	return 0;
-}
-
-static int do_rename(struct nvmefs_vol *vol, fuse_ino_t parent, const char *name,
-		     fuse_ino_t newparent, const char *newname, unsigned flags)
-{
-	struct nvmefs_inode *p = live_inode(vol, parent), *np = live_inode(vol, newparent);
-	struct nvmefs_inode *src, *dst = NULL;
-	struct nvmefs_dirent *d, *d2;
-	struct timespec now;
-	int ret;
-
-	if (read_only(vol))
-		return -EROFS;
-	if (!p || !np)
-		return -ENOENT;
-	if (!p->dir || !np->dir)
-		return -ENOTDIR;
-	if (strlen(name) > NVMEFS_NAME_MAX || strlen(newname) > NVMEFS_NAME_MAX)
-		return -ENAMETOOLONG;
-	if (is_ctl_name(newparent, newname))
-		return -EEXIST;
-	d = nvmefs_dir_find(vol, parent, name);
-	if (!d)
-		return -ENOENT;
-	src = nvmefs_iget(vol, d->child);
-	d2 = nvmefs_dir_find(vol, newparent, newname);
-	if (d2)
-		dst = nvmefs_iget(vol, d2->child);
-	if (!src || (d2 && !dst))
-		return -EIO; /* the mount verified every entry: a bug */
-	nvmefs_timespec_now(&now);
-	if (flags & RENAME_EXCHANGE) {
-		if (!dst)
-			return -ENOENT;
-		if (src == dst)
-			return 0;
-		return rename_exchange(vol, p, name, np, newname, src, dst, &now);
-	}
-	if (dst && (flags & RENAME_NOREPLACE))
-		return -EEXIST;
-	if (dst == src)
-		return 0; /* two names of one inode: POSIX says do nothing */
-	if (src->dir && is_ancestor(vol, src->ino, np->ino))
-		return -EINVAL;
-	if (dst) {
-		if (src->dir && !dst->dir)
-			return -ENOTDIR;
-		if (!src->dir && dst->dir)
-			return -EISDIR;
-		if (dst->dir && dst->dir->live)
-			return -ENOTEMPTY;
-	} else if (vol->meta_bytes + 28 + strlen(newname) > vol->meta_cap) {
-		return -ENOSPC;
-	}
-	if (dst) {
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, newparent, newname, dst);
-		if (!ret && dst->dir)
-			np->nlink--;
-		if (!ret)
-			ret = drop_link(vol, dst, &now);
-		if (ret)
-			return ret;
-	}
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, src);
-	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, src);
-	if (ret)
-		return ret;
-	if (src->dir && p != np) {
-		p->nlink--;
-		np->nlink++;
-	}
-	src->ctime = now;
-	nvmefs_inode_dirty(vol, src);
-	touch_dir(vol, p, &now);
-	touch_dir(vol, np, &now);
-	return 0;
-}
+_Static_assert(NVMEFS_RENAME_NOREPLACE == RENAME_NOREPLACE &&
+		       NVMEFS_RENAME_EXCHANGE == RENAME_EXCHANGE,
+	       "the core's rename flags are renameat2's");
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	int ret;
-
 	if (refuse_ctl(req, parent, newparent, name))
 		return;
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
-	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE)) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	ret = do_rename(vol, parent, name, newparent, newname, flags);
-	pthread_mutex_unlock(&vol->lock);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -nvmefs_ns_rename(VOL(req), parent, name, newparent, newname, flags));
 }
 
 /* ---- files ---- */
@@ -818,14 +309,6 @@ static void set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
 		fi->fh = (uintptr_t)nvmefs_prefetch_open(in);
-}
-
-/* Truncate at open (O_TRUNC with atomic_o_trunc). */
-static int open_trunc(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	if (read_only(vol))
-		return -EROFS;
-	return truncate_locked(vol, in, 0);
 }
 
 /* A control file's text is made at open and served from the handle. */
@@ -892,22 +375,12 @@ static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct 
 		free(h);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
+	in = nvmefs_ns_find(vol, ino);
 	/* The handle's read-ahead windows go while it still keeps the inode,
 	 * and before the file's space can go. */
 	if (in)
 		nvmefs_prefetch_close(in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh);
-	pthread_mutex_lock(&vol->lock);
-	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
-		/* Last close of an unlinked file: its space goes now. */
-		if (log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino))
-			nvmefs_warn("inode %llu: could not free at last close; "
-				    "it is reclaimed at the next mount",
-				    (unsigned long long)ino);
-	}
-	pthread_mutex_unlock(&vol->lock);
+	nvmefs_ns_release(vol, ino);
 }
 
 /* The test daemon loses this OPEN or CREATE reply (testctl "lose_open"). */
@@ -947,9 +420,7 @@ static void reply_create(fuse_req_t req, const struct fuse_entry_param *e,
 		fuse_reply_err(req, EINTR);
 	else if (!fuse_reply_create(req, e, fi))
 		return;
-	pthread_mutex_lock(&vol->lock);
-	forget_one(vol, e->ino, 1);
-	pthread_mutex_unlock(&vol->lock);
+	nvmefs_ns_forget(vol, e->ino, 1);
 	release_handle(vol, e->ino, fi);
 }
 
@@ -957,30 +428,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	int ret = 0;
+	int err;
 
 	if (nvmefs_ctl_ino(ino)) {
 		open_ctl(req, ino, fi);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	if (in)
-		in->opens++;
-	pthread_mutex_unlock(&vol->lock);
-	if (!in) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
 	/* As Linux does, O_TRUNC truncates whatever the access mode (the kernel
 	 * has checked write permission). */
-	if ((fi->flags & O_TRUNC) && S_ISREG(in->mode))
-		ret = open_trunc(vol, in);
-	if (ret) {
-		pthread_mutex_lock(&vol->lock);
-		in->opens--;
-		pthread_mutex_unlock(&vol->lock);
-		fuse_reply_err(req, -ret);
+	err = nvmefs_ns_open(vol, ino, fi->flags & O_TRUNC, &in);
+	if (err) {
+		fuse_reply_err(req, -err);
 		return;
 	}
 	set_open_flags(vol, in, fi);
@@ -991,23 +449,20 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
+	struct nvmefs_cred cred = req_cred(req);
 	struct fuse_entry_param e;
 	struct nvmefs_inode *in;
-	int ret;
+	struct stat st;
+	int err;
 
 	if (refuse_ctl(req, parent, 0, NULL))
 		return;
-	pthread_mutex_lock(&vol->lock);
-	ret = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
-	if (!ret) {
-		in->opens++;
-		fill_entry(in, &e);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	if (ret) {
-		fuse_reply_err(req, -ret);
+	err = nvmefs_ns_create(vol, &cred, parent, name, mode, &st, &in);
+	if (err) {
+		fuse_reply_err(req, -err);
 		return;
 	}
+	fill_entry(&st, &e);
 	set_open_flags(vol, in, fi);
 	reply_create(req, &e, fi);
 }
@@ -1041,29 +496,6 @@ static void write_done(void *ctx, ssize_t res, const void *data)
 		fuse_reply_write(ctx, (size_t)res);
 }
 
-static bool ts_le(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
-}
-
-/* relatime: FUSE leaves atime to us. Update it when it is not newer than
- * mtime or ctime, or a day old, so reads rarely dirty the inode. */
-static void touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	struct timespec now;
-
-	if (vol->opts.read_only)
-		return;
-	nvmefs_timespec_now(&now);
-	pthread_mutex_lock(&vol->lock);
-	if (!in->dead && (ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
-			  now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
-		in->atime = now;
-		nvmefs_inode_dirty(vol, in);
-	}
-	pthread_mutex_unlock(&vol->lock);
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1075,7 +507,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_ctl(req, (const struct ctl_handle *)(uintptr_t)fi->fh, size, off);
 		return;
 	}
-	in = find_inode(vol, ino);
+	in = nvmefs_ns_find(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
@@ -1089,50 +521,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	touch_atime(vol, in);
+	nvmefs_ns_touch_atime(vol, in);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
 	 * the handles set_open_flags gave read-ahead state (fh); the others
 	 * (fh 0) are read as asked. */
 	nvmefs_prefetch_read(vol, in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh, buf, size,
 			     (uint64_t)off, read_done, req);
-}
-
-static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name);
-
-/*
- * What a write takes away, as Linux's file_remove_privs(): file capabilities
- * (security.capability) whoever writes, and for a process without
- * CAP_FSETID (uid 0 stands for it) setuid, and setgid when the group may
- * execute. The kernel does this itself before writes through the page cache
- * (it asks for the capability with GETXATTR and removes it, and clears the
- * bits with SETATTR), but not for direct_io writes: libfuse 3.14 hands us
- * those without the kill-suid flag, and the capability is left to us.
- */
-static int kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uid_t writer)
-{
-	static const char caps[] = "security.capability";
-	bool changed = false;
-	int ret = 0;
-
-	pthread_mutex_lock(&vol->lock);
-	if (writer != 0) {
-		mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
-
-		if (in->mode & kill) {
-			in->mode &= ~kill;
-			changed = true;
-		}
-	}
-	if (in->nxattrs && find_xattr(in, caps)) {
-		ret = log_xattr_del(vol, in->ino, caps);
-		changed |= !ret;
-	}
-	if (changed) {
-		nvmefs_timespec_now(&in->ctime);
-		nvmefs_inode_dirty(vol, in);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	return ret;
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
@@ -1143,11 +537,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 	unsigned flags = 0;
 	void *buf;
 
-	if (read_only(vol)) {
+	if (nvmefs_ns_read_only(vol)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	in = find_inode(vol, ino);
+	in = nvmefs_ns_find(vol, ino);
 	if (!in || !S_ISREG(in->mode)) {
 		fuse_reply_err(req, in ? EISDIR : ENOENT);
 		return;
@@ -1159,7 +553,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 	/* As the kernel does, privileges go before the data changes. The
 	 * kernel's own write-back has done it at write(2). */
 	if (!fi->writepage) {
-		int ret = kill_privs(vol, in, fuse_req_ctx(req)->uid);
+		int ret = nvmefs_ns_kill_privs(vol, in, fuse_req_ctx(req)->uid);
 
 		if (ret) {
 			fuse_reply_err(req, -ret);
@@ -1195,32 +589,15 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
-	struct nvmefs_rl_ent rl;
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-	int ret;
-
+	(void)fi;
 	if (refuse_ctl(req, ino, 0, NULL))
 		return;
-	if (read_only(vol)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	pthread_mutex_unlock(&vol->lock);
-	if (!in || !S_ISREG(in->mode)) {
-		fuse_reply_err(req, in ? ENODEV : ENOENT);
-		return;
-	}
 	if (offset < 0 || length <= 0) {
-		fuse_reply_err(req, EINVAL);
+		fuse_reply_err(req, EINVAL); /* the kernel checks it first */
 		return;
 	}
-	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
-	ret = nvmefs_data_fallocate(vol, in, mode, (uint64_t)offset, (uint64_t)length);
-	nvmefs_rl_unlock(&in->io_lock, &rl);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(
+		req, -nvmefs_ns_fallocate(VOL(req), ino, mode, (uint64_t)offset, (uint64_t)length));
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
@@ -1239,7 +616,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	in = find_inode(vol, ino);
+	in = nvmefs_ns_find(vol, ino);
 	if (!in) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -1265,89 +642,70 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	in = find_inode(vol, ino);
+	in = nvmefs_ns_find(vol, ino);
 	if (!in || !in->dir)
 		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
 	else
 		fuse_reply_open(req, fi);
 }
 
-/* Add one entry; returns false when it does not fit (nothing added). */
-static bool add_entry(fuse_req_t req, char *buf, size_t size, size_t *pos, const char *name,
-		      struct nvmefs_inode *in, uint64_t ino, mode_t mode, off_t next, bool plus)
+/* A readdir(plus) reply being filled. */
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, pos;
+	bool plus;
+};
+
+/* Add one entry; false when it does not fit (nothing added). */
+static bool add_entry(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
+		      const struct stat *st)
 {
+	struct dirbuf *db = arg;
 	size_t n;
 
-	if (plus) {
+	if (db->plus) {
 		struct fuse_entry_param e = {0};
 
-		if (in) {
-			fill_entry(in, &e);
+		if (st) {
+			fill_entry(st, &e);
 		} else {
 			e.attr.st_ino = ino;
 			e.attr.st_mode = mode;
 		}
-		n = fuse_add_direntry_plus(req, buf + *pos, size - *pos, name, &e, next);
-		if (n > size - *pos) {
-			if (in)
-				in->lookup--;
-			return false;
-		}
+		n = fuse_add_direntry_plus(db->req, db->buf + db->pos, db->size - db->pos, name, &e,
+					   next);
 	} else {
-		struct stat st = {.st_ino = ino, .st_mode = mode};
+		struct stat s = {.st_ino = ino, .st_mode = mode};
 
-		n = fuse_add_direntry(req, buf + *pos, size - *pos, name, &st, next);
-		if (n > size - *pos)
-			return false;
+		n = fuse_add_direntry(db->req, db->buf + db->pos, db->size - db->pos, name, &s,
+				      next);
 	}
-	*pos += n;
+	if (n > db->size - db->pos)
+		return false;
+	db->pos += n;
 	return true;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
 	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *dir;
-	char *buf = malloc(size);
-	size_t pos = 0;
+	struct dirbuf db = {.req = req, .buf = malloc(size), .size = size, .plus = plus};
+	int err = 0;
 
-	if (!buf) {
+	if (!db.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (ino == NVMEFS_CTL_DIR) {
-		pos = nvmefs_ctl_readdir(req, vol, buf, size, off, plus);
-		goto out_reply;
-	}
-	pthread_mutex_lock(&vol->lock);
-	dir = nvmefs_iget(vol, ino);
-	if (!dir || !dir->dir) {
-		pthread_mutex_unlock(&vol->lock);
-		free(buf);
-		fuse_reply_err(req, dir ? ENOTDIR : ENOENT);
-		return;
-	}
-	if (off < 1 && !add_entry(req, buf, size, &pos, ".", NULL, dir->ino, S_IFDIR, 1, plus))
-		goto out;
-	if (off < 2 && !add_entry(req, buf, size, &pos, "..", NULL, dir->parent, S_IFDIR, 2, plus))
-		goto out;
-	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
-	     i < dir->dir->n; i++) {
-		struct nvmefs_dirent *d = dir->dir->v[i];
-		struct nvmefs_inode *c;
-
-		if (!d)
-			continue;
-		c = plus ? nvmefs_iget(vol, d->child) : NULL;
-		if (!add_entry(req, buf, size, &pos, d->name, c, d->child, (mode_t)DTTOIF(d->type),
-			       (off_t)d->cookie, plus))
-			break;
-	}
-out:
-	pthread_mutex_unlock(&vol->lock);
-out_reply:
-	fuse_reply_buf(req, buf, pos);
-	free(buf);
+	if (ino == NVMEFS_CTL_DIR)
+		db.pos = nvmefs_ctl_readdir(req, vol, db.buf, size, off, plus);
+	else
+		err = nvmefs_ns_readdir(vol, ino, off, plus, add_entry, &db);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_buf(req, db.buf, db.pos);
+	free(db.buf);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1369,57 +727,19 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct statvfs st = {0};
-	uint64_t per_file = nvmefs_meta_cost_inode(16), room;
+	struct statvfs st;
 
-	pthread_mutex_lock(&vol->lock);
-	room = vol->meta_cap > vol->meta_bytes ? vol->meta_cap - vol->meta_bytes : 0;
-	st.f_bsize = NVMEFS_BLOCK;
-	st.f_frsize = NVMEFS_BLOCK;
-	st.f_blocks = vol->total_bytes / NVMEFS_BLOCK;
-	/* Space released but waiting for its commit counts as free: a write
-	 * that needs it commits first (data.c). */
-	st.f_bfree = (vol->free_bytes + vol->pending_bytes) / NVMEFS_BLOCK;
-	st.f_bavail = st.f_bfree;
-	st.f_files = vol->ninodes + room / per_file;
-	st.f_ffree = room / per_file;
-	st.f_favail = st.f_ffree;
-	st.f_namemax = NVMEFS_NAME_MAX;
-	pthread_mutex_unlock(&vol->lock);
+	(void)ino;
+	nvmefs_ns_statfs(VOL(req), &st);
 	fuse_reply_statfs(req, &st);
 }
 
 /* ---- extended attributes ---- */
 
-static int xattr_name_check(const char *name)
-{
-	if (strlen(name) > NVMEFS_XATTR_NAME_MAX)
-		return -ERANGE;
-	if (!strncmp(name, "system.", 7))
-		return -EOPNOTSUPP; /* no POSIX ACLs */
-	return 0;
-}
-
-static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (unsigned i = 0; i < in->nxattrs; i++) {
-		if (in->xattrs[i].name_len == len && !memcmp(in->xattrs[i].name, name, len))
-			return &in->xattrs[i];
-	}
-	return NULL;
-}
-
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
 	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_SET};
-	struct nvmefs_inode *in;
-	struct nvmefs_xattr *x;
-	int ret = xattr_name_check(name);
 
 	if (refuse_ctl(req, ino, 0, NULL))
 		return;
@@ -1427,185 +747,59 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		fuse_reply_err(req, -vol->test_ctl(vol, value, size));
 		return;
 	}
-	if (!ret && size > NVMEFS_XATTR_VALUE_MAX)
-		ret = -E2BIG;
-	if (!ret && read_only(vol))
-		ret = -EROFS;
-	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
-		ret = nvmefs_xlayout_set(vol, ino, value, size);
-	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR)) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	x = in ? find_xattr(in, name) : NULL;
-	if (!in)
-		ret = -ENOENT;
-	else if ((flags & XATTR_CREATE) && x)
-		ret = -EEXIST;
-	else if ((flags & XATTR_REPLACE) && !x)
-		ret = -ENODATA;
-	else if (vol->meta_bytes + 24 + strlen(name) + size > vol->meta_cap)
-		ret = -ENOSPC;
-	if (!ret) {
-		r.xattr.ino = ino;
-		r.xattr.name = name;
-		r.xattr.name_len = (uint16_t)strlen(name);
-		r.xattr.value = value;
-		r.xattr.value_len = (uint32_t)size;
-		ret = log_rec(vol, &r);
-	}
-	if (!ret) {
-		nvmefs_timespec_now(&in->ctime);
-		nvmefs_inode_dirty(vol, in);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -nvmefs_xattr_set(vol, ino, name, value, size, flags));
 }
 
-/* A getxattr reply of text (n bytes, or -errno) to a buffer of size. */
-static void reply_xattr_text(fuse_req_t req, const char *text, int n, size_t size)
+/* A getxattr or listxattr reply: the length n (or -errno) for a size of 0,
+ * else the n bytes of buf. */
+static void reply_xattr(fuse_req_t req, const void *buf, ssize_t n, size_t size)
 {
 	if (n < 0)
-		fuse_reply_err(req, -n);
+		fuse_reply_err(req, (int)-n);
 	else if (!size)
 		fuse_reply_xattr(req, (size_t)n);
-	else if (size < (size_t)n)
-		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, text, (size_t)n);
+		fuse_reply_buf(req, buf, (size_t)n);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-	struct nvmefs_xattr *x = NULL;
-	void *copy = NULL;
-	size_t len = 0;
-	int ret = xattr_name_check(name);
+	void *buf = NULL;
+	ssize_t n;
 
 	if (nvmefs_ctl_ino(ino)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (!strcmp(name, NVMEFS_LAYOUT_XATTR)) { /* virtual, and not listed */
-		char text[128];
-
-		reply_xattr_text(req, text, nvmefs_xlayout_get(vol, ino, text, sizeof(text)), size);
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (ret) {
-		fuse_reply_err(req, ret == -EOPNOTSUPP ? ENODATA : -ret);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in)
-		x = find_xattr(in, name);
-	if (!in)
-		ret = -ENOENT;
-	else if (!x)
-		ret = -ENODATA;
-	else if (size && x->value_len > size)
-		ret = -ERANGE;
-	else if (size && !(copy = malloc(x->value_len + 1)))
-		ret = -ENOMEM;
-	if (!ret) {
-		len = x->value_len;
-		if (copy)
-			memcpy(copy, x->value, len);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else if (!size)
-		fuse_reply_xattr(req, len);
-	else
-		fuse_reply_buf(req, copy, len);
-	free(copy);
+	n = nvmefs_xattr_get(VOL(req), ino, name, buf, size);
+	reply_xattr(req, buf, n, size);
+	free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
 	char *buf = NULL;
-	size_t total = 0;
-	int ret = 0;
+	ssize_t n = 0;
 
-	if (nvmefs_ctl_ino(ino)) {
-		if (size)
-			fuse_reply_buf(req, NULL, 0);
-		else
-			fuse_reply_xattr(req, 0);
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (!in) {
-		ret = -ENOENT;
-		goto out;
-	}
-	for (unsigned i = 0; i < in->nxattrs; i++)
-		total += in->xattrs[i].name_len + 1;
-	if (!size)
-		goto out;
-	if (total > size) {
-		ret = -ERANGE;
-		goto out;
-	}
-	buf = malloc(total + 1);
-	if (!buf) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0, pos = 0; i < in->nxattrs; i++) {
-		memcpy(buf + pos, in->xattrs[i].name, in->xattrs[i].name_len + 1);
-		pos += in->xattrs[i].name_len + 1;
-	}
-out:
-	pthread_mutex_unlock(&vol->lock);
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else if (!size)
-		fuse_reply_xattr(req, total);
-	else
-		fuse_reply_buf(req, buf, total);
+	if (!nvmefs_ctl_ino(ino)) /* control inodes have none */
+		n = nvmefs_xattr_list(VOL(req), ino, buf, size);
+	reply_xattr(req, buf, n, size);
 	free(buf);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
-	int ret = xattr_name_check(name);
-
 	if (refuse_ctl(req, ino, 0, NULL))
 		return;
-	if (!ret && read_only(vol))
-		ret = -EROFS;
-	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
-		ret = nvmefs_xlayout_set(vol, ino, NULL, 0);
-	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR)) {
-		fuse_reply_err(req, ret == -EOPNOTSUPP ? ENODATA : -ret);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	if (!in)
-		ret = -ENOENT;
-	else if (!find_xattr(in, name))
-		ret = -ENODATA;
-	if (!ret)
-		ret = log_xattr_del(vol, ino, name);
-	if (!ret) {
-		nvmefs_timespec_now(&in->ctime);
-		nvmefs_inode_dirty(vol, in);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -nvmefs_xattr_remove(VOL(req), ino, name));
 }
 
 /* ---- session ---- */

@@ -6,7 +6,7 @@
 #    need neither FUSE nor json-c; the fuzzers build these. A file that
 #    one of them calls belongs here.
 #  - FS_FUSE_SOURCES: the FUSE operations and receive loop, member
-#    discovery, layout xattrs and the control files.
-set(FS_CORE_SOURCES format.c meta.c alloc.c journal.c volume.c rangelock.c data.c prefetch.c
-                    holder.c)
-set(FS_FUSE_SOURCES ops.c loop.c discover.c xlayout.c ctl.c)
+#    discovery and the control files.
+set(FS_CORE_SOURCES format.c meta.c alloc.c journal.c volume.c rangelock.c data.c prefetch.c namei.c
+                    xlayout.c holder.c)
+set(FS_FUSE_SOURCES ops.c loop.c discover.c ctl.c)

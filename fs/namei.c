@@ -1,0 +1,994 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The namespace: names, attributes, extended attributes and open counts of
+ * the in-memory metadata, changed only through journal records
+ * (nvmefs_meta_log). The rules every door shares live here (link counts,
+ * rename with NOREPLACE and EXCHANGE, setgid directories, what a write
+ * takes away, relatime, the space a name costs in a checkpoint); the doors
+ * decode their requests, call these and reply (fs/ops.c for the mount).
+ * See namei.h for the contract.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "fs_i.h"
+#include "namei.h"
+
+#include "nvmefs/util.h"
+
+/* Bytes a name costs in a checkpoint beyond its text (DIRENT record). */
+#define DIRENT_COST 28
+/* Bytes an xattr costs beyond its name and value (XATTR_SET record). */
+#define XATTR_COST 24
+
+void nvmefs_ns_fill_stat(const struct nvmefs_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_mode = in->mode;
+	st->st_nlink = in->dead ? 0 : in->nlink;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_rdev = in->rdev;
+	st->st_size = (off_t)in->size;
+	st->st_blksize = NVMEFS_BLOCK;
+	st->st_blocks = (blkcnt_t)(in->alloc_bytes / 512);
+	st->st_atim = in->atime;
+	st->st_mtim = in->mtime;
+	st->st_ctim = in->ctime;
+}
+
+bool nvmefs_ns_read_only(struct nvmefs_vol *vol)
+{
+	return vol->opts.read_only || nvmefs_journal_error(vol);
+}
+
+struct nvmefs_inode *nvmefs_ns_find(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	return in;
+}
+
+/* ino's inode unless unknown or freed (meta held). */
+static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
+
+	return in && !in->dead ? in : NULL;
+}
+
+/* The root's ".nvmefs" names the mount's control directory (fs/ctl.c): no
+ * door may make an entry of that name. */
+static bool is_ctl_name(uint64_t parent, const char *name)
+{
+	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
+}
+
+/* The entry's attributes and one reference for the caller (meta held). */
+static void give_entry(struct nvmefs_inode *in, struct stat *st)
+{
+	nvmefs_ns_fill_stat(in, st);
+	in->lookup++;
+}
+
+/* Checks shared by everything that adds a name (meta held). */
+static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
+			  uint64_t cost)
+{
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	if (!p)
+		return -ENOENT;
+	if (!p->dir)
+		return -ENOTDIR;
+	if (strlen(name) > NVMEFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (nvmefs_dir_find(vol, p->ino, name) || is_ctl_name(p->ino, name))
+		return -EEXIST;
+	if (vol->meta_bytes + cost > vol->meta_cap)
+		return -ENOSPC;
+	return 0;
+}
+
+static int log_dirent(struct nvmefs_vol *vol, uint16_t type, uint64_t parent, const char *name,
+		      const struct nvmefs_inode *child)
+{
+	struct nvmefs_rec r = {.type = type};
+
+	r.dirent.parent = parent;
+	r.dirent.child = child->ino;
+	r.dirent.type = (uint8_t)IFTODT(child->mode);
+	r.dirent.name = name;
+	r.dirent.name_len = (uint16_t)strlen(name);
+	return nvmefs_meta_log(vol, &r);
+}
+
+static int log_ino(struct nvmefs_vol *vol, uint16_t type, uint64_t ino)
+{
+	struct nvmefs_rec r = {.type = type};
+
+	r.ino.ino = ino;
+	return nvmefs_meta_log(vol, &r);
+}
+
+static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_DEL};
+
+	r.xattr.ino = ino;
+	r.xattr.name = name;
+	r.xattr.name_len = (uint16_t)strlen(name);
+	return nvmefs_meta_log(vol, &r);
+}
+
+static void touch_dir(struct nvmefs_vol *vol, struct nvmefs_inode *dir, const struct timespec *now)
+{
+	dir->mtime = dir->ctime = *now;
+	nvmefs_inode_dirty(vol, dir);
+}
+
+/* A link to in went away (meta held): free it now, or at its last close. */
+static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct timespec *now)
+{
+	in->ctime = *now;
+	if (in->dir)
+		in->nlink = 0;
+	else
+		in->nlink--;
+	if (in->nlink) {
+		nvmefs_inode_dirty(vol, in);
+		return 0;
+	}
+	if (in->opens) {
+		nvmefs_inode_dirty(vol, in);
+		return log_ino(vol, NVMEFS_REC_ORPHAN_ADD, in->ino);
+	}
+	return log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino);
+}
+
+/* ---- lookup and references ---- */
+
+int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st)
+{
+	struct nvmefs_inode *p, *in;
+	struct nvmefs_dirent *d;
+	int ret = 0;
+
+	if (strlen(name) > NVMEFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&vol->lock);
+	p = live_inode(vol, parent);
+	if (!p)
+		ret = -ENOENT;
+	else if (!p->dir)
+		ret = -ENOTDIR;
+	else if (!(d = nvmefs_dir_find(vol, parent, name)) || !(in = live_inode(vol, d->child)))
+		ret = -ENOENT;
+	else
+		give_entry(in, st);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
+{
+	struct nvmefs_inode *in;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (in) {
+		in->lookup = in->lookup > n ? in->lookup - n : 0;
+		if (!in->lookup && in->dead)
+			nvmefs_inode_drop(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
+/* ---- attributes ---- */
+
+int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st)
+{
+	struct nvmefs_inode *in;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (in)
+		nvmefs_ns_fill_stat(in, st);
+	pthread_mutex_unlock(&vol->lock);
+	return in ? 0 : -ENOENT;
+}
+
+static void set_times(struct nvmefs_inode *in, const struct stat *attr, int to_set,
+		      const struct timespec *now)
+{
+	if (to_set & NVMEFS_SET_ATIME_NOW)
+		in->atime = *now;
+	else if (to_set & NVMEFS_SET_ATIME)
+		in->atime = attr->st_atim;
+	if (to_set & NVMEFS_SET_MTIME_NOW)
+		in->mtime = *now;
+	else if (to_set & NVMEFS_SET_MTIME)
+		in->mtime = attr->st_mtim;
+}
+
+/* Change a regular file's size, holding its whole range. */
+static int truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size)
+{
+	struct nvmefs_rl_ent rl;
+	int ret;
+
+	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
+	ret = nvmefs_data_truncate(vol, in, size);
+	nvmefs_rl_unlock(&in->io_lock, &rl);
+	return ret;
+}
+
+int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
+		      struct stat *out)
+{
+	struct nvmefs_inode *in;
+	struct timespec now;
+	int err = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (in && in->dead && !(to_set & NVMEFS_SET_SIZE)) {
+		/* With the write-back cache the kernel sends a file's times
+		 * after its last name and handle are gone; the inode is freed
+		 * (nothing to log), so answer with what it was. */
+		nvmefs_ns_fill_stat(in, out);
+		pthread_mutex_unlock(&vol->lock);
+		return 0;
+	}
+	if (in && in->dead)
+		in = NULL;
+	pthread_mutex_unlock(&vol->lock);
+	if (!in)
+		return -ENOENT;
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	if (to_set & NVMEFS_SET_SIZE) {
+		if (in->dir)
+			return -EISDIR;
+		if (!S_ISREG(in->mode))
+			return -EINVAL;
+		err = truncate_locked(vol, in, (uint64_t)attr->st_size);
+		if (err)
+			return err;
+	}
+	nvmefs_timespec_now(&now);
+	pthread_mutex_lock(&vol->lock);
+	if (to_set & NVMEFS_SET_MODE)
+		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & NVMEFS_SET_UID)
+		in->uid = attr->st_uid;
+	if (to_set & NVMEFS_SET_GID)
+		in->gid = attr->st_gid;
+	set_times(in, attr, to_set, &now);
+	if (to_set & NVMEFS_SET_CTIME)
+		in->ctime = attr->st_ctim;
+	else
+		in->ctime = now;
+	nvmefs_inode_dirty(vol, in);
+	nvmefs_ns_fill_stat(in, out);
+	pthread_mutex_unlock(&vol->lock);
+	return 0;
+}
+
+int nvmefs_ns_readlink(struct nvmefs_vol *vol, uint64_t ino, char **target)
+{
+	struct nvmefs_inode *in;
+	int ret = 0;
+
+	*target = NULL;
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (!in)
+		ret = -ENOENT;
+	else if (!in->target)
+		ret = -EINVAL;
+	else if (!(*target = strdup(in->target)))
+		ret = -ENOMEM;
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static bool ts_le(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
+/* relatime: FUSE leaves atime to us. Update it when it is not newer than
+ * mtime or ctime, or a day old, so reads rarely dirty the inode. */
+void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct timespec now;
+
+	if (vol->opts.read_only)
+		return;
+	nvmefs_timespec_now(&now);
+	pthread_mutex_lock(&vol->lock);
+	if (!in->dead && (ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
+			  now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
+		in->atime = now;
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
+/* ---- making names ---- */
+
+/* Make a new inode named name in parent (meta held). */
+static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+		     const char *name, mode_t mode, dev_t rdev, const char *target,
+		     struct nvmefs_inode **out)
+{
+	struct nvmefs_inode *p = live_inode(vol, parent), *in;
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct timespec now;
+	int ret;
+
+	ret = check_new_name(vol, p, name,
+			     nvmefs_meta_cost_inode(strlen(name)) + (target ? strlen(target) : 0));
+	if (ret)
+		return ret;
+	if (S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
+		return -EMLINK;
+	if (vol->next_ino > NVMEFS_INO_MAX)
+		return -ENOSPC;
+	nvmefs_timespec_now(&now);
+	r.inode.ino = vol->next_ino;
+	r.inode.mode = mode;
+	r.inode.uid = cred->uid;
+	r.inode.gid = cred->gid;
+	/* BSD group semantics in setgid directories, as Linux does. */
+	if (p->mode & S_ISGID) {
+		r.inode.gid = p->gid;
+		if (S_ISDIR(mode))
+			r.inode.mode |= S_ISGID;
+	}
+	r.inode.nlink = S_ISDIR(mode) ? 2 : 1;
+	r.inode.rdev = rdev;
+	r.inode.atime = r.inode.mtime = r.inode.ctime = r.inode.crtime =
+		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
+	/* Files take their directory's default layout, and directories
+	 * pass it on to theirs. */
+	if (S_ISREG(mode))
+		nvmefs_xlayout_pick(vol, &p->layout, &r.inode.layout);
+	else if (S_ISDIR(mode))
+		r.inode.layout = p->layout;
+	if (target) {
+		r.inode.target = target;
+		r.inode.target_len = (uint16_t)strlen(target);
+		r.inode.size = r.inode.target_len;
+	}
+	ret = nvmefs_meta_log(vol, &r);
+	if (ret)
+		return ret;
+	in = nvmefs_iget(vol, r.inode.ino);
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, parent, name, in);
+	if (ret)
+		return ret;
+	if (S_ISDIR(mode))
+		p->nlink++;
+	touch_dir(vol, p, &now);
+	*out = in;
+	return 0;
+}
+
+int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+		    const char *name, mode_t mode, dev_t rdev, const char *target, struct stat *st)
+{
+	struct nvmefs_inode *in;
+	size_t len;
+	int ret;
+
+	switch (mode & S_IFMT) {
+	case S_IFLNK:
+		len = target ? strlen(target) : 0;
+		if (len == 0 || len > NVMEFS_SYMLINK_MAX)
+			return len ? -ENAMETOOLONG : -ENOENT;
+		mode = S_IFLNK | 0777;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		target = NULL;
+		break;
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFIFO:
+	case S_IFSOCK:
+		target = NULL;
+		rdev = 0;
+		break;
+	default:
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&vol->lock);
+	ret = make_node(vol, cred, parent, name, mode, rdev, target, &in);
+	if (!ret)
+		give_entry(in, st);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, const char *newname,
+		   struct stat *st)
+{
+	struct nvmefs_inode *in, *p;
+	struct timespec now;
+	int ret;
+
+	nvmefs_timespec_now(&now);
+	pthread_mutex_lock(&vol->lock);
+	in = live_inode(vol, ino);
+	p = live_inode(vol, newparent);
+	ret = check_new_name(vol, p, newname, DIRENT_COST + strlen(newname));
+	if (!ret && (!in || in->nlink == 0))
+		ret = -ENOENT;
+	else if (!ret && in->dir)
+		ret = -EPERM;
+	else if (!ret && in->nlink >= NVMEFS_LINK_MAX)
+		ret = -EMLINK;
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, in);
+	if (!ret) {
+		in->nlink++;
+		in->ctime = now;
+		nvmefs_inode_dirty(vol, in);
+		touch_dir(vol, p, &now);
+		give_entry(in, st);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* ---- removing names ---- */
+
+static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name, bool dir)
+{
+	struct nvmefs_inode *p = live_inode(vol, parent), *in;
+	struct nvmefs_dirent *d;
+	struct timespec now;
+	int ret;
+
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	if (!p)
+		return -ENOENT;
+	if (!p->dir)
+		return -ENOTDIR;
+	if (strlen(name) > NVMEFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	d = nvmefs_dir_find(vol, parent, name);
+	if (!d)
+		return -ENOENT;
+	in = nvmefs_iget(vol, d->child);
+	if (!in)
+		return -EIO; /* the mount verified every entry: a bug */
+	if (dir && !in->dir)
+		return -ENOTDIR;
+	if (!dir && in->dir)
+		return -EISDIR;
+	if (dir && in->dir->live)
+		return -ENOTEMPTY;
+	nvmefs_timespec_now(&now);
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, in);
+	if (ret)
+		return ret;
+	if (dir)
+		p->nlink--;
+	touch_dir(vol, p, &now);
+	return drop_link(vol, in, &now);
+}
+
+int nvmefs_ns_unlink(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = remove_name(vol, parent, name, false);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+int nvmefs_ns_rmdir(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = remove_name(vol, parent, name, true);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* ---- rename ---- */
+
+/* True when directory anc is dir or one of its ancestors. */
+static bool is_ancestor(struct nvmefs_vol *vol, uint64_t anc, uint64_t dir)
+{
+	for (unsigned depth = 0; depth < 1u << 20; depth++) {
+		struct nvmefs_inode *in = nvmefs_iget(vol, dir);
+
+		if (dir == anc)
+			return true;
+		if (!in || dir == NVMEFS_ROOT_INO)
+			return false;
+		dir = in->parent;
+	}
+	return true;
+}
+
+static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
+			   struct nvmefs_inode *np, const char *newname, struct nvmefs_inode *a,
+			   struct nvmefs_inode *b, const struct timespec *now)
+{
+	int ret;
+
+	if ((a->dir && is_ancestor(vol, a->ino, np->ino)) ||
+	    (b->dir && is_ancestor(vol, b->ino, p->ino)))
+		return -EINVAL;
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, a);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, np->ino, newname, b);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, b);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, np->ino, newname, a);
+	if (ret)
+		return ret;
+	/* a->dir is a pointer: compare whether each is a directory, not the
+	 * pointers, or two directories look like a directory and a file. */
+	if (p != np && !a->dir != !b->dir) {
+		struct nvmefs_inode *gets = a->dir ? np : p, *loses = a->dir ? p : np;
+
+		gets->nlink++;
+		loses->nlink--;
+	}
+	a->ctime = b->ctime = *now;
+	nvmefs_inode_dirty(vol, a);
+	nvmefs_inode_dirty(vol, b);
+	touch_dir(vol, p, now);
+	touch_dir(vol, np, now);
+	return 0;
+}
+
+static int do_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname, unsigned flags)
+{
+	struct nvmefs_inode *p = live_inode(vol, parent), *np = live_inode(vol, newparent);
+	struct nvmefs_inode *src, *dst = NULL;
+	struct nvmefs_dirent *d, *d2;
+	struct timespec now;
+	int ret;
+
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	if (!p || !np)
+		return -ENOENT;
+	if (!p->dir || !np->dir)
+		return -ENOTDIR;
+	if (strlen(name) > NVMEFS_NAME_MAX || strlen(newname) > NVMEFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (is_ctl_name(newparent, newname))
+		return -EEXIST;
+	d = nvmefs_dir_find(vol, parent, name);
+	if (!d)
+		return -ENOENT;
+	src = nvmefs_iget(vol, d->child);
+	d2 = nvmefs_dir_find(vol, newparent, newname);
+	if (d2)
+		dst = nvmefs_iget(vol, d2->child);
+	if (!src || (d2 && !dst))
+		return -EIO; /* the mount verified every entry: a bug */
+	nvmefs_timespec_now(&now);
+	if (flags & NVMEFS_RENAME_EXCHANGE) {
+		if (!dst)
+			return -ENOENT;
+		if (src == dst)
+			return 0;
+		return rename_exchange(vol, p, name, np, newname, src, dst, &now);
+	}
+	if (dst && (flags & NVMEFS_RENAME_NOREPLACE))
+		return -EEXIST;
+	if (dst == src)
+		return 0; /* two names of one inode: POSIX says do nothing */
+	if (src->dir && is_ancestor(vol, src->ino, np->ino))
+		return -EINVAL;
+	if (dst) {
+		if (src->dir && !dst->dir)
+			return -ENOTDIR;
+		if (!src->dir && dst->dir)
+			return -EISDIR;
+		if (dst->dir && dst->dir->live)
+			return -ENOTEMPTY;
+	} else if (vol->meta_bytes + DIRENT_COST + strlen(newname) > vol->meta_cap) {
+		return -ENOSPC;
+	}
+	if (dst) {
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, newparent, newname, dst);
+		if (!ret && dst->dir)
+			np->nlink--;
+		if (!ret)
+			ret = drop_link(vol, dst, &now);
+		if (ret)
+			return ret;
+	}
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, src);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, src);
+	if (ret)
+		return ret;
+	if (src->dir && p != np) {
+		p->nlink--;
+		np->nlink++;
+	}
+	src->ctime = now;
+	nvmefs_inode_dirty(vol, src);
+	touch_dir(vol, p, &now);
+	touch_dir(vol, np, &now);
+	return 0;
+}
+
+int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname, unsigned flags)
+{
+	int ret;
+
+	if (flags & ~(NVMEFS_RENAME_NOREPLACE | NVMEFS_RENAME_EXCHANGE) ||
+	    (flags & NVMEFS_RENAME_NOREPLACE && flags & NVMEFS_RENAME_EXCHANGE))
+		return -EINVAL;
+	pthread_mutex_lock(&vol->lock);
+	ret = do_rename(vol, parent, name, newparent, newname, flags);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* ---- open handles ---- */
+
+int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvmefs_inode **out)
+{
+	struct nvmefs_inode *in;
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	in = live_inode(vol, ino);
+	if (in)
+		in->opens++;
+	pthread_mutex_unlock(&vol->lock);
+	if (!in)
+		return -ENOENT;
+	if (trunc && S_ISREG(in->mode))
+		ret = nvmefs_ns_read_only(vol) ? -EROFS : truncate_locked(vol, in, 0);
+	if (ret) {
+		nvmefs_ns_release(vol, ino);
+		return ret;
+	}
+	*out = in;
+	return 0;
+}
+
+int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+		     const char *name, mode_t mode, struct stat *st, struct nvmefs_inode **out)
+{
+	struct nvmefs_inode *in;
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = make_node(vol, cred, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
+	if (!ret) {
+		in->opens++;
+		give_entry(in, st);
+		*out = in;
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
+		/* Last close of an unlinked file: its space goes now. */
+		if (log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino))
+			nvmefs_warn("inode %llu: could not free at last close; "
+				    "it is reclaimed at the next mount",
+				    (unsigned long long)ino);
+	}
+	pthread_mutex_unlock(&vol->lock);
+}
+
+/* ---- extended attributes ---- */
+
+static int xattr_name_check(const char *name)
+{
+	if (strlen(name) > NVMEFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (!strncmp(name, "system.", 7))
+		return -EOPNOTSUPP; /* no POSIX ACLs */
+	return 0;
+}
+
+static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (unsigned i = 0; i < in->nxattrs; i++) {
+		if (in->xattrs[i].name_len == len && !memcmp(in->xattrs[i].name, name, len))
+			return &in->xattrs[i];
+	}
+	return NULL;
+}
+
+/*
+ * What a write takes away, as Linux's file_remove_privs(): file capabilities
+ * (security.capability) whoever writes, and for a process without
+ * CAP_FSETID (uid 0 stands for it) setuid, and setgid when the group may
+ * execute. The kernel does this itself before writes through the page cache
+ * (it asks for the capability with GETXATTR and removes it, and clears the
+ * bits with SETATTR), but not for direct_io writes: libfuse 3.14 hands us
+ * those without the kill-suid flag, and the capability is left to us.
+ */
+int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32_t writer)
+{
+	static const char caps[] = "security.capability";
+	bool changed = false;
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->lock);
+	if (writer != 0) {
+		mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
+
+		if (in->mode & kill) {
+			in->mode &= ~kill;
+			changed = true;
+		}
+	}
+	if (in->nxattrs && find_xattr(in, caps)) {
+		ret = log_xattr_del(vol, in->ino, caps);
+		changed |= !ret;
+	}
+	if (changed) {
+		nvmefs_timespec_now(&in->ctime);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	struct nvmefs_rl_ent rl;
+	struct nvmefs_inode *in;
+	int ret;
+
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	pthread_mutex_lock(&vol->lock);
+	in = live_inode(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	if (!in)
+		return -ENOENT;
+	if (!S_ISREG(in->mode))
+		return -ENODEV;
+	if (len == 0)
+		return -EINVAL;
+	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
+	ret = nvmefs_data_fallocate(vol, in, mode, off, len);
+	nvmefs_rl_unlock(&in->io_lock, &rl);
+	return ret;
+}
+
+/* ---- directories ---- */
+
+/* One entry to emit; with st, its reference back when it did not fit. */
+static bool emit_one(nvmefs_dirent_fn emit, void *arg, const char *name, uint64_t ino, mode_t mode,
+		     off_t next, struct nvmefs_inode *in)
+{
+	struct stat st;
+
+	if (!in)
+		return emit(arg, name, ino, mode, next, NULL);
+	give_entry(in, &st);
+	if (emit(arg, name, ino, mode, next, &st))
+		return true;
+	in->lookup--;
+	return false;
+}
+
+int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
+		      nvmefs_dirent_fn emit, void *arg)
+{
+	struct nvmefs_inode *dir;
+
+	pthread_mutex_lock(&vol->lock);
+	dir = nvmefs_iget(vol, ino);
+	if (!dir || !dir->dir) {
+		pthread_mutex_unlock(&vol->lock);
+		return dir ? -ENOTDIR : -ENOENT;
+	}
+	if (off < 1 && !emit_one(emit, arg, ".", dir->ino, S_IFDIR, 1, NULL))
+		goto out;
+	if (off < 2 && !emit_one(emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
+		goto out;
+	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
+	     i < dir->dir->n; i++) {
+		struct nvmefs_dirent *d = dir->dir->v[i];
+
+		if (d && !emit_one(emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
+				   (off_t)d->cookie, plus ? nvmefs_iget(vol, d->child) : NULL))
+			break;
+	}
+out:
+	pthread_mutex_unlock(&vol->lock);
+	return 0;
+}
+
+void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st)
+{
+	uint64_t per_file = nvmefs_meta_cost_inode(16), room;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&vol->lock);
+	room = vol->meta_cap > vol->meta_bytes ? vol->meta_cap - vol->meta_bytes : 0;
+	st->f_bsize = NVMEFS_BLOCK;
+	st->f_frsize = NVMEFS_BLOCK;
+	st->f_blocks = vol->total_bytes / NVMEFS_BLOCK;
+	/* Space released but waiting for its commit counts as free: a write
+	 * that needs it commits first (data.c). */
+	st->f_bfree = (vol->free_bytes + vol->pending_bytes) / NVMEFS_BLOCK;
+	st->f_bavail = st->f_bfree;
+	st->f_files = vol->ninodes + room / per_file;
+	st->f_ffree = room / per_file;
+	st->f_favail = st->f_ffree;
+	st->f_namemax = NVMEFS_NAME_MAX;
+	pthread_mutex_unlock(&vol->lock);
+}
+
+int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
+		     size_t size, int flags)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_SET};
+	struct nvmefs_inode *in;
+	struct nvmefs_xattr *x;
+	int ret = xattr_name_check(name);
+
+	if (!ret && size > NVMEFS_XATTR_VALUE_MAX)
+		ret = -E2BIG;
+	if (!ret && nvmefs_ns_read_only(vol))
+		ret = -EROFS;
+	if (ret)
+		return ret;
+	if (!strcmp(name, NVMEFS_LAYOUT_XATTR))
+		return nvmefs_xlayout_set(vol, ino, value, size);
+	pthread_mutex_lock(&vol->lock);
+	in = live_inode(vol, ino);
+	x = in ? find_xattr(in, name) : NULL;
+	if (!in)
+		ret = -ENOENT;
+	else if ((flags & XATTR_CREATE) && x)
+		ret = -EEXIST;
+	else if ((flags & XATTR_REPLACE) && !x)
+		ret = -ENODATA;
+	else if (vol->meta_bytes + XATTR_COST + strlen(name) + size > vol->meta_cap)
+		ret = -ENOSPC;
+	if (!ret) {
+		r.xattr.ino = ino;
+		r.xattr.name = name;
+		r.xattr.name_len = (uint16_t)strlen(name);
+		r.xattr.value = value;
+		r.xattr.value_len = (uint32_t)size;
+		ret = nvmefs_meta_log(vol, &r);
+	}
+	if (!ret) {
+		nvmefs_timespec_now(&in->ctime);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+ssize_t nvmefs_xattr_get(struct nvmefs_vol *vol, uint64_t ino, const char *name, void *buf,
+			 size_t size)
+{
+	struct nvmefs_inode *in;
+	struct nvmefs_xattr *x = NULL;
+	ssize_t ret = xattr_name_check(name);
+
+	if (!strcmp(name, NVMEFS_LAYOUT_XATTR)) { /* virtual, and not listed */
+		char text[128];
+		int n = nvmefs_xlayout_get(vol, ino, text, sizeof(text));
+
+		if (n < 0 || !size)
+			return n;
+		if (size < (size_t)n)
+			return -ERANGE;
+		memcpy(buf, text, (size_t)n);
+		return n;
+	}
+	if (ret)
+		return ret == -EOPNOTSUPP ? -ENODATA : ret;
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (in)
+		x = find_xattr(in, name);
+	if (!in)
+		ret = -ENOENT;
+	else if (!x)
+		ret = -ENODATA;
+	else if (size && x->value_len > size)
+		ret = -ERANGE;
+	else
+		ret = x->value_len;
+	if (ret > 0 && size)
+		memcpy(buf, x->value, x->value_len);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+ssize_t nvmefs_xattr_list(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t size)
+{
+	struct nvmefs_inode *in;
+	size_t total = 0;
+	ssize_t ret;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	if (!in) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (unsigned i = 0; i < in->nxattrs; i++)
+		total += in->xattrs[i].name_len + 1;
+	ret = (ssize_t)total;
+	if (!size)
+		goto out;
+	if (total > size) {
+		ret = -ERANGE;
+		goto out;
+	}
+	for (size_t i = 0, pos = 0; i < in->nxattrs; i++) {
+		memcpy(buf + pos, in->xattrs[i].name, in->xattrs[i].name_len + 1);
+		pos += in->xattrs[i].name_len + 1;
+	}
+out:
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
+{
+	struct nvmefs_inode *in;
+	int ret = xattr_name_check(name);
+
+	if (!ret && nvmefs_ns_read_only(vol))
+		ret = -EROFS;
+	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
+		ret = nvmefs_xlayout_set(vol, ino, NULL, 0);
+	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR))
+		return ret == -EOPNOTSUPP ? -ENODATA : ret;
+	pthread_mutex_lock(&vol->lock);
+	in = live_inode(vol, ino);
+	if (!in)
+		ret = -ENOENT;
+	else if (!find_xattr(in, name))
+		ret = -ENODATA;
+	if (!ret)
+		ret = log_xattr_del(vol, ino, name);
+	if (!ret) {
+		nvmefs_timespec_now(&in->ctime);
+		nvmefs_inode_dirty(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}

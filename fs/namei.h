@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * namei.h: the filesystem core's namespace API: names, attributes,
+ * extended attributes and open counts, for any door (the FUSE adapter in
+ * fs/ops.c, a native client, the unit tests) with no FUSE type in sight.
+ *
+ * Every function takes plain arguments (the volume, inode numbers, the
+ * caller's ids, buffers), takes the locks it needs itself (the metadata
+ * lock vol->lock; an inode's range lock for truncation) and returns 0 or
+ * -errno. Permission checks on names (search, write on the directory) are
+ * the door's: the kernel makes them for the mount (default_permissions);
+ * the core applies the rules that depend on who asks: owners of new
+ * inodes, setgid directories, what a write takes away.
+ *
+ * References: an inode stays in memory, even once unlinked, while a door
+ * holds a reference on it (the kernel's lookup count for the mount) or a
+ * handle open on it. Every function that returns an entry (lookup, mknod,
+ * link, create) counts one reference for the caller, given back with
+ * nvmefs_ns_forget.
+ */
+#ifndef NVMEFS_NAMEI_H
+#define NVMEFS_NAMEI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+struct nvmefs_vol;
+struct nvmefs_inode;
+
+/* Who asks. */
+struct nvmefs_cred {
+	uint32_t uid, gid;
+};
+
+/* The longest hard-link count a file or directory gets (EMLINK beyond). */
+#define NVMEFS_LINK_MAX 65000u
+
+/* What nvmefs_ns_setattr changes (the values of FUSE's FUSE_SET_ATTR_*). */
+#define NVMEFS_SET_MODE	     (1 << 0)
+#define NVMEFS_SET_UID	     (1 << 1)
+#define NVMEFS_SET_GID	     (1 << 2)
+#define NVMEFS_SET_SIZE	     (1 << 3)
+#define NVMEFS_SET_ATIME     (1 << 4)
+#define NVMEFS_SET_MTIME     (1 << 5)
+#define NVMEFS_SET_ATIME_NOW (1 << 7)
+#define NVMEFS_SET_MTIME_NOW (1 << 8)
+#define NVMEFS_SET_CTIME     (1 << 10)
+
+/* nvmefs_ns_rename flags (the values of renameat2's). */
+#define NVMEFS_RENAME_NOREPLACE (1 << 0)
+#define NVMEFS_RENAME_EXCHANGE	(1 << 1)
+
+/* Attributes of an inode as stat(2) shows them (meta held). */
+void nvmefs_ns_fill_stat(const struct nvmefs_inode *in, struct stat *st);
+
+/* True when changes are refused: a read-only mount, or a metadata write
+ * failed (the volume went read-only). */
+bool nvmefs_ns_read_only(struct nvmefs_vol *vol);
+
+/* The inode ino, live or not (NULL if unknown); the caller's reference
+ * (or open handle) keeps it in memory. Takes the metadata lock. */
+struct nvmefs_inode *nvmefs_ns_find(struct nvmefs_vol *vol, uint64_t ino);
+
+/* name in directory parent: its attributes in *st, and one reference. */
+int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st);
+/* Give back n references on ino; an unlinked inode with none left and no
+ * open handle leaves memory. */
+void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
+/* Attributes of ino (also of an unlinked one still referenced). */
+int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
+/*
+ * Change what to_set (NVMEFS_SET_*) names, from attr; a size change
+ * truncates or extends the file under its whole-file range lock. ctime
+ * becomes now unless NVMEFS_SET_CTIME gives it. The result in *out.
+ * Changes of an unlinked, freed inode (the kernel's late times after its
+ * write-back) are answered with what it was, changing nothing.
+ */
+int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
+		      struct stat *out);
+/* A symlink's target, malloc'ed (the caller frees): 0, -EINVAL (not a
+ * symlink), -ENOENT, -ENOMEM. */
+int nvmefs_ns_readlink(struct nvmefs_vol *vol, uint64_t ino, char **target);
+
+/*
+ * Make name in parent: a file, device, fifo or socket (mode's type), a
+ * directory (S_IFDIR), or a symlink to target (S_IFLNK, target given).
+ * Owned by cred, or the directory's group under a setgid directory (whose
+ * new subdirectories are setgid too), as Linux does. Its attributes in
+ * *st, and one reference.
+ */
+int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+		    const char *name, mode_t mode, dev_t rdev, const char *target, struct stat *st);
+/* A new name newname in newparent for ino (not a directory): *st, a reference. */
+int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, const char *newname,
+		   struct stat *st);
+/* Remove name (not a directory) from parent; the inode goes with its last
+ * name, or at its last close when open. */
+int nvmefs_ns_unlink(struct nvmefs_vol *vol, uint64_t parent, const char *name);
+/* Remove the empty directory name from parent. */
+int nvmefs_ns_rmdir(struct nvmefs_vol *vol, uint64_t parent, const char *name);
+/* renameat2(2) within the volume, flags NVMEFS_RENAME_*. */
+int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname, unsigned flags);
+
+/*
+ * Open ino: counts a handle (an unlinked file keeps its data until the
+ * last one goes). trunc truncates a regular file to 0, as O_TRUNC does
+ * whatever the access mode. *in is the inode, valid until the release.
+ */
+int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvmefs_inode **in);
+/* Make a regular file name in parent (as nvmefs_ns_mknod) and open it:
+ * *st, one reference and one handle; *in as for nvmefs_ns_open. */
+int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+		     const char *name, mode_t mode, struct stat *st, struct nvmefs_inode **in);
+/* Give back a handle of nvmefs_ns_open or nvmefs_ns_create. */
+void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino);
+
+/*
+ * What a write by uid takes away before the data changes, as Linux's
+ * file_remove_privs(): file capabilities (security.capability) whoever
+ * writes, and for a writer other than root setuid, and setgid when the
+ * group may execute.
+ */
+int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32_t uid);
+/* relatime: note a read of in (atime, when not newer than mtime or ctime,
+ * or a day old). */
+void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+
+/*
+ * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE and FALLOC_FL_PUNCH_HOLE on the
+ * regular file ino, under its whole-file range lock (fs/data.c).
+ */
+int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len);
+
+/*
+ * One directory entry for nvmefs_ns_readdir's caller: the name, the
+ * child's number and type (S_IF*), the offset of the entry after it, and
+ * with plus its attributes (one reference counted for the caller, taken
+ * back by the core when emit returns false). Called with the metadata lock
+ * held: emit must not call the core. false: no room, stop here.
+ */
+typedef bool (*nvmefs_dirent_fn)(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
+				 const struct stat *st);
+/*
+ * The entries of directory ino from offset off on (0: from the start; the
+ * offsets are those emit was given): ".", "..", then each entry in
+ * creation order. The offsets stay valid across changes of the directory.
+ */
+int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
+		      nvmefs_dirent_fn emit, void *arg);
+
+/* Space and inodes, as statfs(2) shows them. */
+void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);
+
+/*
+ * Extended attributes (user.*, trusted.*, security.*; system.* is
+ * EOPNOTSUPP: no POSIX ACLs). flags are setxattr(2)'s XATTR_CREATE and
+ * XATTR_REPLACE. get and list copy into buf of size bytes and return the
+ * length, or with size 0 only the length; -ERANGE when buf is too small.
+ * The layout xattr (NVMEFS_LAYOUT_XATTR) is virtual: fs/xlayout.c.
+ */
+int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
+		     size_t size, int flags);
+ssize_t nvmefs_xattr_get(struct nvmefs_vol *vol, uint64_t ino, const char *name, void *buf,
+			 size_t size);
+ssize_t nvmefs_xattr_list(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t size);
+int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name);
+
+#endif

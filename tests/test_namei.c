@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The namespace rules of the core (fs/namei.h), called as a door calls
+ * them, on image files formatted by mkfs.nvmefs: no kernel mount, no
+ * /dev/fuse, no root. Creating every kind of inode, owners by the caller's
+ * ids and setgid directories, links and link counts, unlink and rmdir,
+ * rename with NOREPLACE and EXCHANGE (link counts of both parents), setattr,
+ * extended attributes, what a write takes away, an unlinked file kept by
+ * its open handle, ENAMETOOLONG, EEXIST, ENOSPC; then all of it again after
+ * the volume is closed and opened, and fsck.nvmefs -n clean.
+ *
+ * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "namei.h"
+#include "nvmefs/util.h"
+#include "test_util.h"
+
+#define ROOT NVMEFS_ROOT_INO
+
+static char dir[256], img[2][300], tool[2][512];
+static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
+static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
+
+static struct nvmefs_vol *open_vol(void)
+{
+	const char *paths[2] = {img[0], img[1]};
+	struct nvmefs_vol *vol = NULL;
+	int ret = nvmefs_vol_open(&vol, paths, 2, NULL);
+
+	CHECK_ERR(ret, 0);
+	return ret ? NULL : vol;
+}
+
+/* name in parent: its inode number, or 0 (and the errno in *err). */
+static uint64_t ino_of(struct nvmefs_vol *vol, uint64_t parent, const char *name)
+{
+	struct stat st;
+
+	if (nvmefs_ns_lookup(vol, parent, name, &st))
+		return 0;
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+	return st.st_ino;
+}
+
+static struct stat attr_of(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct stat st = {0};
+
+	CHECK_ERR(nvmefs_ns_getattr(vol, ino, &st), 0);
+	return st;
+}
+
+static uint64_t mk(struct nvmefs_vol *vol, const struct nvmefs_cred *c, uint64_t parent,
+		   const char *name, mode_t mode)
+{
+	struct stat st = {0};
+	int ret = nvmefs_ns_mknod(vol, c, parent, name, mode, 0, NULL, &st);
+
+	CHECKF(ret == 0, "mknod %s: %s", name, strerror(-ret));
+	if (ret)
+		return 0;
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+	return st.st_ino;
+}
+
+static void test_create(struct nvmefs_vol *vol)
+{
+	char long_name[NVMEFS_NAME_MAX + 2], long_target[NVMEFS_SYMLINK_MAX + 2];
+	struct stat st;
+	uint64_t d, f;
+
+	d = mk(vol, &alice, ROOT, "c", S_IFDIR | 0755);
+	CHECK(attr_of(vol, d).st_nlink == 2 && attr_of(vol, ROOT).st_nlink == 3);
+	CHECK(attr_of(vol, d).st_uid == 1000 && attr_of(vol, d).st_gid == 1000);
+	f = mk(vol, &alice, d, "file", S_IFREG | 0640);
+	CHECK(S_ISREG(attr_of(vol, f).st_mode) && (attr_of(vol, f).st_mode & 07777) == 0640);
+	CHECK(attr_of(vol, d).st_nlink == 2); /* a file is no subdirectory */
+	mk(vol, &alice, d, "fifo", S_IFIFO | 0600);
+	mk(vol, &alice, d, "sock", S_IFSOCK | 0600);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "chr", S_IFCHR | 0600, makedev(1, 3), NULL, &st),
+		  0);
+	CHECK(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3));
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "ln", S_IFLNK, 0, "file", &st), 0);
+	CHECK(S_ISLNK(st.st_mode) && st.st_size == 4);
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+	{
+		char *t = NULL;
+
+		CHECK_ERR(nvmefs_ns_readlink(vol, ino_of(vol, d, "ln"), &t), 0);
+		CHECK(t && !strcmp(t, "file"));
+		free(t);
+		CHECK_ERR(nvmefs_ns_readlink(vol, f, &t), -EINVAL);
+	}
+	/* errors */
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "file", S_IFREG | 0600, 0, NULL, &st), -EEXIST);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, f, "x", S_IFREG | 0600, 0, NULL, &st), -ENOTDIR);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, 999999, "x", S_IFREG, 0, NULL, &st), -ENOENT);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, ROOT, NVMEFS_CTL_NAME, S_IFREG, 0, NULL, &st),
+		  -EEXIST);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "bad", 0170000, 0, NULL, &st), -EINVAL);
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = 0;
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, long_name, S_IFREG, 0, NULL, &st), -ENAMETOOLONG);
+	CHECK_ERR(nvmefs_ns_lookup(vol, d, long_name, &st), -ENAMETOOLONG);
+	long_name[NVMEFS_NAME_MAX] = 0; /* 255: fits */
+	CHECK(mk(vol, &alice, d, long_name, S_IFREG | 0600) != 0);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "empty", S_IFLNK, 0, "", &st), -ENOENT);
+	memset(long_target, 't', sizeof(long_target) - 1);
+	long_target[sizeof(long_target) - 1] = 0;
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "lt", S_IFLNK, 0, long_target, &st),
+		  -ENAMETOOLONG);
+	CHECK_ERR(nvmefs_ns_lookup(vol, d, "none", &st), -ENOENT);
+}
+
+/* BSD group semantics in setgid directories, as Linux has them. */
+static void test_setgid_dir(struct nvmefs_vol *vol)
+{
+	struct stat attr = {.st_mode = 02775, .st_gid = 50};
+	struct stat st;
+	uint64_t d, f, sub;
+
+	d = mk(vol, &root, ROOT, "sg", S_IFDIR | 0775);
+	CHECK_ERR(nvmefs_ns_setattr(vol, d, &attr, NVMEFS_SET_MODE | NVMEFS_SET_GID, &st), 0);
+	CHECK((st.st_mode & 07777) == 02775 && st.st_gid == 50);
+	f = mk(vol, &alice, d, "f", S_IFREG | 0644);
+	sub = mk(vol, &alice, d, "sub", S_IFDIR | 0755);
+	CHECK(attr_of(vol, f).st_uid == 1000 && attr_of(vol, f).st_gid == 50);
+	CHECK(attr_of(vol, sub).st_gid == 50 && (attr_of(vol, sub).st_mode & S_ISGID));
+	CHECK(!(attr_of(vol, f).st_mode & S_ISGID));
+}
+
+static void test_links(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "l", S_IFDIR | 0755);
+	uint64_t f = mk(vol, &alice, d, "f", S_IFREG | 0644);
+	uint64_t sub = mk(vol, &alice, d, "sub", S_IFDIR | 0755);
+	struct stat st;
+
+	CHECK_ERR(nvmefs_ns_link(vol, f, d, "f2", &st), 0);
+	CHECK(st.st_ino == f && st.st_nlink == 2);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_link(vol, f, d, "f2", &st), -EEXIST);
+	CHECK_ERR(nvmefs_ns_link(vol, sub, d, "sub2", &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), 0);
+	CHECK(attr_of(vol, f).st_nlink == 1 && ino_of(vol, d, "f2") == f);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), -ENOENT);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "sub"), -EISDIR);
+	CHECK_ERR(nvmefs_ns_rmdir(vol, d, "f2"), -ENOTDIR);
+	mk(vol, &alice, sub, "in", S_IFREG | 0644);
+	CHECK_ERR(nvmefs_ns_rmdir(vol, d, "sub"), -ENOTEMPTY);
+	CHECK_ERR(nvmefs_ns_unlink(vol, sub, "in"), 0);
+	CHECK(attr_of(vol, d).st_nlink == 3);
+	CHECK_ERR(nvmefs_ns_rmdir(vol, d, "sub"), 0);
+	CHECK(attr_of(vol, d).st_nlink == 2);
+}
+
+static void test_rename(struct nvmefs_vol *vol)
+{
+	uint64_t r = mk(vol, &alice, ROOT, "r", S_IFDIR | 0755);
+	uint64_t p1 = mk(vol, &alice, r, "p1", S_IFDIR | 0755);
+	uint64_t p2 = mk(vol, &alice, r, "p2", S_IFDIR | 0755);
+	uint64_t a = mk(vol, &alice, p1, "a", S_IFDIR | 0755);
+	uint64_t b = mk(vol, &alice, p2, "b", S_IFDIR | 0755);
+	uint64_t x = mk(vol, &alice, r, "x", S_IFREG | 0644);
+	uint64_t y = mk(vol, &alice, r, "y", S_IFREG | 0644);
+	unsigned both = NVMEFS_RENAME_NOREPLACE | NVMEFS_RENAME_EXCHANGE;
+
+	mk(vol, &alice, b, "c", S_IFDIR | 0755);
+	/* two directories across parents: each parent keeps one subdirectory
+	 * (the bug of a90ce85 moved a link from one to the other) */
+	CHECK_ERR(nvmefs_ns_rename(vol, p1, "a", p2, "b", NVMEFS_RENAME_EXCHANGE), 0);
+	CHECK(ino_of(vol, p1, "a") == b && ino_of(vol, p2, "b") == a);
+	CHECK(attr_of(vol, p1).st_nlink == 3 && attr_of(vol, p2).st_nlink == 3);
+	/* a file with a directory across parents: the link moves */
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", p1, "a", NVMEFS_RENAME_EXCHANGE), 0);
+	CHECK(ino_of(vol, r, "x") == b && ino_of(vol, p1, "a") == x);
+	CHECK(attr_of(vol, p1).st_nlink == 2 && attr_of(vol, r).st_nlink == 5);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", p1, "a", NVMEFS_RENAME_EXCHANGE), 0);
+	/* NOREPLACE, plain replace, flags */
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", r, "y", NVMEFS_RENAME_NOREPLACE), -EEXIST);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", r, "y", both), -EINVAL);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", r, "none", NVMEFS_RENAME_EXCHANGE), -ENOENT);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "x", r, "y", 0), 0);
+	CHECK(ino_of(vol, r, "y") == x && ino_of(vol, r, "x") == 0);
+	CHECK_ERR(nvmefs_ns_getattr(vol, y, &(struct stat){0}), -ENOENT); /* replaced: freed */
+	/* directories: into their own subtree, over files, over non-empty ones */
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "p2", a, "in", 0), -EINVAL);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "p2", r, "y", 0), -ENOTDIR);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "y", r, "p2", 0), -EISDIR);
+	CHECK_ERR(nvmefs_ns_rename(vol, p2, "b", p1, "a", 0), -ENOTEMPTY); /* p1/a holds c */
+	CHECK_ERR(nvmefs_ns_rename(vol, p2, "b", r, "moved", 0), 0);
+	CHECK(attr_of(vol, p2).st_nlink == 2 && attr_of(vol, r).st_nlink == 5);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "moved", ROOT, NVMEFS_CTL_NAME, 0), -EEXIST);
+	CHECK_ERR(nvmefs_ns_rename(vol, r, "nothing", r, "z", 0), -ENOENT);
+}
+
+static void test_setattr(struct nvmefs_vol *vol)
+{
+	uint64_t f = mk(vol, &alice, ROOT, "sa", S_IFREG | 0644);
+	struct stat attr = {0}, st, before = attr_of(vol, f);
+
+	attr.st_mode = 04755;
+	attr.st_uid = 7;
+	attr.st_gid = 8;
+	attr.st_atim = (struct timespec){1000, 1};
+	attr.st_mtim = (struct timespec){2000, 2};
+	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr,
+				    NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID |
+					    NVMEFS_SET_ATIME | NVMEFS_SET_MTIME,
+				    &st),
+		  0);
+	CHECK(S_ISREG(st.st_mode) && (st.st_mode & 07777) == 04755);
+	CHECK(st.st_uid == 7 && st.st_gid == 8);
+	CHECK(st.st_atim.tv_sec == 1000 && st.st_atim.tv_nsec == 1);
+	CHECK(st.st_mtim.tv_sec == 2000 && st.st_mtim.tv_nsec == 2);
+	CHECK(st.st_ctim.tv_sec > before.st_ctim.tv_sec ||
+	      (st.st_ctim.tv_sec == before.st_ctim.tv_sec &&
+	       st.st_ctim.tv_nsec >= before.st_ctim.tv_nsec));
+	CHECK_ERR(nvmefs_ns_setattr(vol, ROOT, &attr, NVMEFS_SET_SIZE, &st), -EISDIR);
+	CHECK_ERR(nvmefs_ns_setattr(vol, 999999, &attr, NVMEFS_SET_MODE, &st), -ENOENT);
+}
+
+static void test_xattrs(struct nvmefs_vol *vol)
+{
+	uint64_t f = mk(vol, &alice, ROOT, "xa", S_IFREG | 0644);
+	char buf[64], big[NVMEFS_XATTR_VALUE_MAX + 1];
+
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "1", 1, XATTR_REPLACE), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "1", 1, XATTR_CREATE), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "22", 2, XATTR_CREATE), -EEXIST);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "22", 2, XATTR_REPLACE), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.b", "", 0, 0), 0);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", NULL, 0), 2);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", buf, 1), -ERANGE);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", buf, sizeof(buf)), 2);
+	CHECK(!memcmp(buf, "22", 2));
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.none", buf, sizeof(buf)), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_list(vol, f, NULL, 0), 14);
+	CHECK_ERR(nvmefs_xattr_list(vol, f, buf, 3), -ERANGE);
+	CHECK_ERR(nvmefs_xattr_list(vol, f, buf, sizeof(buf)), 14);
+	CHECK(!memcmp(buf, "user.a\0user.b\0", 14));
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "system.posix_acl_access", "x", 1, 0), -EOPNOTSUPP);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "system.posix_acl_access", buf, sizeof(buf)), -ENODATA);
+	memset(big, 'v', sizeof(big));
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.big", big, sizeof(big), 0), -E2BIG);
+	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.b"), 0);
+	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.b"), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_list(vol, f, NULL, 0), 7);
+	/* the layout xattr is virtual: a file's, and not listed */
+	CHECK(nvmefs_xattr_get(vol, f, NVMEFS_LAYOUT_XATTR, buf, sizeof(buf)) > 0);
+}
+
+/* What a write takes away, by who writes. */
+static void test_kill_privs(struct nvmefs_vol *vol)
+{
+	uint64_t f = mk(vol, &alice, ROOT, "kp", S_IFREG | 06755);
+	uint64_t g = mk(vol, &alice, ROOT, "kp2", S_IFREG | 02745); /* setgid, no group x */
+	struct nvmefs_inode *in = nvmefs_ns_find(vol, f), *in2 = nvmefs_ns_find(vol, g);
+
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "security.capability", "c", 1, 0), 0);
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 0), 0); /* root keeps the bits */
+	CHECK((attr_of(vol, f).st_mode & 07777) == 06755);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, "security.capability", NULL, 0), -ENODATA);
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 1000), 0);
+	CHECK((attr_of(vol, f).st_mode & 07777) == 0755);
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, 1000), 0);
+	CHECK((attr_of(vol, g).st_mode & 07777) == 02745); /* a mandatory-lock mark stays */
+}
+
+/* An unlinked file lives while a handle or a reference holds it. */
+static void test_open_unlinked(struct nvmefs_vol *vol)
+{
+	struct nvmefs_inode *in;
+	struct stat st;
+	uint64_t f;
+
+	CHECK_ERR(nvmefs_ns_create(vol, &alice, ROOT, "ou", 0600, &st, &in), 0);
+	f = st.st_ino;
+	CHECK(S_ISREG(st.st_mode) && st.st_uid == 1000);
+	CHECK_ERR(nvmefs_ns_create(vol, &alice, ROOT, "ou", 0600, &st, &in), -EEXIST);
+	CHECK_ERR(nvmefs_ns_unlink(vol, ROOT, "ou"), 0);
+	CHECK(attr_of(vol, f).st_nlink == 0);
+	nvmefs_ns_release(vol, f);		      /* the last handle: the space goes */
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0); /* the reference keeps it in memory */
+	CHECK(st.st_nlink == 0);
+	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), -ENOENT);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+}
+
+/* Names stop when the checkpoint would not hold them. */
+static void test_enospc(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "full", S_IFDIR | 0755), cap = vol->meta_cap;
+	static char value[4000];
+	char name[32];
+	struct stat st;
+	int ret = 0, n;
+
+	vol->meta_cap = vol->meta_bytes + 4096; /* a small metadata area */
+	for (n = 0; n < 1000 && !ret; n++) {
+		snprintf(name, sizeof(name), "f%d", n);
+		ret = nvmefs_ns_mknod(vol, &alice, d, name, S_IFREG | 0644, 0, NULL, &st);
+		if (!ret)
+			nvmefs_ns_forget(vol, st.st_ino, 1);
+	}
+	CHECK_ERR(ret, -ENOSPC);
+	CHECK(n > 5 && n < 1000);
+	CHECK_ERR(nvmefs_xattr_set(vol, d, "user.v", value, sizeof(value), 0), -ENOSPC);
+	vol->meta_cap = cap;
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+}
+
+/* What the tests above left, as a closed and reopened volume holds it. */
+static void check_after_reopen(struct nvmefs_vol *vol)
+{
+	uint64_t r = ino_of(vol, ROOT, "r"), p1 = ino_of(vol, r, "p1");
+	char buf[8];
+
+	CHECK(r && p1 && attr_of(vol, p1).st_nlink == 3);
+	CHECK(attr_of(vol, ino_of(vol, r, "p2")).st_nlink == 2);
+	CHECK(attr_of(vol, r).st_nlink == 5);
+	CHECK(attr_of(vol, ino_of(vol, ROOT, "l")).st_nlink == 2);
+	CHECK((attr_of(vol, ino_of(vol, ROOT, "sa")).st_mode & 07777) == 04755);
+	CHECK_ERR(nvmefs_xattr_get(vol, ino_of(vol, ROOT, "xa"), "user.a", buf, sizeof(buf)), 2);
+	CHECK(ino_of(vol, ROOT, "ou") == 0);
+	CHECK(attr_of(vol, ino_of(vol, ino_of(vol, ROOT, "sg"), "sub")).st_gid == 50);
+}
+
+int main(int argc, char **argv)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct nvmefs_vol *vol;
+	char cmd[2048];
+
+	if (argc < 2)
+		TEST_SKIP("usage: test_namei BUILD_DIR");
+	snprintf(tool[0], sizeof(tool[0]), "%s/mkfs.nvmefs", argv[1]);
+	snprintf(tool[1], sizeof(tool[1]), "%s/fsck.nvmefs", argv[1]);
+	if (access(tool[0], X_OK) || access(tool[1], X_OK))
+		TEST_SKIP("%s or %s not built", tool[0], tool[1]);
+	snprintf(dir, sizeof(dir), "%s/test_namei.XXXXXX", base);
+	if (!mkdtemp(dir))
+		TEST_SKIP("mkdtemp in %s failed", base);
+	for (int i = 0; i < 2; i++) {
+		snprintf(img[i], sizeof(img[i]), "%s/d%d.img", dir, i);
+		snprintf(cmd, sizeof(cmd), "truncate -s 64M %s", img[i]);
+		CHECK(system(cmd) == 0);
+	}
+	snprintf(cmd, sizeof(cmd), "%s -q -K %s %s >/dev/null", tool[0], img[0], img[1]);
+	CHECK(system(cmd) == 0);
+	nvmefs_log_set_level(NVMEFS_LOG_WARN);
+	vol = open_vol();
+	if (vol) {
+		test_create(vol);
+		test_setgid_dir(vol);
+		test_links(vol);
+		test_rename(vol);
+		test_setattr(vol);
+		test_xattrs(vol);
+		test_kill_privs(vol);
+		test_open_unlinked(vol);
+		test_enospc(vol);
+		CHECK_ERR(nvmefs_vol_close(vol), 0);
+	}
+	vol = open_vol();
+	if (vol) {
+		check_after_reopen(vol);
+		CHECK_ERR(nvmefs_vol_close(vol), 0);
+	}
+	snprintf(cmd, sizeof(cmd), "%s -n %s %s >/dev/null", tool[1], img[0], img[1]);
+	CHECKF(system(cmd) == 0, "%s", "fsck.nvmefs -n is not clean");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return test_result();
+}
