@@ -201,6 +201,10 @@ struct nvmefs_vol {
 	size_t itab_size, ninodes;
 	struct nvmefs_dirent **dtab;
 	size_t dtab_size, ndirents;
+	/* Keys dtab's hash of names (meta.c): random per volume open, never on
+	 * disk. A fuzzer or test wanting the same buckets every run sets it
+	 * after nvmefs_meta_init, before the first entry. */
+	uint64_t name_seed;
 	uint64_t next_ino;
 	unsigned rotor; /* first device of the next new file */
 	struct nvmefs_freemap free[NVMEFS_MAX_DEVICES];

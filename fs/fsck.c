@@ -395,18 +395,25 @@ static long check_claims(struct fsck *f)
 
 static int check_entries(struct fsck *f)
 {
-	struct nvmefs_vol *vol = f->vol;
 	struct nvmefs_dirent **bad = NULL;
 	size_t nbad = 0, cap = 0;
 	int ret = 0;
 
 	pass_begin(f, "directory entries");
-	for (size_t b = 0; b < vol->dtab_size; b++) {
-		for (struct nvmefs_dirent *d = vol->dtab[b]; d; d = d->hnext) {
-			size_t at = slot_of(f, d->child);
+	/* By directory and in readdir order, not by hash bucket: the buckets
+	 * follow each run's random seed (meta.c), and -y must drop the entry
+	 * that -n named (of a directory named twice, the later one). */
+	for (size_t i = 0; i < f->n; i++) {
+		const struct nvmefs_dir *dir = f->in[i]->dir;
+
+		for (size_t k = 0; dir && k < dir->n; k++) {
+			struct nvmefs_dirent *d = dir->v[k];
+			size_t at = d ? slot_of(f, d->child) : SIZE_MAX;
 			struct nvmefs_inode *c = at == SIZE_MAX ? NULL : f->in[at];
 			const char *why = NULL;
 
+			if (!d)
+				continue; /* a removed entry's hole */
 			if (!c || c->dead)
 				why = "names no inode";
 			else if (c->ino == NVMEFS_ROOT_INO)

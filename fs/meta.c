@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <xxhash.h>
 
 #include "nvmefs/util.h"
 
@@ -49,19 +51,22 @@ static uint64_t hash_ino(uint64_t ino)
 	return ino ^ (ino >> 33);
 }
 
-static uint64_t hash_name(uint64_t parent, const char *name, size_t len)
+/* Users choose the names: with an unkeyed hash (FNV-1a here before) they
+ * can pick names that all share one chain, and then every lookup and create
+ * walks the whole set. Keyed with the mount's random seed, such a set can
+ * only be guessed. */
+static uint64_t hash_name(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
+			  size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ hash_ino(parent);
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (uint8_t)name[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return XXH3_64bits_withSeed(name, len, vol->name_seed ^ hash_ino(parent));
 }
 
 int nvmefs_meta_init(struct nvmefs_vol *vol)
 {
+	/* hash_name's key. Blocks only until the kernel's generator is seeded,
+	 * which is early boot at the latest. */
+	if (getrandom(&vol->name_seed, sizeof(vol->name_seed), 0) != sizeof(vol->name_seed))
+		return -errno;
 	vol->itab_size = 1024;
 	vol->dtab_size = 1024;
 	vol->itab = calloc(vol->itab_size, sizeof(*vol->itab));
@@ -153,7 +158,7 @@ static void dtab_grow(struct nvmefs_vol *vol)
 		return;
 	for (size_t i = 0; i < vol->dtab_size; i++) {
 		for (struct nvmefs_dirent *d = vol->dtab[i], *n; d; d = n) {
-			size_t b = hash_name(d->parent, d->name, d->name_len) & (size - 1);
+			size_t b = hash_name(vol, d->parent, d->name, d->name_len) & (size - 1);
 
 			n = d->hnext;
 			d->hnext = t[b];
@@ -168,7 +173,8 @@ static void dtab_grow(struct nvmefs_vol *vol)
 static struct nvmefs_dirent **dir_slot(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 				       size_t len)
 {
-	struct nvmefs_dirent **pp = &vol->dtab[hash_name(parent, name, len) & (vol->dtab_size - 1)];
+	struct nvmefs_dirent **pp =
+		&vol->dtab[hash_name(vol, parent, name, len) & (vol->dtab_size - 1)];
 
 	while (*pp && !((*pp)->parent == parent && (*pp)->name_len == len &&
 			memcmp((*pp)->name, name, len) == 0))
@@ -762,6 +768,34 @@ static void snap_inode_parts(struct sbuf *b, const struct nvmefs_inode *in)
 	}
 }
 
+/* Entries directory by directory in readdir order, not in hash-bucket
+ * order: that changes with every mount's seed, and the next load would list
+ * each directory in it. So a checkpoint of one state is the same bytes
+ * whatever the seed, and readdir order survives a remount. */
+static void snap_entries(struct sbuf *b, const struct nvmefs_vol *vol)
+{
+	struct nvmefs_rec r;
+
+	for (size_t i = 0; i < vol->itab_size; i++) {
+		for (const struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
+			for (size_t k = 0; in->dir && k < in->dir->n; k++) {
+				const struct nvmefs_dirent *d = in->dir->v[k];
+
+				if (!d)
+					continue; /* a removed entry's hole */
+				memset(&r, 0, sizeof(r));
+				r.type = NVMEFS_REC_DIRENT_ADD;
+				r.dirent.parent = d->parent;
+				r.dirent.child = d->child;
+				r.dirent.type = d->type;
+				r.dirent.name = d->name;
+				r.dirent.name_len = d->name_len;
+				sbuf_rec(b, &r);
+			}
+		}
+	}
+}
+
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
 {
 	struct sbuf b = {0};
@@ -782,18 +816,7 @@ int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
 				snap_inode_parts(&b, in);
 		}
 	}
-	for (size_t i = 0; i < vol->dtab_size; i++) {
-		for (struct nvmefs_dirent *d = vol->dtab[i]; d; d = d->hnext) {
-			memset(&r, 0, sizeof(r));
-			r.type = NVMEFS_REC_DIRENT_ADD;
-			r.dirent.parent = d->parent;
-			r.dirent.child = d->child;
-			r.dirent.type = d->type;
-			r.dirent.name = d->name;
-			r.dirent.name_len = d->name_len;
-			sbuf_rec(&b, &r);
-		}
-	}
+	snap_entries(&b, vol);
 	if (b.err) {
 		free(b.p);
 		return b.err;

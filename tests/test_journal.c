@@ -5,7 +5,8 @@
  * uncommitted ones do not; a torn last transaction ends the log without
  * harm and later commits continue after it; enough commits to wrap the
  * journal ring take checkpoints and lose nothing; space released by a
- * transaction is allocatable only after it commits.
+ * transaction is allocatable only after it commits; names are hashed with
+ * a key of each open's own, and readdir order survives a checkpoint.
  *
  * usage: test_journal BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs)
  */
@@ -87,6 +88,80 @@ static void test_commit_and_abandon(void)
 		return;
 	CHECK(exists(vol, "durable"));
 	CHECK(!exists(vol, "volatile"));
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
+/* The entry hash as it was before it took a key (fs/meta.c): FNV-1a from
+ * an offset basis mixed with the parent, the same for every volume. */
+static uint64_t unkeyed_hash(uint64_t parent, const char *name)
+{
+	uint64_t h;
+
+	parent ^= parent >> 33;
+	parent *= 0xff51afd7ed558ccdull;
+	h = 0xcbf29ce484222325ull ^ parent ^ (parent >> 33);
+	for (; *name; name++) {
+		h ^= (uint8_t)*name;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Names in readdir order of the root that start with 'k', at most max. */
+static unsigned root_k_names(struct nvmefs_vol *vol, char (*out)[16], unsigned max)
+{
+	const struct nvmefs_dir *rd = nvmefs_iget(vol, NVMEFS_ROOT_INO)->dir;
+	unsigned n = 0;
+
+	for (size_t i = 0; i < rd->n && n < max; i++) {
+		if (rd->v[i] && rd->v[i]->name[0] == 'k')
+			snprintf(out[n++], sizeof(out[0]), "%s", rd->v[i]->name);
+	}
+	return n;
+}
+
+/* Names users choose are hashed with a key of the volume open's own: names
+ * that all share one bucket under the unkeyed hash spread out, two opens
+ * draw different keys, and readdir order, which a checkpoint keeps
+ * whatever the key, survives a remount. */
+static void test_name_hash(void)
+{
+	enum { N = 64 };
+	struct nvmefs_vol *vol = open_vol();
+	char names[N][16], again[N][16];
+	unsigned *per_bucket, most = 0, n = 0;
+	uint64_t seed, mask, ino;
+
+	if (!vol)
+		return;
+	seed = vol->name_seed;
+	mask = vol->dtab_size - 1;
+	CHECKF(vol->ndirents + N < vol->dtab_size, "%zu buckets", vol->dtab_size);
+	for (unsigned i = 0; n < N && i < 1u << 26; i++) {
+		snprintf(names[n], sizeof(names[n]), "k%u", i);
+		if ((unkeyed_hash(NVMEFS_ROOT_INO, names[n]) & mask) == 0)
+			CHECK_ERR(create(vol, names[n++], &ino), 0);
+	}
+	CHECK(n == N);
+	per_bucket = calloc(vol->dtab_size, sizeof(*per_bucket));
+	for (size_t b = 0; per_bucket && b < vol->dtab_size; b++) {
+		for (const struct nvmefs_dirent *d = vol->dtab[b]; d; d = d->hnext) {
+			if (d->parent == NVMEFS_ROOT_INO && d->name[0] == 'k' &&
+			    ++per_bucket[b] > most)
+				most = per_bucket[b];
+		}
+	}
+	free(per_bucket);
+	/* Random keys: 9 or more of 64 in one of 1024 buckets is ~1e-14. */
+	CHECKF(most >= 1 && most <= 8, "%u of %u names in one bucket", most, n);
+	CHECK_ERR(nvmefs_vol_close(vol), 0); /* a checkpoint */
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(vol->name_seed != seed);
+	CHECK(root_k_names(vol, again, N) == n);
+	for (unsigned i = 0; i < n; i++)
+		CHECKF(!strcmp(again[i], names[i]), "readdir: %s where %s was", again[i], names[i]);
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 
@@ -352,6 +427,7 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "%s -q %s %s >/dev/null", mkfs, img[0], img[1]);
 	CHECK(system(cmd) == 0);
 	nvmefs_log_set_level(NVMEFS_LOG_WARN);
+	test_name_hash(); /* first: on a near-empty root */
 	test_commit_and_abandon();
 	test_torn_tail();
 	test_wrap();

@@ -36,6 +36,7 @@
 #define FUZZ_CKPT_SEQ	1u /* checkpoint sequence the block harness expects */
 #define FUZZ_FIRST_TXN	1u /* sequence number of the first transaction */
 #define FUZZ_HASH_SIZE	8u /* initial inode and entry hash buckets */
+#define FUZZ_NAME_SEED	7u /* keys the entry hash (meta.c), fixed */
 
 /* Frame magics (docs/FORMAT.md; private to fs/format.c). */
 #define FUZZ_LABEL_MAGIC "NVMEFSL1"
