@@ -8,13 +8,16 @@
  *  - arrival order is kept: a shared request behind a waiting exclusive one
  *    waits too (a truncate is not starved by a stream of reads);
  *  - any thread may unlock (the I/O completion releases a write's range).
- * "Waits" is checked by a waiter that has not returned while the holder
- * still holds (it cannot have); "does not wait" by the lock returning at all
- * while the other range is held, in this thread.
+ * "Waits" is checked by a waiter that the lock has refused (it called the
+ * wait hook, nvmefs_before_wait, which the lock calls only when an earlier
+ * entry conflicts) and that has not returned while the holder still holds;
+ * no sleep stands in for that, so a loaded machine cannot pass a broken
+ * lock. "Does not wait" is checked by the lock returning at all while the
+ * other range is held, in this thread.
  */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "fs_i.h"
 #include "test_util.h"
@@ -26,14 +29,34 @@ struct waiter {
 	bool excl;
 	atomic_bool got;
 	pthread_t t;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned refused; /* mu: times the lock found a conflict and waited */
 };
+
+static __thread struct waiter *self;
+
+/* The wait hook (fs_i.h), called by the lock with rl->mu held right
+ * before it sleeps because an earlier entry conflicts. */
+static void refused(void)
+{
+	pthread_mutex_lock(&self->mu);
+	self->refused++;
+	pthread_cond_broadcast(&self->cv);
+	pthread_mutex_unlock(&self->mu);
+}
 
 static void *wait_main(void *arg)
 {
 	struct waiter *w = arg;
 
+	self = w;
+	nvmefs_wait_hook = refused;
 	nvmefs_rl_lock(w->rl, &w->e, w->lo, w->hi, w->excl);
+	pthread_mutex_lock(&w->mu);
 	atomic_store(&w->got, true);
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
 	return NULL;
 }
 
@@ -45,13 +68,44 @@ static void start(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, ui
 	w->hi = hi;
 	w->excl = excl;
 	atomic_store(&w->got, false);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->refused = 0;
 	pthread_create(&w->t, NULL, wait_main, w);
 }
 
-/* Give a waiter time to run into the lock (it must still be waiting). */
-static void settle(void)
+/* After join: the waiter's own lock and condition go. */
+static void finish(struct waiter *w)
 {
-	usleep(50 * 1000);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+}
+
+static unsigned refusals(struct waiter *w)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&w->mu);
+	n = w->refused;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
+/* Until the lock has refused w more than `seen` times in all, or granted
+ * it (which the caller's checks then catch). A minute at most: a lock that
+ * neither refuses nor grants is a failure, not a hang. */
+static void refused_after(struct waiter *w, unsigned seen)
+{
+	struct timespec end;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += 60;
+	pthread_mutex_lock(&w->mu);
+	while (w->refused <= seen && !atomic_load(&w->got) && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&w->cv, &w->mu, &end);
+	pthread_mutex_unlock(&w->mu);
+	CHECKF(ret != ETIMEDOUT, "no answer from the lock in 60 s");
 }
 
 static void test_disjoint_and_shared(void)
@@ -82,10 +136,11 @@ static void test_overlap_waits(void)
 	nvmefs_rl_init(&rl);
 	nvmefs_rl_lock(&rl, &a, 0, 8192, false);
 	start(&w, &rl, 4096, 12288, true);
-	settle();
+	refused_after(&w, 0);
 	CHECKF(!atomic_load(&w.got), "exclusive granted over a shared holder");
 	nvmefs_rl_unlock(&rl, &a);
 	pthread_join(w.t, NULL);
+	finish(&w);
 	CHECK(atomic_load(&w.got));
 	nvmefs_rl_unlock(&rl, &w.e);
 	CHECK(rl.head == NULL);
@@ -97,21 +152,27 @@ static void test_fifo(void)
 	struct nvmefs_rangelock rl;
 	struct nvmefs_rl_ent a;
 	struct waiter trunc, rd;
+	unsigned seen;
 
 	nvmefs_rl_init(&rl);
 	nvmefs_rl_lock(&rl, &a, 0, 4096, false);
 	start(&trunc, &rl, 0, NVMEFS_RL_ALL, true);
-	settle();
+	refused_after(&trunc, 0);
 	start(&rd, &rl, 0, 4096, false); /* compatible with a, not with trunc */
-	settle();
+	refused_after(&rd, 0);
 	CHECKF(!atomic_load(&trunc.got), "exclusive granted over a shared holder");
 	CHECKF(!atomic_load(&rd.got), "a later reader overtook a waiting truncate");
+	/* The unlock wakes both; rd must look again and be refused again,
+	 * now by the truncate that holds the file. */
+	seen = refusals(&rd);
 	nvmefs_rl_unlock(&rl, &a);
 	pthread_join(trunc.t, NULL);
-	settle();
+	refused_after(&rd, seen);
 	CHECKF(!atomic_load(&rd.got), "reader granted while the truncate holds the file");
 	nvmefs_rl_unlock(&rl, &trunc.e);
 	pthread_join(rd.t, NULL);
+	finish(&trunc);
+	finish(&rd);
 	nvmefs_rl_unlock(&rl, &rd.e);
 	CHECK(rl.head == NULL);
 	nvmefs_rl_exit(&rl);
@@ -145,7 +206,7 @@ static void test_cross_thread_unlock(void)
 	for (unsigned i = 0; i < N; i++)
 		nvmefs_rl_lock(&rl, &e[i], i * 4096ull, (i + 1) * 4096ull, true);
 	start(&w, &rl, 0, NVMEFS_RL_ALL, true);
-	settle();
+	refused_after(&w, 0);
 	CHECK(!atomic_load(&w.got));
 	for (unsigned i = 0; i < N; i++) {
 		c[i] = (struct cross){.rl = &rl, .e = &e[i]};
@@ -154,6 +215,7 @@ static void test_cross_thread_unlock(void)
 	for (unsigned i = 0; i < N; i++)
 		pthread_join(t[i], NULL);
 	pthread_join(w.t, NULL);
+	finish(&w);
 	CHECK(atomic_load(&w.got));
 	nvmefs_rl_unlock(&rl, &w.e);
 	CHECK(rl.head == NULL && rl.tail == &rl.head);
