@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,8 +97,10 @@ static void usage(FILE *f)
 		   "  -h, --help           this text;  -V, --version: the version\n"
 		   "  -f                   stay in the foreground, log to stderr\n"
 		   "  -d, -o debug         foreground with debug logging (and FUSE's)\n"
-		   "  -o mode=cached|direct  cached: page cache and mmap (default);\n"
-		   "                       direct: every read and write goes to the devices\n"
+		   "  -o mode=direct|cached  direct: every read and write goes to the devices\n"
+		   "                       (default on Linux 6.6+, where mmap works in it);\n"
+		   "                       cached: the page cache (the default before 6.6,\n"
+		   "                       or with writeback, readahead= or dirty=)\n"
 		   "  -o queue_depth=N     I/Os in flight per device (default 32)\n"
 		   "  -o threads=N         FUSE worker threads (default 8)\n"
 		   "  -o spin=US           poll /dev/fuse up to US microseconds before\n"
@@ -202,6 +205,26 @@ static int parse_bdi_opts(const struct cfg *c, struct bdi_tuning *t)
 	return 0;
 }
 
+/*
+ * The mode when -o mode= is not given: direct, which measured best for
+ * streaming reads and writes, writers sharing a file and torch.load
+ * (docs/PERFORMANCE.md, "Choosing the default mode"), on kernels that let
+ * a FUSE server allow shared mmap of direct_io files (Linux 6.6, FUSE 7.39:
+ * op_init asks for it); before that, cached, so that mmap works. An option
+ * only cached mode has (writeback, readahead=, dirty=) asks for cached.
+ */
+static bool default_direct(const struct cfg *c)
+{
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+
+	if (c->writeback || c->readahead || c->dirty)
+		return false;
+	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 6);
+}
+
 static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsigned *threads)
 {
 	uint64_t v;
@@ -243,6 +266,8 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 			nvmefs_err("bad mode '%s': want cached or direct", c->mode);
 			return -EINVAL;
 		}
+	} else {
+		o->direct = default_direct(c);
 	}
 	o->prefetch = 2;
 	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
@@ -262,9 +287,9 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
  */
 static int refuse_contradictions(const struct cfg *c, bool direct)
 {
-	const char *mode = direct    ? "mode=direct"
-			   : c->mode ? "mode=cached"
-				     : "mode=cached (the default)";
+	const char *mode =
+		c->mode ? (direct ? "mode=direct" : "mode=cached")
+			: (direct ? "mode=direct (the default)" : "mode=cached (the default)");
 
 	if (direct && c->writeback) {
 		nvmefs_err("writeback and mode=direct contradict each other: writeback is the "

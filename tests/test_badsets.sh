@@ -199,6 +199,17 @@ make_vol() { # NAME: 3 images $img/NAME{0,1,2}.img formatted as one volume
 make_vol b
 b=("$img"/b{0,1,2}.img)
 
+# The default mode: direct where direct_io files can be mapped shared
+# (Linux 6.6+), else cached; cached too with an option only it has.
+want_mode=cached
+mnt_direct_mmap && want_mode=direct
+mnt_mount
+check "default mode is $want_mode on Linux $(uname -r)" grep -qx "mode = $want_mode" "$MNT/.nvmefs/config"
+mnt_umount
+mnt_mount readahead=8M
+check "readahead= without mode= mounts cached" grep -qx "mode = cached" "$MNT/.nvmefs/config"
+mnt_umount
+
 # Some files on A, to read back after the mounts that must work.
 mnt_mount
 mkdir "$MNT/dir"
@@ -275,7 +286,8 @@ opts_refused() {
 opts_refused writeback,mode=direct "writeback" "mode=direct" "contradict"
 opts_refused mode=direct,writeback "writeback" "mode=direct" "contradict"
 opts_refused mode=direct,readahead=4M "readahead=4M" "mode=direct"
-opts_refused prefetch=4 "prefetch=4" "mode=cached"
+# Without mode=, an option only cached mode has makes cached the default.
+opts_refused writeback,prefetch=4 "prefetch=4" "mode=cached (the default)"
 opts_refused mode=cached,prefetch=4 "prefetch=4" "mode=cached"
 opts_refused dirty=256M "dirty=256M" "writeback"
 opts_refused mode=direct,dirty=256M,writeback "writeback" "mode=direct"
