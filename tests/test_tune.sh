@@ -16,8 +16,9 @@
 #            back after dropping caches, the tuner refuses the mounted
 #            images as in use, fsck.nvmefs -n is clean after unmounting;
 #  dd        a 2-trial sweep with --dd (the fallback when fio is missing).
-# Exit 77 (skip) without root, /dev/fuse, fusermount3, python3 or the nvmefs
-# binaries. About 30-60 s.
+#  installed the tuner from cmake --install finds its module and runs.
+# Exit 77 (skip) without root, /dev/fuse, fusermount3, /usr/bin/python3 or
+# the nvmefs binaries. About 30-60 s.
 # usage: test_tune.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,7 +34,7 @@ mnt_time_limit 420 "$0" "$@"
 
 tuner=$here/../scripts/nvmefs-tune
 [ -x "$tuner" ] || mnt_die "$tuner missing or not executable"
-mnt_need python3
+mnt_need /usr/bin/python3 python3
 mnt_setup "$build" 2 256M
 # The tuner's own temporary directory (and mount point) goes in here, so that
 # we can see it removed and unmount it if the tuner could not.
@@ -159,6 +160,17 @@ check "no -y, no terminal" refused "no -y without a terminal" "not a terminal.*-
 check "no DEV" refused "no DEV" "no devices given"
 check "usage errors exit 2" [ "$("$tuner" --qd 0 "${MNT_DEV_LIST[0]}" 2>/dev/null || echo $?)" = 2 ]
 check "refusals left the images alone" [ "$before" = "$(labels)" ]
+
+# The installed copy: cmake --install puts the tuner in sbin and its module
+# (nvmefs_emu.py) in share/nvmefs, where it must find it.
+if command -v cmake >/dev/null; then
+	cmake --install "$build" --prefix "$MNT_TMP/prefix" >"$MNT_TMP/install.log" 2>&1 ||
+		mnt_die "cmake --install failed: $(tail -n 1 "$MNT_TMP/install.log")"
+	check "installed nvmefs-tune finds its module" grep -q '^nvmefs-tune [0-9]' \
+		<<<"$("$MNT_TMP/prefix/sbin/nvmefs-tune" --version 2>&1)"
+	check "installed nvmefs-tune refuses a missing DEV" grep -q 'missing\.img: no such file' \
+		<<<"$("$MNT_TMP/prefix/sbin/nvmefs-tune" -y "${MNT_DEV_LIST[0]}" "$MNT_TMP/missing.img" 2>&1 </dev/null)"
+fi
 
 # ------------------------------------------------------------------- sweep
 out=$MNT_TMP/tune.out

@@ -1,0 +1,1366 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""bench.py: nvmefs (cached and direct mode) against btrfs raid0 and against
+the raw devices (fio), on the same emulated drives in one run (issue 5).
+Run it as scripts/bench.sh (a wrapper that execs this program).
+
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped] [--quick] [--check]
+                [--pool SIZE] [--no-warm] [-h]
+  -b BUILD      build directory with nvmefs and mkfs.nvmefs (default build/)
+  -o DIR        results directory (default bench-results/DATE-TIME in the
+                current directory)
+  --only SET    run only the RAM setup (ram) or only the capped ones (capped)
+  --quick       much smaller sizes and fewer files: a smoke run of the whole
+                script (about 2-3 minutes)
+  --check       exit 1 when a target below is missed
+  --pool SIZE   nvmefs pinned buffer pool, -o pool= (default 64M)
+  --no-warm     do not warm free memory before each measured pass (see
+                "Cold memory" below)
+  -h            print this help
+Needs root, fio, btrfs-progs, gnuplot (gnuplot-nox) for the capped runs
+and python3-torch (Debian's /usr/bin/python3) for the RAM run.
+
+Setups, each on fresh image files in /dev/shm attached to loop devices,
+deleted afterwards:
+ - RAM: 4 drives of 3 GiB, no cap. Workloads, each on btrfs, nvmefs
+   cached and nvmefs direct (in that order, each freshly made with mkfs):
+   1. dd if=/dev/zero bs=1M count=4096 conv=fsync, drop caches, dd read.
+   2. fio sequential write then read of one 4 GiB file, bs=1M, libaio,
+      iodepth=32, direct=1 (fio's default fallocate=native lays it out).
+   3. fio, 4 jobs writing 4 files of 1 GiB, bs=1M, psync, end_fsync=1
+      (fio's bandwidth includes the final fsync: checked, 2 GiB on a
+      capped drive came out at the cap).
+   4. fio --thread, 4 jobs writing one 4 GiB file laid out first with
+      fallocate(1), each its own 1 GiB range (offset_increment), bs=1M,
+      psync, end_fsync=1.
+   5. 10,000 files of 4 KiB (python3, os calls): create+write (+syncfs),
+      stat, drop caches, read (content checked), unlink (+syncfs).
+   6. torch.save of a 1 GiB state dict (16 float32 tensors) to the mount,
+      with fsync; drop caches; torch.load (tensors compared after timing).
+   plus fio on the raw devices (the limit): one job per device, libaio,
+   direct=1, bs=1M, iodepth=32, group_reporting, write then read; and
+   workloads 1 and 2 on tests/fuse_null in its cached and direct modes:
+   the same FUSE settings as nvmefs, no data kept, no device touched, so
+   what the FUSE transport alone allows here ("The FUSE ceiling" table).
+ - capped: 1, 2 and 4 drives of 3 GiB capped at 200 MiB/s each (read and
+   write). Only fio raw and workloads 1 and 2, moving 2 GiB per drive per
+   pass (dd: 2, 4, 8 GiB; about 10 s per pass whatever the drive count,
+   so the throttle's start-up slack weighs the same everywhere; the
+   1-drive dd is therefore 2 GiB, not 4).
+ --quick: RAM drives of 1 GiB, 512 MiB dd and fio files, 4 x 128 MiB for
+ workloads 3 and 4, 1000 small files, a 128 MiB state dict; capped drives
+ of 1 GiB moving 256 MiB per drive per pass (short passes read a few %
+ over the cap, see below).
+
+Before anything is measured in a setup, one unmeasured fio write pass
+covers every device (first writes into tmpfs pay for page allocation, at
+about a quarter of the later speed). For the same reason both file
+systems are made without discarding: mkfs.btrfs -K, mounted with -o
+nodiscard (btrfs 6.2+ discards freed space asynchronously), and
+mkfs.nvmefs -K (nvmefs itself never discards). A discard of a loop device
+punches holes in its tmpfs image, so the file system would then write
+into unallocated pages: 436 against 841 MB/s for nvmefs's dd on 4 capped
+drives. Otherwise btrfs is mounted with defaults. Caches are dropped with
+"sync -f MNT; echo 3 >/proc/sys/vm/drop_caches".
+
+Cold memory: this machine is a VM whose free memory goes back to the host
+(virtio_balloon free page reporting, /sys/module/page_reporting: order 9,
+min_free_ms 0), so the first touch of a page the kernel allocates costs a
+fault in the host. Whatever fills the page cache pays it: a 4 GiB dd into
+/dev/shm ran at 2.3 GB/s, a second one beside it at 890 MB/s with 83% of
+its time in copy_folio_from_iter_atomic. It hit btrfs's buffered writes and reads and nvmefs's cached mode,
+not direct mode (whose buffers are one pinned pool): dd in cached mode on
+4 capped drives wrote 493 and 645 MB/s, and 821 and 838 MB/s (the cap is
+839) when 5 GiB had just been written to /dev/shm and deleted. Real
+drives in a real host do not charge this. So before every measured pass,
+for every file system alike, warm_memory writes as many bytes as the pass
+moves (at most MemAvailable - 2 GiB) to a file in /dev/shm and deletes
+it; the pass then gets pages the host has just backed. Reads do it after
+dropping caches (the python workloads in their own process, between the
+drop and the timed phase). --no-warm measures without it.
+
+How the cap works, and what was verified (kernel 6.18, cgroup v1 blkio,
+loop devices over tmpfs, 200 MiB/s = 209.7 MB/s):
+ - blk-throttle charges a bio to the blkio cgroup of the task that
+   submits it. fio and the nvmefs daemon submit their own O_DIRECT bios;
+   btrfs's buffered writeback is submitted by kworkers, which are in the
+   root cgroup. A limit on a child cgroup therefore misses part of btrfs:
+   with dd (4 GiB, conv=fsync) run inside a child cgroup capped at 200
+   MiB/s, btrfs wrote at 254 MB/s, and the child was charged 2.72 GB of
+   the 4.29 GB (the rest went out from root's writeback).
+ - So the rules go on the v1 *root* blkio cgroup
+   (blkio.throttle.{read,write}_bps_device for our loop devices), which
+   this kernel honours: fio (libaio, direct, QD 32, 2 GiB) in the root
+   group gave 200.6 MiB/s write and read; btrfs dd 1.5 GiB gave 186 MB/s
+   write (with fsync) and 211 MB/s read.
+ - Under cgroup v1 blk-throttle is flat, not hierarchical: a group's rules
+   apply to its own tasks only. fio in a child group without rules ran at
+   963 MiB/s on a device capped in the root group. So the program moves
+   itself into the root blkio group first (everything it starts, the
+   nvmefs daemon included, is charged there), and removes its rules
+   before detaching the loop devices.
+ - Every run prints, under "Caps", every capped figure against the cap;
+   a btrfs figure above 1.10 x the cap is marked "*" (not capped fairly).
+   A full run (2 GiB per drive per pass) gave: fio raw 1.003 x the cap
+   (write and read, 1, 2 and 4 drives); btrfs dd read 0.998-1.003, fio
+   in the mount 0.993-1.003, dd write 0.64-0.90 (below the cap: btrfs's
+   own limit); nvmefs at most 1.016 x. With dd conv=fsync on nvmefs
+   (1 GiB, 4 capped drives), the devices' blkio byte counters had all
+   1024 MiB when dd exited and nothing more 3 s later: the figures are
+   not flattered by data still in flight.
+ - Short passes read over the cap: the throttle lets a first slice
+   through at once. With --quick (about 1.2 s passes) fio raw reads
+   ~1.05 x and nvmefs dd write up to ~1.2 x the cap: --quick capped
+   figures are a smoke test, not measurements.
+
+Output, in DIR and the report on stdout: report.md (machine, sizes, a
+markdown table per setup and workload: fio raw, btrfs, nvmefs cached,
+nvmefs direct, the ratios nvmefs/btrfs, nvmefs/fio raw for the
+sequential workloads and, capped, nvmefs/(drives x cap); the nvmefs
+daemon's peak RSS (VmHWM just before unmounting) with its pool size; the
+FUSE ceiling table (fuse_null, and the model 1 / (1 / fuse_null + 1 /
+fio raw) that adds one device copy to it, against btrfs and fio raw); the
+cap check; PASS/FAIL lines for the targets), results.tsv (every figure),
+targets.txt (the PASS/FAIL lines), capped.png (gnuplot: throughput
+against drive count, capped runs), commands.log (every command in order)
+and logs/ (each step's output). MB = 1e6 bytes, GB = 1e9 bytes.
+
+Targets (issue 5), each a PASS/FAIL line with its figures:
+ capped, 4 drives: sequential read and write through the mount (dd and
+   fio) >= 0.95 x 4 x 200 MiB/s; and within 5% of linear from 1 drive
+   (and from 1 to 2) drives;
+ RAM: sequential read and write (dd and fio) >= 1.0 x btrfs and >= 0.5 x
+   fio raw; torch.save and torch.load >= 1.0 x btrfs; small files (all
+   four phases) >= 0.5 x btrfs.
+Both nvmefs modes are checked.
+
+Exit status: 0 when the benchmark ran, even if targets were missed (1 with
+--check and a missed target); 1 when the benchmark itself failed (a tool,
+a mount, a workload, the nvmefs daemon exiting non-zero), after printing
+what it has; 2 for bad arguments; 128+N on signal N.
+
+Cleanup: on exit and on SIGINT, SIGTERM or SIGHUP it stops what is
+running, unmounts (a daemon that does not answer is SIGKILLed, which
+aborts its FUSE connection), clears the throttle rules, forgets the
+devices in btrfs, detaches the loop devices and deletes the images and the
+work directory. Every step that touches a mount runs under a time limit;
+on expiry the command is stopped, and if it is stuck in a FUSE request the
+nvmefs daemon is SIGKILLed. (Environment, for testing that path:
+NVMEFS_BENCH_TIME_LIMIT=SECS lowers every step's limit to SECS.) A run
+killed with SIGKILL cannot clean up: a later run clears throttle rules it
+finds on the loop devices it attaches.
+
+Time (2 cores, shared): --quick about 2 minutes (115 s through ctest);
+a full run about 10 minutes (RAM 2 min, each capped drive count 2.5-3).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# No __pycache__ in the source tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import nvmefs_emu as emu  # noqa: E402  (found next to this file)
+from nvmefs_emu import MIB, GIB  # noqa: E402
+
+PROG = "bench.sh"
+HERE = os.path.dirname(os.path.realpath(__file__))
+TOP = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+CAP_MIBPS = 200
+CAP_COUNTS = (1, 2, 4)
+RAM_NDEV = 4
+SMALL_SIZE = 4096
+
+# Rows each workload records (for ERR marks when it fails).
+WL_ROWS = {
+    "dd": ["dd_write", "dd_read"],
+    "fioseq": ["fio_write", "fio_read"],
+    "files4": ["files4_write"],
+    "shared": ["shared_write"],
+    "small": ["small_create", "small_stat", "small_read", "small_delete", "small_total"],
+    "torch": ["torch_save", "torch_load"],
+}
+SEQ = ("dd_write", "dd_read", "fio_write", "fio_read")
+
+
+def log(msg):
+    print("%s: %s" % (PROG, msg), file=sys.stderr, flush=True)
+
+
+class Die(Exception):
+    """The benchmark cannot go on: exit 1 after cleaning up."""
+
+
+class BadArg(Exception):
+    """Exit 2."""
+
+
+# ----------------------------------------------------------------- sizes --
+
+
+class Sizes:
+    """The sizes of a full or a --quick run (see the top comment)."""
+
+    def __init__(self, quick):
+        if quick:
+            self.ram_dev, self.ram_raw_loops = GIB, 1
+            self.ram_dd = self.ram_fio = 512 * MIB
+            self.ram_w4, self.small_n, self.torch_mib = 128 * MIB, 1000, 128
+            self.cap_dev, self.cap_per_drive = GIB, 256 * MIB
+        else:
+            self.ram_dev, self.ram_raw_loops = 3 * GIB, 2
+            self.ram_dd = self.ram_fio = 4 * GIB
+            self.ram_w4, self.small_n, self.torch_mib = GIB, 10000, 1024
+            self.cap_dev, self.cap_per_drive = 3 * GIB, 2 * GIB
+
+
+def tlimit(nbytes):
+    """A time limit for moving NBYTES (2 minutes + 10 MiB/s)."""
+    return 120 + nbytes // (10 * MIB)
+
+
+# --------------------------------------------------------- python workloads --
+# Run with PY in their own process (torch is imported there only).
+
+SMALL_PY = r'''# small.py ROOT N SIZE WARM_PATH WARM_BYTES: N files of SIZE bytes in
+# ROOT/small: create+write (+syncfs), stat, read after dropping caches (and
+# writing and deleting WARM_BYTES at WARM_PATH), unlink (+syncfs). Prints
+# one JSON line of seconds per completed phase; exit 1 if one failed.
+import ctypes, json, os, sys, time, traceback
+
+root, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+warm_path, warm_bytes = sys.argv[4], int(sys.argv[5])
+libc = ctypes.CDLL(None, use_errno=True)
+
+def syncfs():
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if libc.syncfs(fd) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e), root)
+    finally:
+        os.close(fd)
+
+d = os.path.join(root, "small")
+os.mkdir(d)
+names = [os.path.join(d, "f%06d" % i) for i in range(n)]
+data = os.urandom(size)
+t = {"files": n}
+
+def create():
+    for p in names:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            if os.write(fd, data) != size:
+                raise OSError("short write: " + p)
+        finally:
+            os.close(fd)
+    syncfs()
+
+def stat():
+    for p in names:
+        if os.stat(p).st_size != size:
+            raise OSError("wrong size: " + p)
+
+def read():
+    for p in names:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            b = os.read(fd, size + 1)
+        finally:
+            os.close(fd)
+        if b != data:
+            raise OSError("wrong content: " + p)
+
+def delete():
+    for p in names:
+        os.unlink(p)
+    os.rmdir(d)
+    syncfs()
+
+def warm():
+    block = bytes(1 << 20)
+    with open(warm_path, "wb") as f:
+        for _ in range(warm_bytes >> 20):
+            f.write(block)
+    os.unlink(warm_path)
+
+rc = 0
+try:
+    for name, phase in (("create", create), ("stat", stat), ("read", read), ("delete", delete)):
+        if name == "read":
+            syncfs()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            warm()
+        t0 = time.perf_counter()
+        phase()
+        t[name] = time.perf_counter() - t0
+    t["total"] = t["create"] + t["stat"] + t["read"] + t["delete"]
+except OSError as e:
+    t["error"] = str(e)
+    traceback.print_exc()
+    sys.stderr.flush()
+    rc = 1
+# Last line: the phases that completed.
+print(json.dumps(t), flush=True)
+sys.exit(rc)
+'''
+
+TORCH_PY = r'''# torch_io.py PATH MIB WARM_PATH WARM_BYTES: torch.save of a state dict of
+# MIB MiB (16 float32 tensors) to PATH with fsync, drop caches, write and
+# delete WARM_BYTES at WARM_PATH, torch.load; the tensors are compared after
+# timing. Prints one JSON line (bytes, save and load seconds).
+import json, os, sys, time
+import torch
+
+path, mib = sys.argv[1], int(sys.argv[2])
+warm_path, warm_bytes = sys.argv[3], int(sys.argv[4])
+count = 16
+per = mib * 2**20 // 4 // count
+sd = {"layers.%d.weight" % i: torch.arange(per, dtype=torch.float32) + i for i in range(count)}
+nbytes = count * per * 4
+t0 = time.perf_counter()
+with open(path, "wb") as f:
+    torch.save(sd, f)
+    f.flush()
+    os.fsync(f.fileno())
+t_save = time.perf_counter() - t0
+with open("/proc/sys/vm/drop_caches", "w") as f:
+    f.write("3\n")
+block = bytes(1 << 20)
+with open(warm_path, "wb") as f:
+    for _ in range(warm_bytes >> 20):
+        f.write(block)
+os.unlink(warm_path)
+t0 = time.perf_counter()
+sd2 = torch.load(path)
+t_load = time.perf_counter() - t0
+if sd2.keys() != sd.keys() or not all(torch.equal(sd[k], sd2[k]) for k in sd):
+    sys.exit("torch.load returned different tensors")
+print(json.dumps({"bytes": nbytes, "save": t_save, "load": t_load}))
+'''
+
+
+def small_rates(line):
+    """files/s per phase (create, stat, read, delete, total) from small.py's
+    last line: {phase: int} for the phases it completed."""
+    try:
+        j = json.loads(line)
+    except ValueError:
+        return {}
+    out = {}
+    for phase in ("create", "stat", "read", "delete", "total"):
+        try:
+            out[phase] = str(emu.round_half_up(j["files"] / j[phase]))
+        except (KeyError, TypeError, ZeroDivisionError):
+            pass
+    return out
+
+
+def torch_rates(line):
+    """GB/s of save and load (3 decimals, as jq numbers) from torch_io.py's
+    last line; None if it is not there."""
+    try:
+        j = json.loads(line)
+        return {op: emu.jq_number(emu.round_half_up(j["bytes"] / j[op] / 1e9, 3))
+                for op in ("save", "load")}
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
+# ---------------------------------------------------------------- report --
+# Figures are strings as results.tsv holds them (a number or ERR).
+
+
+def isnum(v):
+    return v is not None and re.fullmatch(r"[0-9]+(\.[0-9]+)?", v) is not None
+
+
+def calc(x):
+    """X with 4 decimals, as the shell version's awk arithmetic kept it."""
+    return float("%.4f" % x)
+
+
+def div(a, b, dec):
+    """A/B with DEC decimals, or '-'."""
+    if isnum(a) and isnum(b) and float(b) > 0:
+        return "%.*f" % (dec, float(a) / float(b))
+    return "-"
+
+
+def fmt(v, unit):
+    """A figure as printed in the table."""
+    if not isnum(v):
+        return v if v else "-"
+    if unit == "GB/s":
+        return "%.2f" % float(v)
+    if unit == "MiB":
+        return "%.1f" % float(v)
+    return "%.0f" % float(v)
+
+
+def num(x):
+    """A computed figure as a string isnum() accepts."""
+    return "%.4f" % x
+
+
+def cap_mbps(n):
+    """N drives at the cap, in MB/s."""
+    return calc(n * CAP_MIBPS * 1.048576)
+
+
+def model(null, raw):
+    """The throughput of a daemon that costs what fuse_null does plus one
+    device copy at fio raw's speed, both on the same CPUs: the times per
+    byte add up."""
+    if isnum(null) and isnum(raw) and float(null) > 0 and float(raw) > 0:
+        return num(calc(1 / (1 / float(null) + 1 / float(raw))))
+    return "-"
+
+
+class Report:
+    """Tables, targets and caps from RES {(setup, n, fs, row): value}."""
+
+    def __init__(self, res, sizes, pool, ran_ram, ran_capped):
+        self.res = res
+        self.sz = sizes
+        self.pool = pool
+        self.ran_ram = ran_ram
+        self.ran_capped = ran_capped
+        self.nfail = 0
+
+    def get(self, s, n, fs, row):
+        return self.res.get((s, str(n), fs, row), "")
+
+    def table_rows(self, s, n, specs):
+        """One markdown line per (key, label, unit, kind); kind w/r: a
+        sequential write/read, compared with fio raw."""
+        setup = "RAM x%d" % n if s == "ram" else "%d MiB/s x%d" % (CAP_MIBPS, n)
+        cap = cap_mbps(n) if s == "cap" else None
+        lines = []
+        for key, label, unit, kind in specs:
+            raw = "-"
+            if kind == "w":
+                raw = self.get(s, n, "fio", "raw_write")
+            if kind == "r":
+                raw = self.get(s, n, "fio", "raw_read")
+            b = self.get(s, n, "btrfs", key)
+            c = self.get(s, n, "cached", key)
+            d = self.get(s, n, "direct", key)
+            if key == "rss":
+                b = "-"
+            bmark = "*" if cap is not None and isnum(b) and float(b) >= calc(cap * 1.10) else ""
+            capr1 = capr2 = "-"
+            if cap is not None and kind != "-":
+                capr1, capr2 = div(c, num(cap), 2), div(d, num(cap), 2)
+            if kind == "-":
+                rawr1 = rawr2 = "-"
+            else:
+                rawr1, rawr2 = div(c, raw, 2), div(d, raw, 2)
+            cells = [setup, label, unit, fmt(raw, unit), fmt(b, unit) + bmark, fmt(c, unit),
+                     fmt(d, unit), div(c, b, 2), div(d, b, 2), rawr1, rawr2, capr1, capr2]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+
+    def table(self):
+        sz = self.sz
+        h = emu.human_iec
+        pool_label = "nvmefs daemon peak RSS (VmHWM), pool=%s" % self.pool
+        out = ["| setup | workload | unit | fio raw | btrfs | nvmefs cached | nvmefs direct | cached / btrfs | direct / btrfs | cached / fio raw | direct / fio raw | cached / cap | direct / cap |",
+               "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        if self.ran_ram:
+            sm = "%d x 4 KiB files" % sz.small_n
+            out += self.table_rows("ram", RAM_NDEV, [
+                ("dd_write", "dd write %s, bs=1M conv=fsync" % h(sz.ram_dd), "MB/s", "w"),
+                ("dd_read", "dd read, bs=1M, cold cache", "MB/s", "r"),
+                ("fio_write", "fio seq write %s, libaio QD32 direct" % h(sz.ram_fio), "MB/s", "w"),
+                ("fio_read", "fio seq read, libaio QD32 direct", "MB/s", "r"),
+                ("files4_write", "fio 4 writers, 4 files of %s, psync, end_fsync" % h(sz.ram_w4), "MB/s", "w"),
+                ("shared_write", "fio 4 threads, 1 file, disjoint %s ranges, end_fsync" % h(sz.ram_w4), "MB/s", "w"),
+                ("small_create", "%s: create+write (+syncfs)" % sm, "files/s", "-"),
+                ("small_stat", "%s: stat" % sm, "files/s", "-"),
+                ("small_read", "%s: read, cold cache" % sm, "files/s", "-"),
+                ("small_delete", "%s: unlink (+syncfs)" % sm, "files/s", "-"),
+                ("small_total", "%s: all four phases" % sm, "files/s", "-"),
+                ("torch_save", "torch.save %d MiB state dict (+fsync)" % sz.torch_mib, "GB/s", "-"),
+                ("torch_load", "torch.load, cold cache", "GB/s", "-"),
+                ("rss", pool_label, "MiB", "-")])
+        if self.ran_capped:
+            for n in CAP_COUNTS:
+                out += self.table_rows("cap", n, [
+                    ("dd_write", "dd write %s, bs=1M conv=fsync" % h(n * sz.cap_per_drive), "MB/s", "w"),
+                    ("dd_read", "dd read, bs=1M, cold cache", "MB/s", "r"),
+                    ("fio_write", "fio seq write %s, libaio QD32 direct" % h(n * sz.cap_per_drive), "MB/s", "w"),
+                    ("fio_read", "fio seq read, libaio QD32 direct", "MB/s", "r"),
+                    ("rss", pool_label, "MiB", "-")])
+        return out
+
+    def ceiling(self):
+        """The sequential RAM workloads against fuse_null, the FUSE
+        transport with no device behind it, and against the model built on
+        it."""
+        n = RAM_NDEV
+        out = ["| workload | fio raw | btrfs | FUSE null cached | FUSE null direct | model cached | model direct | nvmefs cached | nvmefs direct | cached / model | direct / model | model cached / btrfs | model direct / btrfs | model cached / fio raw | model direct / fio raw |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for key, label, kind in (
+                ("dd_write", "dd write %s conv=fsync" % emu.human_iec(self.sz.ram_dd), "write"),
+                ("dd_read", "dd read, cold cache", "read"),
+                ("fio_write", "fio seq write, libaio QD32 direct", "write"),
+                ("fio_read", "fio seq read, libaio QD32 direct", "read")):
+            raw = self.get("ram", n, "fio", "raw_" + kind)
+            b = self.get("ram", n, "btrfs", key)
+            nc = self.get("ram", n, "null-cached", key)
+            nd = self.get("ram", n, "null-direct", key)
+            c = self.get("ram", n, "cached", key)
+            d = self.get("ram", n, "direct", key)
+            mc, md = model(nc, raw), model(nd, raw)
+            cells = [label] + [fmt(v, "MB/s") for v in (raw, b, nc, nd, mc, md, c, d)] + [
+                div(c, mc, 2), div(d, md, 2), div(mc, b, 2), div(md, b, 2),
+                div(mc, raw, 2), div(md, raw, 2)]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def target(self, ok, line, out):
+        if ok:
+            out.append("PASS " + line)
+        else:
+            out.append("FAIL " + line)
+            self.nfail += 1
+
+    def targets(self):
+        out = []
+        if self.ran_capped:
+            self.capped_targets(out)
+        if self.ran_ram:
+            self.ram_targets(out)
+        return out
+
+    def capped_targets(self, out):
+        cap = cap_mbps(4)
+        want = calc(0.95 * cap)
+        for mode in ("cached", "direct"):
+            for key in SEQ:
+                v = self.get("cap", 4, mode, key)
+                if isnum(v):
+                    self.target(float(v) >= want, "capped x4 %s %s: %s MB/s = %s x cap (%s MB/s); target >= 0.95"
+                                % (mode, key, fmt(v, "MB/s"), div(v, num(cap), 3), fmt(num(cap), "MB/s")), out)
+                else:
+                    self.target(False, "capped x4 %s %s: no figure (%s); target >= 0.95 x cap"
+                                % (mode, key, v or "not run"), out)
+        for mode in ("cached", "direct"):
+            for key in SEQ:
+                v1 = self.get("cap", 1, mode, key)
+                for n in (2, 4):
+                    v = self.get("cap", n, mode, key)
+                    if isnum(v) and isnum(v1):
+                        lin = calc(float(v) / (n * float(v1)))
+                        self.target(0.95 <= lin <= 1.05, "capped x1->x%d %s %s: %s -> %s MB/s = %s x linear; target 0.95..1.05"
+                                    % (n, mode, key, fmt(v1, "MB/s"), fmt(v, "MB/s"),
+                                       div(v, num(calc(n * float(v1))), 3)), out)
+                    else:
+                        self.target(False, "capped x1->x%d %s %s: no figure; target 0.95..1.05 x linear"
+                                    % (n, mode, key), out)
+
+    def ram_targets(self, out):
+        n = RAM_NDEV
+        for mode in ("cached", "direct"):
+            for key in SEQ:
+                op = key.split("_", 1)[1]
+                v = self.get("ram", n, mode, key)
+                b = self.get("ram", n, "btrfs", key)
+                raw = self.get("ram", n, "fio", "raw_" + op)
+                if isnum(v) and isnum(b) and isnum(raw):
+                    ok = float(v) >= float(b) and float(v) >= calc(0.5 * float(raw))
+                    self.target(ok, "RAM x%d %s %s: %s MB/s = %s x btrfs (%s), %s x fio raw (%s); target >= 1.0 x btrfs and >= 0.5 x fio raw"
+                                % (n, mode, key, fmt(v, "MB/s"), div(v, b, 2), fmt(b, "MB/s"),
+                                   div(v, raw, 2), fmt(raw, "MB/s")), out)
+                else:
+                    self.target(False, "RAM x%d %s %s: no figure (nvmefs %s, btrfs %s, fio raw %s)"
+                                % (n, mode, key, v or "?", b or "?", raw or "?"), out)
+            for key in ("torch_save", "torch_load"):
+                v = self.get("ram", n, mode, key)
+                b = self.get("ram", n, "btrfs", key)
+                if isnum(v) and isnum(b):
+                    self.target(float(v) >= float(b), "RAM x%d %s %s: %s GB/s = %s x btrfs (%s); target >= 1.0"
+                                % (n, mode, key, fmt(v, "GB/s"), div(v, b, 2), fmt(b, "GB/s")), out)
+                else:
+                    self.target(False, "RAM x%d %s %s: no figure (nvmefs %s, btrfs %s)"
+                                % (n, mode, key, v or "?", b or "?"), out)
+            v = self.get("ram", n, mode, "small_total")
+            b = self.get("ram", n, "btrfs", "small_total")
+            if isnum(v) and isnum(b):
+                self.target(float(v) >= calc(0.5 * float(b)), "RAM x%d %s small files: %s files/s = %s x btrfs (%s); target >= 0.5"
+                            % (n, mode, fmt(v, "files/s"), div(v, b, 2), fmt(b, "files/s")), out)
+            else:
+                self.target(False, "RAM x%d %s small files: no figure (nvmefs %s, btrfs %s)"
+                            % (n, mode, v or "?", b or "?"), out)
+
+    def caps(self):
+        out = []
+        for n in CAP_COUNTS:
+            cap = num(cap_mbps(n))
+            line = "x%d (cap %s MB/s):" % (n, fmt(cap, "MB/s"))
+            for fs in ("fio", "btrfs", "cached", "direct"):
+                for key in ("raw_write", "raw_read") + SEQ:
+                    v = self.get("cap", n, fs, key)
+                    if isnum(v):
+                        line += " %s %s %s;" % (fs, key, div(v, cap, 3))
+            out.append(line.rstrip(";"))
+        return out
+
+    def plot_data(self):
+        """capped.dat: drives, cap, fio raw write, read, then dd write, dd
+        read, fio write, fio read for btrfs, nvmefs cached, nvmefs direct."""
+        out = ["# drives, MB/s: cap, fio raw write, read, then dd write, dd read, fio write, fio read for btrfs, nvmefs cached, nvmefs direct (- = no figure)"]
+        for n in CAP_COUNTS:
+            row = [str(n), num(cap_mbps(n)), self.get("cap", n, "fio", "raw_write"),
+                   self.get("cap", n, "fio", "raw_read")]
+            for fs in ("btrfs", "cached", "direct"):
+                row += [self.get("cap", n, fs, key) for key in SEQ]
+            # Anything not a number (ERR, missing) becomes "-".
+            out.append(" ".join(v if re.fullmatch(r"[0-9.]+", v or "") else "-" for v in row))
+        return out
+
+
+def load_results(path):
+    res = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 5:
+                res[tuple(parts[:4])] = parts[4]
+    return res
+
+
+GNUPLOT = """set terminal {term}
+set output '{out}/capped.png'
+set datafile missing '-'
+set multiplot layout 1,2 title "nvmefs vs btrfs raid0 vs fio raw, drives capped at {cap} MiB/s each (dd: solid, fio in the mount: dashed)"
+set xlabel 'drives'
+set ylabel 'MB/s'
+set xtics (1, 2, 4)
+set xrange [0.8:4.2]
+set yrange [0:*]
+set key left top
+set grid
+do for [o=0:1] {{
+	set title (o == 0 ? 'sequential write' : 'sequential read')
+	plot '{dat}' u 1:2 w l dt 2 lw 2 lc 'black' t 'cap (drives x {cap} MiB/s)', \\
+	     '' u 1:(column(3+o)) w lp pt 7 lw 2 lc 'gray50' t 'fio raw', \\
+	     '' u 1:(column(5+o)) w lp pt 5 lw 2 lc 'blue' t 'btrfs dd', \\
+	     '' u 1:(column(7+o)) w lp pt 4 dt 3 lw 2 lc 'blue' t 'btrfs fio', \\
+	     '' u 1:(column(9+o)) w lp pt 9 lw 2 lc 'red' t 'nvmefs cached dd', \\
+	     '' u 1:(column(11+o)) w lp pt 8 dt 3 lw 2 lc 'red' t 'nvmefs cached fio', \\
+	     '' u 1:(column(13+o)) w lp pt 11 lw 2 lc 'dark-green' t 'nvmefs direct dd', \\
+	     '' u 1:(column(15+o)) w lp pt 10 dt 3 lw 2 lc 'dark-green' t 'nvmefs direct fio'
+}}
+unset multiplot
+"""
+
+
+# ----------------------------------------------------------------- bench --
+
+
+class Bench:
+    """One run: devices, file systems, workloads, results."""
+
+    def __init__(self, args, sizes, out):
+        self.a = args
+        self.sz = sizes
+        self.out = out
+        self.results = os.path.join(out, "results.tsv")
+        self.cmdlog = os.path.join(out, "commands.log")
+        self.misc = os.path.join(out, "logs", "misc.log")
+        limit = os.environ.get("NVMEFS_BENCH_TIME_LIMIT")
+        self.runner = emu.Runner(log, self.cmdlog, int(limit) if limit else None)
+        self.work = tempfile.mkdtemp(prefix="nvmefs-bench.", dir="/tmp")
+        self.mnt = os.path.join(self.work, "mnt")
+        os.mkdir(self.mnt)
+        self.drives = emu.Drives(log)
+        self.cur_fs = None  # btrfs, cached, direct, null-cached or null-direct while mounted
+        self.daemon = None  # the FUSE daemon: nvmefs or fuse_null (our child, -f)
+        self.errors = 0
+        self.last_fail = None  # the last command run() saw fail, with its last line of output
+        self.nlog = 0
+        self.recorded = set()
+        self.sz_dd = self.sz_fio = self.sz_w4 = 0
+
+    # ---------------------------------------------------------- running --
+    def error(self, msg):
+        log("ERROR: " + msg)
+        with open(os.path.join(self.out, "errors.txt"), "a") as f:
+            f.write(msg + "\n")
+        self.errors += 1
+
+    def newlog(self, name):
+        """A fresh log file in OUT/logs."""
+        self.nlog += 1
+        return os.path.join(self.out, "logs", "%03d-%s.log" % (self.nlog, name))
+
+    def on_limit(self):
+        """A step that ran out of time on a mount means the mount does not
+        answer (and the command may be stuck in a FUSE request that only the
+        daemon's death ends)."""
+        if self.daemon is not None and self.daemon.running():
+            log("the mount did not answer in time: SIGKILL to the nvmefs daemon %d" % self.daemon.pid)
+            emu.sigkill(self.daemon.pid)
+
+    def run(self, secs, outf, argv):
+        """ARGV's status (124 if its time limit stopped it); logged to
+        commands.log, output appended to OUTF."""
+        rc = self.runner.run(secs, outf, argv, on_stuck=self.on_limit, after_limit=self.on_limit)
+        if rc != 0:
+            cmd = " ".join(map(str, argv))
+            log("failed (status %d): %s (output in %s)" % (rc, cmd, outf))
+            self.last_fail = "%s -> status %d: %s" % (cmd, rc, emu.last_line(outf))
+        return rc
+
+    def record(self, setup, n, fs, row, value):
+        """One figure (or ERR) into results.tsv."""
+        with open(self.results, "a") as f:
+            f.write("%s\t%s\t%s\t%s\t%s\n" % (setup, n, fs, row, value))
+        self.recorded.add((setup, n, fs, row))
+        if value != "ERR":
+            log("%s x%s %s %s: %s" % (setup, n, fs, row, value))
+
+    def warm_bytes(self, want):
+        """How much warm_memory may write for a pass of WANT bytes; 0 with
+        --no-warm."""
+        return emu.warm_size(want if self.a.warm else 0)
+
+    def warm_memory(self, nbytes):
+        """Write and delete up to NBYTES in /dev/shm, so that the next pass
+        allocates pages the host has just backed ("Cold memory" in the top
+        comment). Not measured; a failure is logged and ignored."""
+        b = self.warm_bytes(nbytes)
+        if b <= 0:
+            return
+        f = os.path.join(self.drives.imgdir, "warm")
+        if self.run(tlimit(b), self.misc, ["dd", "if=/dev/zero", "of=" + f, "bs=1M", "count=%d" % (b // MIB)]):
+            log("warming %d bytes of memory failed (ignored)" % b)
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+    def drop_caches(self, warm=0):
+        """Write back the mount, drop clean caches, then warm WARM bytes of
+        memory for the read that follows."""
+        if emu.drop_caches(self.run, self.mnt, self.misc):
+            return False
+        self.warm_memory(warm)
+        return True
+
+    def remove(self, *paths):
+        """Delete from the mount and sync, so that the next workload starts
+        with the space free."""
+        return (self.run(300, self.misc, ["rm", "-rf", "--"] + list(paths)) == 0
+                and self.run(300, self.misc, ["sync", "-f", self.mnt]) == 0)
+
+    # ---------------------------------------------------------- devices --
+    def setup_devices(self, n, size):
+        """N image files of SIZE in /dev/shm on loop devices, then one
+        unmeasured fio write pass over all of them (tmpfs allocation)."""
+        avail = emu.fs_avail("/dev/shm")
+        memav = emu.meminfo_kib("MemAvailable") * 1024
+        if n * size + GIB > avail:
+            raise Die("not enough room in /dev/shm: need %d x %d bytes, %d available" % (n, size, avail))
+        if n * size + 4 * GIB > memav:
+            raise Die("not enough memory: %d x %d bytes of images + 4 GiB for caches, MemAvailable %d"
+                      % (n, size, memav))
+        try:
+            self.drives.create(n, size, self.cmdlog)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise Die("cannot set up the devices: %s" % e) from None
+        log("devices: %s (%d x %d MiB in %s)" % (" ".join(self.drives.devs), n, size // MIB,
+                                                  self.drives.imgdir))
+        lg = self.newlog("warmup-x%d" % n)
+        self.runner.log_line("# warm-up (not measured)")
+        if self.run(120 + n * size // (20 * MIB), lg, [
+                "fio", "--output-format=json", "--output=%s.json" % lg, "--ioengine=libaio",
+                "--direct=1", "--bs=1M", "--iodepth=32", "--size=%d" % size, "--rw=write",
+                "--group_reporting"] + self.fio_jobs()):
+            raise Die("fio warm-up write failed")
+
+    def fio_jobs(self):
+        """One --name/--filename pair per device."""
+        out = []
+        for k, d in enumerate(self.drives.devs):
+            out += ["--name=dev%d" % k, "--filename=" + d]
+        return out
+
+    def fio_mbps(self, lg, op, want):
+        """MB/s from LG.json, or None (the reason appended to LG)."""
+        try:
+            with open(lg + ".json", errors="replace") as f:
+                return emu.fio_mbps_exact(f.read(), op, want)
+        except (OSError, emu.ParseError) as e:
+            with open(lg, "a") as f:
+                f.write("%s: %s\n" % (PROG, e))
+            return None
+
+    def fio_raw(self, setup, per, loops):
+        """The limit, write then read on the raw devices."""
+        n = len(self.drives.devs)
+        for op in ("write", "read"):
+            lg = self.newlog("%s-x%d-raw-%s" % (setup, n, op))
+            v = None
+            if self.run(tlimit(per * loops), lg, [
+                    "fio", "--output-format=json", "--output=%s.json" % lg, "--ioengine=libaio",
+                    "--direct=1", "--bs=1M", "--iodepth=32", "--size=%d" % per,
+                    "--loops=%d" % loops, "--rw=" + op, "--group_reporting"] + self.fio_jobs()) == 0:
+                v = self.fio_mbps(lg, op, n * per * loops)
+            if v is None:
+                self.error("%s x%d: fio raw %s failed (see %s)" % (setup, n, op, lg))
+            self.record(setup, n, "fio", "raw_" + op, v or "ERR")
+
+    # ------------------------------------------------------ filesystems --
+    def fs_mount(self, fs):
+        """Make FS (btrfs, cached, direct, null-cached, null-direct) on the
+        devices and mount it; False on a failure."""
+        devs = self.drives.devs
+        build = self.a.build
+        if fs == "btrfs":
+            if self.run(300, self.newlog("mkfs-btrfs"), ["mkfs.btrfs", "-f", "-K", "-d", "raid0", "-m", "raid0"] + devs):
+                return False
+            opts = "nodiscard" + "".join(",device=" + d for d in devs)
+            lg = self.newlog("mount-btrfs")
+            self.cur_fs = "btrfs"
+            if self.run(120, lg, ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
+                return False
+        elif fs in ("cached", "direct"):
+            if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
+                return False
+            if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
+                    build + "/nvmefs", ",".join(devs), self.mnt, "-o",
+                    "mode=%s,pool=%s" % (fs, self.a.pool), "-f"]):
+                return False
+        else:
+            if not self.start_daemon(fs, self.newlog(fs), [
+                    build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
+                return False
+            # nvmefs's default readahead window, which it sets itself.
+            m = emu.mount_at(self.mnt)
+            try:
+                with open("/sys/class/bdi/%s/read_ahead_kb" % m["devnum"], "w") as f:
+                    f.write("16384\n")
+            except (OSError, TypeError) as e:
+                log("cannot set read_ahead_kb of %s: %s" % (self.mnt, e))
+                return False
+        return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
+
+    def start_daemon(self, fs, lg, argv):
+        """Start the FUSE daemon ARGV (in the foreground, logging to LG) and
+        wait until the mount is there."""
+        self.runner.log_line(emu.shell_line(argv))
+        self.cur_fs = fs
+        self.daemon, why = emu.start_daemon(argv, lg, self.mnt)
+        if why is None:
+            return True
+        log("%s %s; its log (%s):" % (argv[0], why, lg))
+        sys.stderr.writelines(emu.tail(lg, 20))
+        if self.daemon is not None and not self.daemon.running():
+            self.daemon = None
+        return False
+
+    def fs_umount(self, setup, n):
+        """Unmount; for nvmefs record the daemon's peak RSS first and check
+        that it exits 0."""
+        fs = self.cur_fs
+        if fs == "btrfs":
+            if self.run(300, self.newlog("umount-btrfs"), ["umount", self.mnt]):
+                return False
+            for d in self.drives.devs:
+                emu.quiet_run(["btrfs", "device", "scan", "--forget", d])
+        else:
+            if fs in ("cached", "direct"):
+                hwm = self.daemon.peak_rss_mib() if self.daemon else None
+                self.record(setup, n, fs, "rss", hwm or "ERR")
+            lg = self.newlog("umount-" + fs)
+            why = emu.unmount_fuse(self.run, self.mnt, self.daemon, ["fusermount3", "-u"], 120, 120, lg)
+            if why is not None:
+                log("%s: %s; its log:" % (fs, why))
+                if self.daemon is not None:
+                    sys.stderr.writelines(emu.tail(self.daemon.log, 20))
+                    if not self.daemon.running():
+                        self.daemon = None
+                return False
+            self.daemon = None
+        self.cur_fs = None
+        return True
+
+    def force_umount(self):
+        """Unmount whatever is mounted on the mount point, whatever it
+        takes."""
+        emu.force_unmount(self.mnt, self.cur_fs, self.daemon, self.misc, log)
+        self.daemon = None
+        if emu.is_mounted(self.mnt):
+            log("warning: %s is still mounted" % self.mnt)
+        self.cur_fs = None
+
+    # -------------------------------------------------------- workloads --
+    # Each: wl_NAME(setup, n, fs); records its figures; False on a failure.
+    # Sizes come from sz_dd, sz_fio, sz_w4 set per setup.
+
+    def wl_dd(self, s, n, fs):
+        f = self.mnt + "/dd.bin"
+        self.warm_memory(self.sz_dd)
+        lg = self.newlog("%s-x%d-%s-dd-write" % (s, n, fs))
+        if self.run(tlimit(self.sz_dd), lg, ["dd", "if=/dev/zero", "of=" + f, "bs=1M",
+                                              "count=%d" % (self.sz_dd // MIB), "conv=fsync"]):
+            return False
+        v = self.dd_mbps(lg, self.sz_dd)
+        if v is None:
+            return False
+        self.record(s, n, fs, "dd_write", v)
+        if not self.drop_caches(self.sz_dd):
+            return False
+        lg = self.newlog("%s-x%d-%s-dd-read" % (s, n, fs))
+        if self.run(tlimit(self.sz_dd), lg, ["dd", "if=" + f, "of=/dev/null", "bs=1M"]):
+            return False
+        v = self.dd_mbps(lg, self.sz_dd)
+        if v is None:
+            return False
+        self.record(s, n, fs, "dd_read", v)
+        return self.remove(f)
+
+    def dd_mbps(self, lg, want):
+        try:
+            with open(lg, errors="replace") as f:
+                return emu.dd_mbps(f.read(), want)
+        except (OSError, emu.ParseError):
+            return None
+
+    def wl_fioseq(self, s, n, fs):
+        f = self.mnt + "/fio-seq.bin"
+        for op in ("write", "read"):
+            if op == "read":
+                if not self.drop_caches(self.sz_fio):
+                    return False
+            else:
+                self.warm_memory(self.sz_fio)
+            lg = self.newlog("%s-x%d-%s-fio-%s" % (s, n, fs, op))
+            if self.run(tlimit(self.sz_fio), lg, [
+                    "fio", "--output-format=json", "--output=%s.json" % lg, "--name=seq",
+                    "--filename=" + f, "--size=%d" % self.sz_fio, "--bs=1M", "--rw=" + op,
+                    "--ioengine=libaio", "--direct=1", "--iodepth=32"]):
+                return False
+            v = self.fio_mbps(lg, op, self.sz_fio)
+            if v is None:
+                return False
+            self.record(s, n, fs, "fio_" + op, v)
+        return self.remove(f)
+
+    def wl_files4(self, s, n, fs):
+        d = self.mnt + "/files4"
+        if self.run(60, self.misc, ["mkdir", d]):
+            return False
+        self.warm_memory(4 * self.sz_w4)
+        lg = self.newlog("%s-x%d-%s-files4" % (s, n, fs))
+        if self.run(tlimit(4 * self.sz_w4), lg, [
+                "fio", "--output-format=json", "--output=%s.json" % lg, "--name=files4",
+                "--directory=" + d, "--numjobs=4", "--size=%d" % self.sz_w4, "--bs=1M",
+                "--rw=write", "--ioengine=psync", "--end_fsync=1", "--group_reporting"]):
+            return False
+        v = self.fio_mbps(lg, "write", 4 * self.sz_w4)
+        if v is None:
+            return False
+        self.record(s, n, fs, "files4_write", v)
+        return self.remove(d)
+
+    def wl_shared(self, s, n, fs):
+        f = self.mnt + "/shared.bin"
+        # Laid out first, so that the writes do not extend the file.
+        if self.run(300, self.misc, ["fallocate", "-l", str(4 * self.sz_w4), f]):
+            return False
+        self.warm_memory(4 * self.sz_w4)
+        lg = self.newlog("%s-x%d-%s-shared" % (s, n, fs))
+        if self.run(tlimit(4 * self.sz_w4), lg, [
+                "fio", "--output-format=json", "--output=%s.json" % lg, "--name=shared",
+                "--thread", "--numjobs=4", "--filename=" + f, "--size=%d" % self.sz_w4,
+                "--offset_increment=%d" % self.sz_w4, "--bs=1M", "--rw=write",
+                "--ioengine=psync", "--end_fsync=1", "--group_reporting"]):
+            return False
+        v = self.fio_mbps(lg, "write", 4 * self.sz_w4)
+        if v is None:
+            return False
+        self.record(s, n, fs, "shared_write", v)
+        return self.remove(f)
+
+    def wl_small(self, s, n, fs):
+        ok = True
+        # The files' pages and the kernel's inodes and dentries for them.
+        b = self.warm_bytes(self.sz.small_n * (SMALL_SIZE + 4096))
+        self.warm_memory(b)
+        lg = self.newlog("%s-x%d-%s-small" % (s, n, fs))
+        # On an error it still prints the phases that completed.
+        if self.run(1200, lg, [PY, self.work + "/small.py", self.mnt, self.sz.small_n, SMALL_SIZE,
+                               self.drives.imgdir + "/warm", b]):
+            ok = False
+        rates = small_rates(emu.last_line(lg))
+        for phase in ("create", "stat", "read", "delete", "total"):
+            if phase in rates:
+                self.record(s, n, fs, "small_" + phase, rates[phase])
+            else:
+                ok = False
+        return ok
+
+    def wl_torch(self, s, n, fs):
+        b = self.warm_bytes(2 * self.sz.torch_mib * MIB)
+        self.warm_memory(b)
+        lg = self.newlog("%s-x%d-%s-torch" % (s, n, fs))
+        if self.run(1200, lg, [PY, self.work + "/torch_io.py", self.mnt + "/state.pt",
+                               self.sz.torch_mib, self.drives.imgdir + "/warm", b]):
+            return False
+        rates = torch_rates(emu.last_line(lg))
+        if rates is None:
+            return False
+        for op in ("save", "load"):
+            self.record(s, n, fs, "torch_" + op, rates[op])
+        return self.remove(self.mnt + "/state.pt")
+
+    def mark_err(self, s, n, fs, rows):
+        """ERR for every row not recorded yet."""
+        for row in rows:
+            if (s, n, fs, row) not in self.recorded:
+                self.record(s, n, fs, row, "ERR")
+
+    def run_fs(self, s, n, fs, workloads):
+        """Make, mount, run the workloads, unmount."""
+        t0 = time.monotonic()
+        rows = [r for w in workloads for r in WL_ROWS[w]]
+        if fs in ("cached", "direct"):
+            rows.append("rss")
+        log("== %s x%d: %s (%s)" % (s, n, fs, " ".join(workloads)))
+        if not self.fs_mount(fs):
+            self.error("%s x%d: mkfs or mount of %s failed (see %s/logs)" % (s, n, fs, self.out))
+            self.force_umount()
+            self.mark_err(s, n, fs, rows)
+            return
+        for w in workloads:
+            self.last_fail = None
+            self.runner.timed_out = False
+            if getattr(self, "wl_" + w)(s, n, fs):
+                continue
+            self.error("%s x%d %s: workload %s failed: %s"
+                       % (s, n, fs, w, self.last_fail or "see %s/logs" % self.out))
+            self.mark_err(s, n, fs, WL_ROWS[w])
+            if self.runner.timed_out:
+                self.error("%s x%d %s: a step ran out of time: skipping the rest of %s" % (s, n, fs, fs))
+                break
+            if fs != "btrfs" and self.daemon is not None and not self.daemon.running():
+                self.error("%s x%d %s: the %s daemon died (log: %s)" % (s, n, fs, fs, self.daemon.log))
+                break
+        if not self.fs_umount(s, n):
+            self.error("%s x%d: unmounting %s failed" % (s, n, fs))
+            self.force_umount()
+        self.mark_err(s, n, fs, rows)
+        log("%s x%d %s: %d s" % (s, n, fs, time.monotonic() - t0))
+
+    # ----------------------------------------------------------- setups --
+    def run_ram(self):
+        t0 = time.monotonic()
+        sz = self.sz
+        log("=== RAM: %d drives of %d MiB, no cap" % (RAM_NDEV, sz.ram_dev // MIB))
+        self.runner.log_line("# setup: RAM, %d drives, no cap" % RAM_NDEV)
+        self.setup_devices(RAM_NDEV, sz.ram_dev)
+        self.fio_raw("ram", sz.ram_dev, sz.ram_raw_loops)
+        self.sz_dd, self.sz_fio, self.sz_w4 = sz.ram_dd, sz.ram_fio, sz.ram_w4
+        for fs in ("btrfs", "cached", "direct"):
+            self.run_fs("ram", RAM_NDEV, fs, ["dd", "fioseq", "files4", "shared", "small", "torch"])
+        # The FUSE ceiling: the same transport, no devices (see Report.ceiling).
+        for fs in ("null-cached", "null-direct"):
+            self.run_fs("ram", RAM_NDEV, fs, ["dd", "fioseq"])
+        self.drives.teardown()
+        log("=== RAM: %d s" % (time.monotonic() - t0))
+
+    def run_capped(self, n):
+        t0 = time.monotonic()
+        sz = self.sz
+        log("=== capped: %d drive(s) of %d MiB at %d MiB/s each" % (n, sz.cap_dev // MIB, CAP_MIBPS))
+        self.runner.log_line("# setup: %d drive(s) capped at %d MiB/s" % (n, CAP_MIBPS))
+        self.setup_devices(n, sz.cap_dev)
+        try:
+            self.drives.cap(CAP_MIBPS * MIB, self.cmdlog)
+        except OSError as e:
+            raise Die("cannot cap %s: %s" % (" ".join(self.drives.devs), e)) from None
+        log("capped %s at %d MiB/s each (root blkio group)" % (" ".join(self.drives.devs), CAP_MIBPS))
+        self.fio_raw("cap", sz.cap_per_drive, 1)
+        self.sz_dd = self.sz_fio = n * sz.cap_per_drive
+        for fs in ("btrfs", "cached", "direct"):
+            self.run_fs("cap", n, fs, ["dd", "fioseq"])
+        self.drives.teardown()
+        log("=== capped x%d: %d s" % (n, time.monotonic() - t0))
+
+    def cleanup(self):
+        """Stop what is running, unmount, remove devices and the work
+        directory."""
+        self.runner.stop_current(on_stuck=self.on_limit)
+        self.force_umount()
+        self.drives.teardown()
+        if emu.is_mounted(self.mnt):
+            log("warning: leaving %s (%s still mounted)" % (self.work, self.mnt))
+        else:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", self.work], check=False)
+
+    # ----------------------------------------------------------- report --
+    def write_plot(self, rep):
+        dat = os.path.join(self.out, "capped.dat")
+        gp = os.path.join(self.out, "capped.gp")
+        with open(dat, "w") as f:
+            f.write("\n".join(rep.plot_data()) + "\n")
+        rc = subprocess.run(["gnuplot", "-e", "set terminal pngcairo"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
+        if rc == 0:
+            term = "pngcairo size 1200,520 noenhanced font ',10'"
+        else:
+            term = "png size 1200,520 noenhanced"
+        with open(gp, "w") as f:
+            f.write(GNUPLOT.format(term=term, out=self.out, cap=CAP_MIBPS, dat=dat))
+        lg = self.newlog("gnuplot")
+        if self.run(120, lg, ["gnuplot", gp]):
+            self.error("gnuplot failed (see %s)" % lg)
+
+    def header(self, nvmefs_id, repo_head):
+        a = self.a
+        fio = self.runner.output(30, ["fio", "--version"])[1].strip()
+        btrfs = self.runner.output(30, ["mkfs.btrfs", "--version"], merge=True)[1].splitlines()
+        btrfs = "btrfs-progs " + btrfs[0].split()[-1] if btrfs and btrfs[0].split() else ""
+        rc, torch = self.runner.output(120, [PY, "-c", "import torch; print(torch.__version__)"])
+        torch = torch.strip() if rc == 0 else "?"
+        return [
+            "# nvmefs vs btrfs raid0 vs fio raw (scripts/bench.sh)",
+            "",
+            "%s; nproc %d, %.0f GiB RAM, kernel %s; %s, %s, torch %s" % (
+                datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(os.sched_getaffinity(0)),
+                emu.meminfo_kib("MemTotal") / 1048576, os.uname().release, fio, btrfs, torch),
+            "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s; this script from %s at HEAD %s%s"
+            % (a.build, nvmefs_id, a.pool, TOP, repo_head, "; --quick sizes" if a.quick else ""),
+        ]
+
+    def write_report(self, nvmefs_id, repo_head):
+        a, sz = self.a, self.sz
+        ran_ram, ran_capped = a.only != "capped", a.only != "ram"
+        rep = Report(load_results(self.results), sz, a.pool, ran_ram, ran_capped)
+        if ran_capped:
+            self.write_plot(rep)
+        targets = rep.targets()
+        with open(os.path.join(self.out, "targets.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in targets))
+        h = emu.human_iec
+        r = self.header(nvmefs_id, repo_head)
+        r += ["",
+              "Emulated drives: image files in /dev/shm on loop devices. RAM: %d x %s, no cap." % (RAM_NDEV, h(sz.ram_dev)),
+              "Capped: 1, 2, 4 x %s at %d MiB/s each (read and write, blkio throttle" % (h(sz.cap_dev), CAP_MIBPS),
+              "rules in the v1 root group, which also hold btrfs's writeback), %s per drive per pass;" % h(sz.cap_per_drive),
+              "the capped runs measure only fio raw and the sequential workloads (dd, fio).",
+              "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard. MB = 1e6 bytes, GB = 1e9.",
+              "fio raw: libaio direct bs=1M iodepth=32, one job per device, group_reporting.",
+              "Each figure is one run on a shared 2-core machine: compare within a row."]
+        if a.warm:
+            r.append("Memory warmed before every measured pass, for every file system (\"Cold memory\" in bench.py).")
+        else:
+            r.append("--no-warm: passes ran on cold memory (\"Cold memory\" in bench.py).")
+        r += [""] + rep.table() + [""]
+        if ran_ram:
+            r += ["The FUSE ceiling, RAM x%d (MB/s): FUSE null is tests/fuse_null, a daemon on the same" % RAM_NDEV,
+                  "FUSE settings as nvmefs that stores nothing (no device); model = 1 / (1 / FUSE null + 1 / fio raw),",
+                  "the transport's cost plus one device copy on the same CPUs. A target above model / btrfs",
+                  "or model / fio raw is out of reach for any FUSE daemon here (docs/PERFORMANCE.md).",
+                  ""] + rep.ceiling() + [""]
+        if ran_capped:
+            r += ["\"*\" on a capped btrfs figure: above 1.10 x the cap, i.e. btrfs was not held by the cap.",
+                  "",
+                  "Caps (figure / (drives x %d MiB/s)):" % CAP_MIBPS,
+                  "",
+                  "```"] + rep.caps() + ["```", ""]
+        r += ["Targets (issue 5):", "", "```"] + targets + ["```"]
+        if self.errors:
+            with open(os.path.join(self.out, "errors.txt")) as f:
+                errs = f.read().splitlines()
+            r += ["", "The benchmark itself failed %d time(s):" % self.errors, "", "```"] + errs + ["```"]
+        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (self.out, self.out)]
+        if ran_capped:
+            r.append("Plot: %s/capped.png" % self.out)
+        with open(os.path.join(self.out, "report.md"), "w") as f:
+            f.write("\n".join(r) + "\n")
+        return rep.nfail
+
+    def main(self):
+        t_start = time.monotonic()
+        # What ran: the binary (it may be a snapshot of another commit than
+        # the repository's HEAD, which can also move during a run).
+        nv = self.a.build + "/nvmefs"
+        first = (self.runner.output(30, [nv, "-V"], merge=True)[1].splitlines() or [""])[0]
+        built = datetime.datetime.fromtimestamp(os.stat(nv).st_mtime).strftime("%Y-%m-%d %H:%M")
+        nvmefs_id = "%s, built %s" % (first, built)
+        rc, head = self.runner.output(30, ["git", "-C", TOP, "rev-parse", "--short", "HEAD"])
+        repo_head = head.strip() if rc == 0 and head.strip() else "?"
+        with open(self.work + "/small.py", "w") as f:
+            f.write(SMALL_PY)
+        with open(self.work + "/torch_io.py", "w") as f:
+            f.write(TORCH_PY)
+        log("results in " + self.out)
+        if self.a.only != "capped":
+            self.run_ram()
+        if self.a.only != "ram":
+            for n in CAP_COUNTS:
+                self.run_capped(n)
+        nfail = self.write_report(nvmefs_id, repo_head)
+        with open(os.path.join(self.out, "report.md")) as f:
+            sys.stdout.write(f.read())
+        sys.stdout.flush()
+        log("done in %d s; results in %s" % (time.monotonic() - t_start, self.out))
+        if self.errors:
+            log("the benchmark itself failed %d time(s): see %s/errors.txt" % (self.errors, self.out))
+            return 1
+        if self.a.check and nfail:
+            log("%d target(s) missed (--check)" % nfail)
+            return 1
+        return 0
+
+
+# ---------------------------------------------------------------- checks --
+
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped] [--quick] [--check] [--pool SIZE]
+Benchmark nvmefs (cached and direct) against btrfs raid0 and fio on the raw
+devices, on 4 RAM drives and on 1, 2 and 4 drives capped at {cap} MiB/s.
+  -b BUILD      build directory with nvmefs, mkfs.nvmefs (default {top}/build)
+  -o DIR        results directory (default bench-results/DATE-TIME)
+  --only SET    ram or capped: run only those setups
+  --quick       small sizes: a smoke run of the whole script (2-3 minutes)
+  --check       exit 1 if a target is missed
+  --pool SIZE   nvmefs -o pool=SIZE (default 64M)
+  --no-warm     do not warm free memory before each measured pass
+  -h            show this help
+Needs root, fio, btrfs-progs, gnuplot, python3-torch.
+"""
+
+
+class ArgParser(argparse.ArgumentParser):
+    def error(self, message):
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m:
+            raise BadArg("unknown argument: '%s'" % m.group(1))
+        m = re.match(r"argument (\S+?)(/\S+)?: expected one argument", message)
+        if m:
+            raise BadArg("option %s needs an argument" % m.group(1))
+        raise BadArg(message)
+
+
+def parse_args(argv):
+    p = ArgParser(prog=PROG, add_help=False, allow_abbrev=False)
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("-b", dest="build", default=TOP + "/build")
+    p.add_argument("-o", dest="out", default="")
+    p.add_argument("--only", default="all")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--check", action="store_true")
+    p.add_argument("--pool", default="64M")
+    p.add_argument("--no-warm", dest="warm", action="store_false")
+    a = p.parse_args(argv)
+    if a.help:
+        return a
+    if a.only not in ("all", "ram", "capped"):
+        raise BadArg("bad --only '%s' (want ram or capped)" % a.only)
+    if emu.parse_size(a.pool) is None:
+        raise BadArg("bad --pool '%s' (want bytes or a number with K, M or G)" % a.pool)
+    lim = os.environ.get("NVMEFS_BENCH_TIME_LIMIT")
+    if lim is not None and lim != "" and not re.fullmatch(r"[1-9][0-9]{0,5}", lim):
+        raise BadArg("bad NVMEFS_BENCH_TIME_LIMIT '%s' (want seconds)" % lim)
+    if not a.out:
+        a.out = os.path.join(os.getcwd(), "bench-results", time.strftime("%Y%m%d-%H%M%S"))
+    return a
+
+
+def check_host(a):
+    """What the run needs; Die naming what is missing."""
+    if os.geteuid() != 0:
+        raise Die("must run as root (loop devices, mounts, cgroups, drop_caches)")
+    missing = []
+    need = [("fio", "fio"), ("losetup", "util-linux"), ("fallocate", "util-linux"),
+            ("fusermount3", "fuse3"), ("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
+    if a.only != "ram":
+        need.append(("gnuplot", "gnuplot-nox"))
+    for cmd, pkg in need:
+        if shutil.which(cmd) is None:
+            missing.append("%s (Debian package %s)" % (cmd, pkg))
+    if a.only != "capped":
+        if not os.access(PY, os.X_OK):
+            missing.append("%s (Debian package python3)" % PY)
+        elif subprocess.run([PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, check=False).returncode:
+            missing.append("torch for %s (Debian package python3-torch)" % PY)
+    if missing:
+        raise Die("missing: " + " ".join(missing))
+    for b in ("nvmefs", "mkfs.nvmefs", "tests/fuse_null"):
+        if not os.access(os.path.join(a.build, b), os.X_OK):
+            raise Die("%s/%s not found (build it, e.g. scripts/build.sh, or give -b BUILD)" % (a.build, b))
+    a.build = os.path.realpath(a.build)
+    if not os.path.exists("/dev/fuse"):
+        raise Die("no /dev/fuse")
+    blkio = emu.BLKIO
+    if a.only != "ram" and not (os.access(blkio + "/blkio.throttle.read_bps_device", os.W_OK)
+                                and os.access(blkio + "/cgroup.procs", os.W_OK)):
+        raise Die("no cgroup v1 blkio throttling at %s (needed for the capped runs; try --only ram)" % blkio)
+    # Throttling under v1 is flat (see the top comment): everything we start
+    # must be charged to the root group, where the rules go.
+    try:
+        emu.move_to_blkio_root(log)
+    except OSError as e:
+        raise Die("cannot move into %s: %s" % (blkio, e)) from None
+
+
+def make_out(a):
+    if os.path.exists(os.path.join(a.out, "results.tsv")):
+        raise BadArg("bad -o '%s' (already holds results)" % a.out)
+    try:
+        os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
+    except OSError:
+        raise Die("cannot create " + a.out) from None
+    out = os.path.realpath(a.out)
+    for name in ("results.tsv", "commands.log"):
+        open(os.path.join(out, name), "w").close()
+    return out
+
+
+def main(argv):
+    emu.raise_on_signals()
+    bench = None
+    try:
+        a = parse_args(argv)
+        if a.help:
+            sys.stdout.write(USAGE.format(prog=PROG, cap=CAP_MIBPS, top=TOP))
+            return 0
+        check_host(a)
+        out = make_out(a)
+        bench = Bench(a, Sizes(a.quick), out)
+        return bench.main()
+    except BadArg as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        print("Try '%s -h' for help." % PROG, file=sys.stderr)
+        return 2
+    except Die as e:
+        log(str(e))
+        return 1
+    except emu.Stopped as e:
+        log("got %s: cleaning up" % e)
+        return e.code
+    finally:
+        if bench is not None:
+            emu.ignore_signals()
+            bench.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,383 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Unit tests (no root, nothing mounted) for the pure logic of the Python
+programs in scripts/: nvmefs_emu.py (sizes, fio JSON, dd output, mountinfo,
+/proc parsing, timed commands), bench.py (figures, ratios, tables, the
+issue-5 targets, against a golden run of the shell version it replaced:
+tests/bench_golden/) and nvmefs-tune (options, scores, ranking).
+
+usage: test_benchlib.py [unittest options]
+"""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+SCRIPTS = os.path.join(os.path.dirname(HERE), "scripts")
+GOLDEN = os.path.join(HERE, "bench_golden")
+sys.dont_write_bytecode = True
+sys.path.insert(0, SCRIPTS)
+
+import bench  # noqa: E402
+import nvmefs_emu as emu  # noqa: E402
+
+
+def load_tuner():
+    loader = importlib.machinery.SourceFileLoader("nvmefs_tune", os.path.join(SCRIPTS, "nvmefs-tune"))
+    spec = importlib.util.spec_from_loader("nvmefs_tune", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+tune = load_tuner()
+
+
+def fio_json(op, io_bytes, bw_bytes, error=0):
+    return json.dumps({"fio version": "fio-3.33", "jobs": [
+        {"jobname": "x", "error": error, op: {"io_bytes": io_bytes, "bw_bytes": bw_bytes}}]})
+
+
+class Sizes(unittest.TestCase):
+    def test_parse_size(self):
+        for text, want in (("0", 0), ("4096", 4096), ("64K", 65536), ("64k", 65536), ("1M", 1 << 20),
+                           ("3m", 3 << 20), ("2G", 2 << 30), ("007", 7)):
+            self.assertEqual(emu.parse_size(text), want, text)
+        for bad in ("", "x", "1T", "-1", "1.5M", "1MB", " 1M", "M"):
+            self.assertIsNone(emu.parse_size(bad), bad)
+
+    def test_human(self):
+        self.assertEqual(emu.human_unit(262144), "256K")
+        self.assertEqual(emu.human_unit(1024 * 1024), "1M")
+        self.assertEqual(emu.human_unit(3 << 30), "3G")
+        self.assertEqual(emu.human_unit(1536), "1536")
+        self.assertEqual(emu.human_iec(4 << 30), "4 GiB")
+        self.assertEqual(emu.human_iec(512 << 20), "512 MiB")
+
+    def test_jq_numbers(self):
+        self.assertEqual(emu.jq_number(1234.0), "1234")
+        self.assertEqual(emu.jq_number(1234.5), "1234.5")
+        self.assertEqual(emu.jq_number(0.457), "0.457")
+        self.assertEqual(emu.round_half_up(2.5), 3)
+        self.assertEqual(emu.round_half_up(1234.45, 1), 1234.5)
+        self.assertEqual(emu.round_half_up(0.4567, 3), 0.457)
+
+    def test_shell_words_read_back(self):
+        argv = ["nvmefs", "/a/b.img,/c/d.img", "/mnt/with space", "-o", "mode=direct", "it's", ""]
+        self.assertEqual(shlex.split(emu.shell_line(argv)), argv)
+        self.assertEqual(emu.shell_word("/a,b:c=d"), "/a,b:c=d")
+
+
+class FioDd(unittest.TestCase):
+    def test_fio_notes_before_json(self):
+        text = "fio: note: something\n" + fio_json("write", 1 << 30, 2.5e9)
+        self.assertEqual(emu.fio_bytes_bw(text, "write"), (1 << 30, 2.5e9))
+
+    def test_fio_errors(self):
+        with self.assertRaisesRegex(emu.ParseError, "no JSON"):
+            emu.fio_job("fio: engine libaio not loadable\n")
+        with self.assertRaisesRegex(emu.ParseError, "job error 5"):
+            emu.fio_job(fio_json("read", 0, 0, error=5))
+        with self.assertRaisesRegex(emu.ParseError, "no read figures"):
+            emu.fio_bytes_bw(fio_json("write", 1, 1), "read")
+        with self.assertRaises(emu.ParseError):
+            emu.fio_job('{"jobs": []}')
+
+    def test_fio_exact(self):
+        text = fio_json("read", 4 << 30, 4431987654.0)
+        self.assertEqual(emu.fio_mbps_exact(text, "read", 4 << 30), "4432")
+        text = fio_json("read", 4 << 30, 4431940000.0)
+        self.assertEqual(emu.fio_mbps_exact(text, "read", 4 << 30), "4431.9")
+        with self.assertRaisesRegex(emu.ParseError, "moved 1024 bytes, expected 2048"):
+            emu.fio_mbps_exact(fio_json("write", 1024, 1e6), "write", 2048)
+        with self.assertRaises(emu.ParseError):
+            emu.fio_mbps_exact(fio_json("write", 2048, 0), "write", 2048)
+
+    def test_dd(self):
+        out = ("512+0 records in\n512+0 records out\n"
+               "536870912 bytes (537 MB, 512 MiB) copied, 0.289094 s, 1.9 GB/s\n")
+        self.assertEqual(emu.dd_mbps(out, 536870912), "%.1f" % (536870912 / 0.289094 / 1e6))
+        with self.assertRaises(emu.ParseError):
+            emu.dd_mbps(out, 1 << 30)
+        with self.assertRaises(emu.ParseError):
+            emu.dd_mbps("dd: error writing: No space left on device\n", 1)
+        two = ("1 bytes copied, 1 s, 1 B/s\n" + out)
+        self.assertEqual(emu.dd_mbps(two, 536870912), emu.dd_mbps(out, 536870912))
+
+
+class ProcParsing(unittest.TestCase):
+    MOUNTINFO = (
+        "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/root rw\n"
+        "90 22 0:52 / /tmp/x\\040y/mnt rw,nosuid,nodev,relatime shared:5 master:1 - fuse.nvmefs "
+        "/dev/shm/d0.img,/dev/shm/d1.img rw,user_id=0,group_id=0\n"
+        "91 22 7:0 / /mnt/b rw,relatime - btrfs /dev/loop0 rw,nodiscard\n")
+
+    def test_mountinfo(self):
+        m = emu.parse_mountinfo(self.MOUNTINFO)
+        self.assertEqual(len(m), 3)
+        self.assertEqual(m[1]["target"], "/tmp/x y/mnt")
+        self.assertEqual(m[1]["fstype"], "fuse.nvmefs")
+        self.assertEqual(m[1]["source"], "/dev/shm/d0.img,/dev/shm/d1.img")
+        self.assertEqual(m[1]["devnum"], "0:52")
+        self.assertEqual(m[2]["fstype"], "btrfs")
+        self.assertEqual(emu.mi_unescape("a\\011b\\012c\\134d"), "a\tb\nc\\d")
+
+    def test_mounts(self):
+        t = emu.parse_mounts("nvmefs:/dev/shm/a\\040b.img /srv/da\\040ta fuse.nvmefs rw 0 0\n")
+        self.assertEqual(t, [("nvmefs:/dev/shm/a b.img", "/srv/da ta", "fuse.nvmefs")])
+
+    def test_real_mountinfo(self):
+        self.assertTrue(any(m["target"] == "/" for m in emu.mounts()))
+        self.assertTrue(emu.is_mounted("/"))
+        self.assertFalse(emu.is_mounted("/nonexistent/nvmefs"))
+
+    def test_stat_state(self):
+        self.assertEqual(emu.stat_state("1234 (nvmefs) S 1 1234 1234 0 -1"), "S")
+        self.assertEqual(emu.stat_state("1234 (a) b) Z 1 1234"), "Z")
+        self.assertTrue(emu.alive(os.getpid()))
+        self.assertFalse(emu.stopped(os.getpid()))
+
+    def test_cgroup(self):
+        text = "12:cpu,blkio:/user.slice\n11:memory:/\n0::/init.scope\n"
+        self.assertEqual(emu.cgroup_v1_path(text, "blkio"), "/user.slice")
+        self.assertEqual(emu.cgroup_v1_path("0::/init.scope\n", "blkio"), None)
+        self.assertEqual(emu.throttle_rules("7:0 209715200\n7:1 0\n\n"), {"7:0", "7:1"})
+
+    def test_warm_clamp(self):
+        mib = emu.MIB
+        self.assertEqual(emu.clamp_warm(10 * mib + 5, 100 * mib, 100 * mib), 10 * mib)
+        self.assertEqual(emu.clamp_warm(10 * mib, 3 * mib + 1, 100 * mib), 3 * mib)
+        self.assertEqual(emu.clamp_warm(10 * mib, 100 * mib, -5), 0)
+        self.assertEqual(emu.clamp_warm(mib - 1, 100 * mib, 100 * mib), 0)
+
+
+class Commands(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.notes = []
+        self.cmdlog = os.path.join(self.dir, "commands.log")
+        self.runner = emu.Runner(self.notes.append, self.cmdlog)
+        self.log = os.path.join(self.dir, "out.log")
+
+    def tearDown(self):
+        for f in os.listdir(self.dir):
+            os.unlink(os.path.join(self.dir, f))
+        os.rmdir(self.dir)
+
+    def test_status_and_log(self):
+        self.assertEqual(self.runner.run(10, self.log, ["sh", "-c", "echo hello; exit 3"]), 3)
+        self.assertEqual(emu.last_line(self.log), "hello")
+        self.assertEqual(self.runner.run(10, self.log, ["true"]), 0)
+        with open(self.cmdlog) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[0], "sh -c 'echo hello; exit 3'")
+        self.assertRegex(lines[1], r"^#   -> status 3, [0-9.]+ s$")
+        self.assertEqual(self.runner.run(10, self.log, ["/nonexistent/prog"]), 127)
+        self.assertEqual(self.runner.run(10, self.log, ["sh", "-c", "kill -KILL $$"]), 137)
+
+    def test_time_limit(self):
+        called = []
+        t0 = time.monotonic()
+        rc = self.runner.run(1, self.log, ["sleep", "30"], on_stuck=lambda: called.append("stuck"),
+                             after_limit=lambda: called.append("after"))
+        self.assertEqual(rc, 124)
+        self.assertTrue(self.runner.timed_out)
+        self.assertEqual(called, ["after"])  # sleep dies of SIGTERM
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertIn("time limit of 1 s", self.notes[0])
+
+    def test_stuck_command(self):
+        called = []
+        rc = self.runner.run(1, self.log, ["sh", "-c", "trap '' TERM; exec sleep 30"],
+                             on_stuck=lambda: called.append("stuck"))
+        self.assertEqual(rc, 124)
+        self.assertEqual(called, ["stuck"])
+
+    def test_limit_cap(self):
+        r = emu.Runner(self.notes.append, limit_cap=1)
+        self.assertEqual(r.run(600, self.log, ["sleep", "30"]), 124)
+
+
+class BenchFigures(unittest.TestCase):
+    def test_helpers(self):
+        self.assertTrue(bench.isnum("12") and bench.isnum("12.5"))
+        for v in ("ERR", "", None, "-", "1e5", "-3", "1."):
+            self.assertFalse(bench.isnum(v), v)
+        self.assertEqual(bench.div("3", "2", 2), "1.50")
+        self.assertEqual(bench.div("3", "0", 2), "-")
+        self.assertEqual(bench.div("ERR", "2", 2), "-")
+        self.assertEqual(bench.fmt("0.4567", "GB/s"), "0.46")
+        self.assertEqual(bench.fmt("47.84", "MiB"), "47.8")
+        self.assertEqual(bench.fmt("4121.7", "MB/s"), "4122")
+        self.assertEqual(bench.fmt("ERR", "MB/s"), "ERR")
+        self.assertEqual(bench.fmt("", "MB/s"), "-")
+        self.assertEqual(bench.cap_mbps(4), 838.8608)
+        self.assertEqual(bench.model("7030", "4122"), "2598.4272")
+        self.assertEqual(bench.model("0", "4122"), "-")
+        self.assertEqual(bench.tlimit(1 << 30), 120 + 102)
+
+    def test_python_workload_lines(self):
+        line = json.dumps({"files": 1000, "create": 0.5, "stat": 0.002, "read": 0.1, "delete": 0.04,
+                           "total": 0.642})
+        self.assertEqual(bench.small_rates(line), {"create": "2000", "stat": "500000", "read": "10000",
+                                                   "delete": "25000", "total": "1558"})
+        partial = json.dumps({"files": 10, "create": 1.0, "error": "wrong size"})
+        self.assertEqual(bench.small_rates(partial), {"create": "10"})
+        self.assertEqual(bench.small_rates("Traceback"), {})
+        t = bench.torch_rates(json.dumps({"bytes": 134217728, "save": 0.25, "load": 0.5}))
+        self.assertEqual(t, {"save": "0.537", "load": "0.268"})
+        self.assertIsNone(bench.torch_rates("{}"))
+
+    def test_golden_report(self):
+        """The shell bench.sh's own --quick run (results.tsv, and its
+        targets.txt and report tables): the same lines from the same
+        figures, so --check fails exactly when it did."""
+        res = bench.load_results(os.path.join(GOLDEN, "results.tsv"))
+        rep = bench.Report(res, bench.Sizes(True), "64M", True, True)
+        lines = rep.table() + rep.ceiling() + rep.caps()
+        with open(os.path.join(GOLDEN, "tables.md")) as f:
+            self.assertEqual(lines, f.read().splitlines())
+        with open(os.path.join(GOLDEN, "targets.txt")) as f:
+            want = f.read().splitlines()
+        got = rep.targets()
+        self.assertEqual(got, want)
+        self.assertEqual(rep.nfail, sum(1 for l in want if l.startswith("FAIL")))
+
+    def report(self, res, ram=True, capped=True):
+        return bench.Report(res, bench.Sizes(False), "64M", ram, capped)
+
+    def test_targets(self):
+        res = {}
+        for mode, v in (("cached", "900"), ("direct", "700")):
+            for key in bench.SEQ:
+                res[("cap", "1", mode, key)] = "210"
+                res[("cap", "2", mode, key)] = "420"
+                res[("cap", "4", mode, key)] = v
+        rep = self.report(res, ram=False)
+        out = rep.targets()
+        self.assertEqual(len(out), 2 * 4 + 2 * 4 * 2)
+        self.assertIn("PASS capped x4 cached dd_write: 900 MB/s = 1.073 x cap (839 MB/s); target >= 0.95", out)
+        self.assertIn("FAIL capped x4 direct dd_write: 700 MB/s = 0.834 x cap (839 MB/s); target >= 0.95", out)
+        self.assertIn("FAIL capped x1->x4 cached fio_read: 210 -> 900 MB/s = 1.071 x linear; target 0.95..1.05", out)
+        self.assertIn("PASS capped x1->x2 direct fio_read: 210 -> 420 MB/s = 1.000 x linear; target 0.95..1.05", out)
+        # The boundary: 0.95 x cap passes.
+        res[("cap", "4", "direct", "dd_read")] = "%.4f" % (0.95 * bench.cap_mbps(4))
+        self.assertTrue(any(l.startswith("PASS capped x4 direct dd_read") for l in self.report(res, ram=False).targets()))
+
+    def test_ram_targets_and_missing(self):
+        n = str(bench.RAM_NDEV)
+        res = {("ram", n, "fio", "raw_write"): "4000", ("ram", n, "fio", "raw_read"): "4000",
+               ("ram", n, "btrfs", "dd_write"): "600", ("ram", n, "cached", "dd_write"): "2000",
+               ("ram", n, "direct", "dd_write"): "1900", ("ram", n, "btrfs", "torch_save"): "0.45",
+               ("ram", n, "cached", "torch_save"): "0.5", ("ram", n, "cached", "small_total"): "ERR",
+               ("ram", n, "btrfs", "small_total"): "7000"}
+        out = self.report(res, capped=False).targets()
+        self.assertIn("PASS RAM x4 cached dd_write: 2000 MB/s = 3.33 x btrfs (600), 0.50 x fio raw (4000); "
+                      "target >= 1.0 x btrfs and >= 0.5 x fio raw", out)
+        self.assertIn("FAIL RAM x4 direct dd_write: 1900 MB/s = 3.17 x btrfs (600), 0.47 x fio raw (4000); "
+                      "target >= 1.0 x btrfs and >= 0.5 x fio raw", out)
+        self.assertIn("PASS RAM x4 cached torch_save: 0.50 GB/s = 1.11 x btrfs (0.45); target >= 1.0", out)
+        self.assertIn("FAIL RAM x4 cached small files: no figure (nvmefs ERR, btrfs 7000)", out)
+        self.assertIn("FAIL RAM x4 direct dd_read: no figure (nvmefs ?, btrfs ?, fio raw 4000)", out)
+        self.assertEqual(len(out), 2 * (4 + 2 + 1))
+
+    def test_table_shape(self):
+        n = str(bench.RAM_NDEV)
+        res = {("cap", "1", "btrfs", "dd_read"): "240", ("cap", "1", "fio", "raw_read"): "221",
+               ("cap", "1", "cached", "dd_read"): "220", ("ram", n, "cached", "rss"): "47.84"}
+        rep = self.report(res)
+        table = rep.table()
+        self.assertEqual(len(table), 2 + 14 + 3 * 5)
+        for line in table + rep.ceiling():
+            self.assertTrue(line.startswith("| ") and line.endswith(" |"), line)
+        self.assertTrue(all(l.count(" | ") == 12 for l in table))
+        self.assertTrue(all(l.count(" | ") == 14 for l in rep.ceiling()))
+        row = [l for l in table if l.startswith("| 200 MiB/s x1 | dd read")][0]
+        # btrfs above 1.10 x the cap is marked; ratios against cap and fio raw.
+        self.assertEqual(row, "| 200 MiB/s x1 | dd read, bs=1M, cold cache | MB/s | 221 | 240* | 220 | - | "
+                              "0.92 | - | 1.00 | - | 1.05 | - |")
+        rss = [l for l in table if "RAM x4 | nvmefs daemon peak RSS" in l][0]
+        self.assertIn("| MiB | - | - | 47.8 | - |", rss)
+        self.assertEqual(rep.plot_data()[1].split()[:4], ["1", "209.7152", "-", "221"])
+
+    def test_load_results(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+            f.write("ram\t4\tfio\traw_write\t4121.7\nram\t4\tcached\trss\tERR\nbroken line\n")
+        try:
+            self.assertEqual(bench.load_results(f.name), {("ram", "4", "fio", "raw_write"): "4121.7",
+                                                          ("ram", "4", "cached", "rss"): "ERR"})
+        finally:
+            os.unlink(f.name)
+
+    def test_args(self):
+        self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")
+        for argv, msg in ((["--only", "x"], "bad --only 'x'"), (["--pool", "1T"], "bad --pool '1T'"),
+                          (["--bogus"], "unknown argument: '--bogus'"), (["-b"], "option -b needs an argument")):
+            with self.assertRaisesRegex(bench.BadArg, msg):
+                bench.parse_args(argv)
+
+
+class Tuner(unittest.TestCase):
+    def args(self, *argv):
+        return tune.parse_args(list(argv))
+
+    def test_defaults(self):
+        a = self.args("d0.img", "-y", "d1.img")
+        self.assertEqual(a.devs, ["d0.img", "d1.img"])
+        self.assertEqual((a.chunks, a.modes, a.qd, a.threads, a.secs, a.workload),
+                         (["64K", "256K", "1M"], ["cached", "direct"], ["8", "32", "128"], ["4", "8", "16"], 5, "both"))
+        self.assertTrue(a.yes)
+
+    def test_forms(self):
+        a = self.args("--chunks=1024K,64k,,1024K", "-opool=256M", "-t3", "--", "-odd-name.img")
+        self.assertEqual(a.chunks, ["1M", "64K"])
+        self.assertEqual((a.extra, a.secs, a.devs), ("pool=256M", 3, ["-odd-name.img"]))
+
+    def test_refusals(self):
+        cases = (([], "no devices given"), (["--qd", "0", "d"], "--qd: '0' is not a number from 1 to 4096"),
+                 (["--chunks", "3K", "d"], "not a power of two from 4K to 1G"),
+                 (["--chunks", "2G", "d"], "not a power of two"), (["--chunks", "x", "d"], "'x' is not a size"),
+                 (["--modes", "fast", "d"], "'fast' is not cached or direct"),
+                 (["--threads", "2000", "d"], "from 1 to 1024"), (["-t", "0", "d"], "-t: '0'"),
+                 (["-w", "rw", "d"], "-w: 'rw'"), (["-s", "512K", "d"], "less than 1M"),
+                 (["-o", "pool=1M,queue_depth=8", "d"], "-o queue_depth=8: swept"),
+                 (["-o", "ro", "d"], "-o ro: the trials write"), (["--modes", ",", "d"], "empty list ','"),
+                 (["--bogus", "d"], "unknown option '--bogus'"), (["--chunk", "1M", "d"], "unknown option '--chunk'"),
+                 (["d", "-o"], "-o needs a value"), (["--bin", "/nonexistent", "d"], "not a directory"),
+                 (["--json", "/nonexistent/x.json", "d"], "cannot write in /nonexistent"),
+                 (["d"] * 33, "33 devices given"))
+        for argv, msg in cases:
+            with self.assertRaisesRegex(tune.BadArg, msg, msg=str(argv)):
+                tune.parse_args(argv)
+
+    def test_scores(self):
+        self.assertEqual(tune.harmonic("849.5", "1109.2"), "962.1")
+        trials = [{"score": s} for s in ("500.0", "-", "962.1", "962.1", "12.0")]
+        self.assertEqual(tune.ranked(trials), [2, 3, 0, 4, 1])
+        self.assertEqual([tune.fmt_eta(s) for s in (45, 89, 90, 3599, 3600, 3900)],
+                         ["45s", "1m", "2m", "60m", "1h00m", "1h05m"])
+
+    def test_check_devs(self):
+        with tempfile.TemporaryDirectory() as d:
+            img = os.path.join(d, "a.img")
+            with open(img, "w") as f:
+                f.truncate(1 << 20)
+            os.symlink(img, os.path.join(d, "alias.img"))
+            with self.assertRaisesRegex(tune.Die, "alias.img: given twice"):
+                tune.check_devs([img, os.path.join(d, "alias.img")])
+            with self.assertRaisesRegex(tune.Die, "missing.img: no such file"):
+                tune.check_devs([img, os.path.join(d, "missing.img")])
+            with self.assertRaisesRegex(tune.Die, "not a block device or a regular file"):
+                tune.check_devs([d])
+            self.assertEqual(tune.check_devs([img])[0], [os.path.realpath(img)])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
