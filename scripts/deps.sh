@@ -13,8 +13,11 @@ pkgs=(
 	libxxhash-dev
 	# tests and benchmarks
 	util-linux fio jq procps gnuplot-nox
-	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test
+	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test,
+	# scripts/bench.py and nvmefs-tune
 	e2fsprogs xfsprogs btrfs-progs python3
+	# scripts/test.sh checks the shell scripts
+	shellcheck
 	# libFuzzer's runtime (with clang) for tests/fuzz
 	libclang-rt-14-dev
 	# programs tests/test_tools.sh runs on a mounted volume

@@ -5,7 +5,7 @@
 # stress or bench, then rebuild with ASan+UBSan and with TSan and run the unit
 # tests under each (and, under ASan+UBSan, a few mounted workloads with the
 # daemon instrumented), fuzz the metadata parsers briefly, and check the C
-# sources' formatting.
+# sources' formatting and the shell scripts with shellcheck.
 #
 # usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
 # Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
@@ -21,6 +21,15 @@ if [ -n "$bad" ]; then
 	echo "not formatted per .clang-format (run clang-format -i): $bad" >&2
 	exit 1
 fi
+
+# Shell is glue and must stay shellcheck-clean (warnings and errors): every
+# *.sh, and every other tracked file whose first line names sh or bash.
+echo "== shellcheck"
+mapfile -t shell_files < <({
+	git ls-files '*.sh'
+	git ls-files -z | xargs -0 awk 'FNR == 1 && /^#!.*[\/ ](ba)?sh( |$)/ { print FILENAME } { nextfile }'
+} | sort -u)
+shellcheck -x -S warning "${shell_files[@]}"
 
 echo "== build (gcc, -Werror)"
 bash scripts/build.sh "$top/build"

@@ -7,6 +7,7 @@
 # chunk over 3 (where nearly every request crosses members).
 # usage: test_fsx.sh BUILD [cached|direct] [NDEVS] [CHUNK] [OPS]
 set -euo pipefail
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib_mount.sh"
 mnt_time_limit 280 "$0" "$@"
 build=$1

@@ -10,6 +10,7 @@
 # The mount has its own directory, the script runs under timeout(1) and
 # always unmounts. usage: test_fuse_null.sh BUILD_DIR
 set -euo pipefail
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib_mount.sh" # check, mnt_result, mnt_need, mnt_skip
 mnt_time_limit 100 "$0" "$@"
 null=$1/tests/fuse_null

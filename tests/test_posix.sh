@@ -9,6 +9,7 @@
 # expectations honest.
 # usage: test_posix.sh BUILD [cached|direct]
 set -euo pipefail
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib_mount.sh"
 mnt_time_limit 280 "$0" "$@"
 build=$1
