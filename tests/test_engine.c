@@ -672,7 +672,8 @@ static void pl_late_write(struct nvmefs_engine *e, struct nvmefs_devset *set, un
 	int ret;
 
 	fill(buf, 0, 4096, 4);
-	ret = pio ? nvmefs_dev_pio(&set->devs[dev], true, 0, buf, 4096) : nvmefs_engine_run(e, &req);
+	ret = pio ? nvmefs_dev_pio(&set->devs[dev], true, 0, buf, 4096)
+		  : nvmefs_engine_run(e, &req);
 	CHECK(write(late_pipe[1], &ret, sizeof(ret)) == (ssize_t)sizeof(ret));
 }
 
