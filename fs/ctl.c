@@ -237,12 +237,8 @@ static json_object *request_stats(struct nvmefs_vol *vol)
 static json_object *data_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object();
-	unsigned now, peak;
+	unsigned now = atomic_load(&vol->io_inflight), peak = atomic_load(&vol->io_peak);
 
-	pthread_mutex_lock(&vol->dio_lock);
-	now = vol->io_inflight;
-	peak = vol->io_peak;
-	pthread_mutex_unlock(&vol->dio_lock);
 	put_u64(o, "reads", atomic_load(&vol->stats.reads));
 	put_u64(o, "writes", atomic_load(&vol->stats.writes));
 	put_u64(o, "zero_copy_writes", atomic_load(&vol->stats.zero_copy_writes));

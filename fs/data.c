@@ -55,7 +55,7 @@ static bool ext_joins(const struct nvmefs_ext *a, const struct nvmefs_ext *b)
 	       a->flags == b->flags;
 }
 
-int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+static int extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
 			 const struct nvmefs_ext *e)
 {
 	struct nvmefs_extmap *m = &in->slots[slot];
@@ -97,7 +97,7 @@ static void release(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned sl
 		nvmefs_warn("out of memory: freed space unusable until remount");
 }
 
-int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+static int extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
 			 uint64_t lo, uint64_t hi, bool rel)
 {
 	struct nvmefs_extmap *m = &in->slots[slot];
@@ -145,6 +145,30 @@ int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 	return 0;
 }
 
+/* The maps change holding meta (the caller's) and map_lock written, so
+ * that a READ may walk them holding map_lock alone. */
+int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 const struct nvmefs_ext *e)
+{
+	int ret;
+
+	pthread_rwlock_wrlock(&in->map_lock);
+	ret = extmap_insert(vol, in, slot, e);
+	pthread_rwlock_unlock(&in->map_lock);
+	return ret;
+}
+
+int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 uint64_t lo, uint64_t hi, bool rel)
+{
+	int ret;
+
+	pthread_rwlock_wrlock(&in->map_lock);
+	ret = extmap_remove(vol, in, slot, lo, hi, rel);
+	pthread_rwlock_unlock(&in->map_lock);
+	return ret;
+}
+
 /* ---- walking a block-aligned file range ---- */
 
 enum piece_state { P_HOLE, P_UNWRITTEN, P_WRITTEN };
@@ -160,7 +184,8 @@ struct piece {
 typedef int (*piece_fn)(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
 			void *ctx);
 
-/* Call fn for every piece of [off, off + len) in file order. meta held. */
+/* Call fn for every piece of [off, off + len) in file order. meta held, or
+ * (for fn that only reads, read_piece) in->map_lock. */
 static int walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
 		piece_fn fn, void *ctx)
 {
@@ -369,9 +394,9 @@ static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t 
 	struct plan pl = {.buf = buf};
 	int ret;
 
-	pthread_mutex_lock(&vol->lock);
+	pthread_rwlock_rdlock(&in->map_lock);
 	ret = walk(vol, in, off, len, read_piece, &pl);
-	pthread_mutex_unlock(&vol->lock);
+	pthread_rwlock_unlock(&in->map_lock);
 	if (!ret)
 		ret = run_io(vol, NVMEFS_IO_READ, &pl);
 	plan_free(&pl);
@@ -459,20 +484,30 @@ struct dio {
 	void *ctx;
 };
 
+/*
+ * Requests in flight, counted without a lock; the lock and the condition
+ * only wake nvmefs_data_drain, and only while one waits (draining): both
+ * sides write one flag and then read the other (sequentially consistent),
+ * so the drain either sees zero or is woken.
+ */
 static void dio_count(struct nvmefs_vol *vol, int delta)
 {
-	pthread_mutex_lock(&vol->dio_lock);
-	vol->dio_inflight += delta;
-	if (!vol->dio_inflight)
+	unsigned now = atomic_fetch_add(&vol->dio_inflight, (unsigned)delta) + (unsigned)delta;
+
+	if (!now && atomic_load(&vol->draining)) {
+		pthread_mutex_lock(&vol->dio_lock);
 		pthread_cond_broadcast(&vol->dio_cond);
-	pthread_mutex_unlock(&vol->dio_lock);
+		pthread_mutex_unlock(&vol->dio_lock);
+	}
 }
 
 void nvmefs_data_drain(struct nvmefs_vol *vol)
 {
 	pthread_mutex_lock(&vol->dio_lock);
-	while (vol->dio_inflight)
+	atomic_store(&vol->draining, true);
+	while (atomic_load(&vol->dio_inflight))
 		pthread_cond_wait(&vol->dio_cond, &vol->dio_lock);
+	atomic_store(&vol->draining, false);
 	pthread_mutex_unlock(&vol->dio_lock);
 }
 
@@ -533,14 +568,18 @@ static uint8_t *dio_area(struct dio *d, uint64_t a, uint64_t e)
 }
 
 /* Count requests at the devices (past their range lock), and the most at
- * once: what the counters' peak_in_flight shows. */
+ * once: what the counters' peak_in_flight shows. Lock-free. */
 static void io_count(struct nvmefs_vol *vol, int delta)
 {
-	pthread_mutex_lock(&vol->dio_lock);
-	vol->io_inflight += delta;
-	if (vol->io_inflight > vol->io_peak)
-		vol->io_peak = vol->io_inflight;
-	pthread_mutex_unlock(&vol->dio_lock);
+	unsigned now = atomic_fetch_add_explicit(&vol->io_inflight, (unsigned)delta,
+						 memory_order_relaxed) +
+		       (unsigned)delta;
+	unsigned peak = atomic_load_explicit(&vol->io_peak, memory_order_relaxed);
+
+	while (delta > 0 && now > peak &&
+	       !atomic_compare_exchange_weak_explicit(&vol->io_peak, &peak, now,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 /* Send the plan's segments; done runs once they all completed. After 0,
@@ -595,13 +634,12 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 	if (view)
 		view->gen = lock_gen;
 	/* The size is not under the range lock: a write elsewhere in the
-	 * file may extend it at any time. A read-ahead window records what
-	 * it used, in the same critical section (fs/prefetch.c). */
-	pthread_mutex_lock(&vol->lock);
-	size = in->size;
+	 * file may extend it at any time (an atomic store, after the extents
+	 * are in the maps). A read-ahead window records what it used
+	 * (fs/prefetch.c). */
+	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	if (view)
 		atomic_store(&view->size, size);
-	pthread_mutex_unlock(&vol->lock);
 	if (off >= size) {
 		dio_finish(d, 0);
 		return;
@@ -620,9 +658,9 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 	d->data = area + (off - a);
 	d->pl.buf = area;
 	atomic_fetch_add_explicit(&vol->stats.reads, 1, memory_order_relaxed);
-	pthread_mutex_lock(&vol->lock);
+	pthread_rwlock_rdlock(&in->map_lock);
 	ret = walk(vol, in, a, e - a, read_piece, &d->pl);
-	pthread_mutex_unlock(&vol->lock);
+	pthread_rwlock_unlock(&in->map_lock);
 	if (ret || !d->pl.nio) { /* all holes: nothing to wait for */
 		dio_finish(d, ret ? ret : (ssize_t)len);
 		return;
@@ -662,7 +700,7 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 	} else {
 		ret = log_extents(vol, &d->pl);
 		if (d->off + d->len > in->size)
-			in->size = d->off + d->len;
+			__atomic_store_n(&in->size, d->off + d->len, __ATOMIC_RELEASE);
 		if (!d->keep_times)
 			touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
@@ -797,9 +835,9 @@ static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 
 		memset(buf + (from - a), 0, to - from);
 		/* Only blocks that hold data need rewriting; holes stay holes. */
-		pthread_mutex_lock(&vol->lock);
+		pthread_rwlock_rdlock(&in->map_lock);
 		ret = walk(vol, in, a, BLK, read_piece, &pl);
-		pthread_mutex_unlock(&vol->lock);
+		pthread_rwlock_unlock(&in->map_lock);
 		if (!ret)
 			ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
 		plan_free(&pl);
@@ -836,7 +874,7 @@ int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 	if (size < old)
 		ret = log_punch(vol, in, ROUND_UP(size), UINT64_MAX);
 	if (!ret) {
-		in->size = size;
+		__atomic_store_n(&in->size, size, __ATOMIC_RELEASE);
 		touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -903,7 +941,7 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 	pthread_mutex_lock(&vol->lock);
 	ret = log_extents(vol, &pl);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->size) {
-		in->size = off + len;
+		__atomic_store_n(&in->size, off + len, __ATOMIC_RELEASE);
 		touch_mc(in);
 	} else if (!ret) {
 		nvmefs_timespec_now(&in->ctime);

@@ -113,7 +113,13 @@ struct nvmefs_inode {
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
 	struct nvmefs_inode *dirty_next, **dirty_pprev;
 	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
-	struct nvmefs_prefetch *pfs;	 /* io_lock.mu: open handles' read-ahead (fs/prefetch.c) */
+	/* The layout and the extent maps (slots): changed holding meta and
+	 * this lock written; read holding either (a READ takes only this). */
+	pthread_rwlock_t map_lock;
+	/* Bumped by every attribute change (nvmefs_inode_dirty): a reader
+	 * that saw the same value need not look at atime again. */
+	atomic_uint_fast64_t attr_gen;
+	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/prefetch.c) */
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -148,7 +154,8 @@ struct nvmefs_journal {
 	pthread_mutex_t state_lock;
 	pthread_cond_t state_cond;
 	uint64_t durable_gen;
-	int error; /* sticky: a metadata write failed, volume is read-only */
+	atomic_int error; /* sticky: a metadata write failed, volume is read-only;
+			   * set under state_lock, read without it */
 	/* the committer thread */
 	pthread_t thread;
 	bool running, stop, kick; /* state_lock */
@@ -221,9 +228,10 @@ struct nvmefs_vol {
 	/* Asynchronous reads and writes in flight (nvmefs_data_drain). */
 	pthread_mutex_t dio_lock;
 	pthread_cond_t dio_cond;
-	unsigned dio_inflight; /* dio_lock */
-	unsigned io_inflight;  /* dio_lock: of those, at the devices */
-	unsigned io_peak;      /* dio_lock: the most at the devices at once */
+	atomic_uint dio_inflight; /* counted without a lock ... */
+	atomic_bool draining;	  /* ... dio_lock and dio_cond only wake a drain */
+	atomic_uint io_inflight;  /* of those, at the devices */
+	atomic_uint io_peak;	  /* the most at the devices at once */
 	/* Data path counters (relaxed atomics): copies the daemon made. */
 	struct {
 		atomic_uint_fast64_t reads, writes;

@@ -54,12 +54,8 @@ void nvmefs_journal_exit(struct nvmefs_vol *vol)
 
 int nvmefs_journal_error(struct nvmefs_vol *vol)
 {
-	int err;
-
-	pthread_mutex_lock(&vol->j.state_lock);
-	err = vol->j.error;
-	pthread_mutex_unlock(&vol->j.state_lock);
-	return err;
+	/* Asked on every WRITE: an atomic read, no lock. */
+	return atomic_load_explicit(&vol->j.error, memory_order_acquire);
 }
 
 int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)

@@ -96,6 +96,7 @@ static void inode_free_mem(struct nvmefs_inode *in)
 	free(in->target);
 	nvmefs_prefetch_free(in); /* handles the kernel never released */
 	nvmefs_rl_exit(&in->io_lock);
+	pthread_rwlock_destroy(&in->map_lock);
 	free(in);
 }
 
@@ -244,6 +245,7 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 	in->ino = r->inode.ino;
 	in->mode = r->inode.mode;
 	nvmefs_rl_init(&in->io_lock);
+	pthread_rwlock_init(&in->map_lock, NULL);
 	if (S_ISDIR(in->mode)) {
 		if (!nvmefs_dir_layout_ok(&r->inode.layout, vol->ndevs))
 			goto err_free;
@@ -305,11 +307,14 @@ static int relayout(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struc
 	slots = calloc(l->stripe_count, sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
+	/* A READ walks the maps holding only map_lock. */
+	pthread_rwlock_wrlock(&in->map_lock);
 	for (unsigned s = 0; s < in->layout.stripe_count; s++)
 		free(in->slots[s].v);
 	free(in->slots);
 	in->slots = slots;
 	in->layout = *l;
+	pthread_rwlock_unlock(&in->map_lock);
 	return 0;
 }
 
@@ -335,7 +340,8 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	in->gid = r->inode.gid;
 	in->nlink = r->inode.nlink;
 	in->flags = r->inode.flags;
-	in->size = r->inode.size;
+	/* READs read the size without meta (fs/data.c). */
+	__atomic_store_n(&in->size, r->inode.size, __ATOMIC_RELEASE);
 	in->rdev = r->inode.rdev;
 	ts_from(&in->atime, r->inode.atime);
 	ts_from(&in->mtime, r->inode.mtime);
@@ -357,6 +363,7 @@ void nvmefs_inode_undirty(struct nvmefs_inode *in)
 
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
+	atomic_fetch_add_explicit(&in->attr_gen, 1, memory_order_release);
 	if (in->dirty_pprev || in->dead || vol->replaying)
 		return;
 	in->dirty_next = vol->j.dirty;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #include "fs_i.h"
 #include "namei.h"
@@ -321,6 +322,21 @@ void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
+}
+
+void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			 struct nvmefs_read_note *note)
+{
+	uint64_t gen = atomic_load_explicit(&in->attr_gen, memory_order_acquire) + 1;
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	if (gen == atomic_load_explicit(&note->gen, memory_order_relaxed) &&
+	    now.tv_sec - atomic_load_explicit(&note->sec, memory_order_relaxed) < 24 * 3600)
+		return;
+	nvmefs_ns_touch_atime(vol, in);
+	atomic_store_explicit(&note->gen, atomic_load(&in->attr_gen) + 1, memory_order_relaxed);
+	atomic_store_explicit(&note->sec, now.tv_sec, memory_order_relaxed);
 }
 
 /* ---- making names ---- */

@@ -21,6 +21,7 @@
 #ifndef NVMEFS_NAMEI_H
 #define NVMEFS_NAMEI_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -151,6 +152,23 @@ typedef bool (*nvmefs_dirent_fn)(void *arg, const char *name, uint64_t ino, mode
  */
 int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
 		      nvmefs_dirent_fn emit, void *arg);
+
+/*
+ * What a reader remembers between its reads for nvmefs_ns_note_read
+ * (zero-initialized: the first read looks).
+ */
+struct nvmefs_read_note {
+	atomic_uint_fast64_t gen; /* in->attr_gen + 1 when it last looked */
+	atomic_llong sec;	  /* and the time then */
+};
+/*
+ * A read of in through a reader that keeps note: relatime's check (see
+ * nvmefs_ns_touch_atime), made only when an attribute changed since the
+ * reader's last look or a day went by, so that a stream of reads takes no
+ * volume-wide lock.
+ */
+void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			 struct nvmefs_read_note *note);
 
 /* Space and inodes, as statfs(2) shows them. */
 void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);

@@ -293,22 +293,42 @@ static bool low_space(struct nvmefs_vol *vol)
 	return low;
 }
 
-/* How the kernel caches the handle (see wronly_direct in op_init); in direct
- * mode, the handle's read-ahead state (fh, freed at RELEASE). */
-static void set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
-			   struct fuse_file_info *fi)
+/*
+ * An open file's handle (fi->fh): what READ and WRITE need without looking
+ * the inode up under the metadata lock. The open count keeps the inode.
+ */
+struct handle {
+	struct nvmefs_inode *in;
+	struct nvmefs_prefetch *pf;   /* direct mode readers: read-ahead, else NULL */
+	struct nvmefs_read_note note; /* relatime, nvmefs_ns_note_read */
+};
+
+/* How the kernel caches the handle (see wronly_direct in op_init), and the
+ * handle's state (fh, freed at RELEASE). -ENOMEM. */
+static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			  struct fuse_file_info *fi)
 {
 	bool wronly_direct = vol->wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY;
+	struct handle *h = calloc(1, sizeof(*h));
 
+	if (!h)
+		return -ENOMEM;
 	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) || wronly_direct ||
 			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
 	/* Its writes invalidate what they overwrite: the rest of the file's
 	 * cache stays. */
 	fi->keep_cache = !fi->direct_io || wronly_direct;
-	fi->fh = 0;
+	h->in = in;
 	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
-		fi->fh = (uintptr_t)nvmefs_prefetch_open(in);
+		h->pf = nvmefs_prefetch_open(in);
+	fi->fh = (uintptr_t)h;
+	return 0;
+}
+
+static struct handle *fh_of(const struct fuse_file_info *fi)
+{
+	return (struct handle *)(uintptr_t)fi->fh;
 }
 
 /* A control file's text is made at open and served from the handle. */
@@ -366,8 +386,6 @@ static void read_ctl(fuse_req_t req, const struct ctl_handle *h, size_t size, of
 /* Undo an open: at RELEASE, or when the kernel did not take the open's reply. */
 static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct fuse_file_info *fi)
 {
-	struct nvmefs_inode *in;
-
 	if (nvmefs_ctl_ino(ino)) {
 		struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
 
@@ -375,11 +393,12 @@ static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct 
 		free(h);
 		return;
 	}
-	in = nvmefs_ns_find(vol, ino);
 	/* The handle's read-ahead windows go while it still keeps the inode,
-	 * and before the file's space can go. */
-	if (in)
-		nvmefs_prefetch_close(in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh);
+	 * and before the file's space can go. A failed open made none. */
+	if (fh_of(fi)) {
+		nvmefs_prefetch_close(fh_of(fi)->in, fh_of(fi)->pf);
+		free(fh_of(fi));
+	}
 	nvmefs_ns_release(vol, ino);
 }
 
@@ -441,7 +460,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	set_open_flags(vol, in, fi);
+	fi->fh = 0;
+	err = set_open_flags(vol, in, fi);
+	if (err) {
+		release_handle(vol, ino, fi);
+		fuse_reply_err(req, -err);
+		return;
+	}
 	reply_open(req, ino, fi);
 }
 
@@ -463,7 +488,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	fill_entry(&st, &e);
-	set_open_flags(vol, in, fi);
+	fi->fh = 0;
+	err = set_open_flags(vol, in, fi);
+	if (err) {
+		/* The file is made; the opener learns it failed, as after a
+		 * lost reply. */
+		nvmefs_ns_forget(vol, st.st_ino, 1);
+		release_handle(vol, st.st_ino, fi);
+		fuse_reply_err(req, -err);
+		return;
+	}
 	reply_create(req, &e, fi);
 }
 
@@ -507,9 +541,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_ctl(req, (const struct ctl_handle *)(uintptr_t)fi->fh, size, off);
 		return;
 	}
-	in = nvmefs_ns_find(vol, ino);
-	if (!in || !S_ISREG(in->mode)) {
-		fuse_reply_err(req, in ? EISDIR : ENOENT);
+	in = fh_of(fi)->in;
+	if (!S_ISREG(in->mode)) {
+		fuse_reply_err(req, EISDIR);
 		return;
 	}
 	if (off < 0) {
@@ -521,12 +555,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	nvmefs_ns_touch_atime(vol, in);
+	nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
-	 * the handles set_open_flags gave read-ahead state (fh); the others
-	 * (fh 0) are read as asked. */
-	nvmefs_prefetch_read(vol, in, (struct nvmefs_prefetch *)(uintptr_t)fi->fh, buf, size,
-			     (uint64_t)off, read_done, req);
+	 * the handles set_open_flags gave read-ahead state; the others are
+	 * read as asked. */
+	nvmefs_prefetch_read(vol, in, fh_of(fi)->pf, buf, size, (uint64_t)off, read_done, req);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
@@ -541,9 +574,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	in = nvmefs_ns_find(vol, ino);
-	if (!in || !S_ISREG(in->mode)) {
-		fuse_reply_err(req, in ? EISDIR : ENOENT);
+	in = fh_of(fi)->in;
+	if (!S_ISREG(in->mode)) {
+		fuse_reply_err(req, EISDIR);
 		return;
 	}
 	if (off < 0) {

@@ -253,9 +253,7 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	}
 	/* Read after the READ came, so it covers every write answered before
 	 * (see usable). */
-	pthread_mutex_lock(&vol->lock);
-	size = in->size;
-	pthread_mutex_unlock(&vol->lock);
+	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(pf->mu);
 	sequential = off == pf->expect;
 	/* Find the window at off; drop those behind it, the unusable ones,
