@@ -26,31 +26,14 @@
 #include <time.h>
 
 #include "format.h"
+#include "rangelock_i.h"
 #include "nvmefs/bufpool.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/engine.h"
 #include "nvmefs/layout.h"
 
-/*
- * A byte-range lock on one file's data (fs/rangelock.c). Each holder owns
- * an entry from lock to unlock; entries may be unlocked by another thread.
- */
-struct nvmefs_rl_ent {
-	struct nvmefs_rl_ent *next;
-	uint64_t lo, hi; /* [lo, hi) */
-	bool excl;
-};
-
-struct nvmefs_rangelock {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct nvmefs_rl_ent *head, **tail; /* mu: entries in arrival order */
-	unsigned waiters;		    /* mu */
-	/* mu: bumped each time an exclusive entry is granted, i.e. whenever
-	 * the data or the size may change. What was read while it stayed the
-	 * same is still the file's content (fs/prefetch.c). */
-	uint64_t gen;
-};
+/* Checkpoint bytes one extent costs (an EXTENT record). */
+#define NVMEFS_EXT_COST 48u
 
 /* One mapped run of a slot's component on its device. */
 struct nvmefs_ext {
@@ -144,7 +127,6 @@ struct nvmefs_journal {
 	struct nvmefs_pfree *pf; /* space its records release */
 	size_t npf, pfcap;
 	uint64_t open_gen; /* generation the open transaction commits as */
-	struct nvmefs_inode *dirty;
 	/* commit_lock: positions on disk */
 	uint64_t head, tail, next_seq;
 	uint64_t super_seq, ckpt_seq;
@@ -206,6 +188,9 @@ struct nvmefs_vol {
 	pthread_mutex_t lock; /* the metadata lock ("meta") */
 	struct nvmefs_inode **itab;
 	size_t itab_size, ninodes;
+	/* meta: inodes whose attributes go out at the next commit
+	 * (nvmefs_inode_dirty); the journal takes them there. */
+	struct nvmefs_inode *dirty;
 	struct nvmefs_dirent **dtab;
 	size_t dtab_size, ndirents;
 	/* Keys dtab's hash of names (meta.c): random per volume open, never on
@@ -270,39 +255,18 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
 	return vol->set && vol->set->count ? vol->set->devs[0].path : "(volume)";
 }
 
+/* ---- util.c: below every other module of the core ---- */
 /*
  * Make the array *vp (elements of elem bytes, *cap of them allocated) hold
  * at least need elements, doubling as it grows. Returns 0 or -ENOMEM (the
  * array is then unchanged). vp is the address of the array pointer.
  */
 int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem);
-
-/* ---- rangelock.c ---- */
-void nvmefs_rl_init(struct nvmefs_rangelock *rl);
-void nvmefs_rl_exit(struct nvmefs_rangelock *rl); /* no entry may be held */
-/* Lock [lo, hi) shared or exclusive with entry e (the caller's until
- * unlock), waiting for every earlier conflicting entry: FIFO, no starvation.
- * NVMEFS_RL_ALL as hi locks to the end of any file. Returns the lock's
- * generation once granted (this grant counted, if exclusive). */
-uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
-			uint64_t hi, bool excl);
-/* Release e; any thread may. */
-void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
-#define NVMEFS_RL_ALL UINT64_MAX
-
-/*
- * A thread about to wait for another one or for the devices (a range lock,
- * a read-ahead window, a synchronous I/O, a journal commit) calls
- * nvmefs_before_wait(): the request loop's worker that is reading
- * /dev/fuse for everyone sets the hook, to hand that job to another worker
- * first (fs/loop.c). Nothing otherwise.
- */
-extern __thread void (*nvmefs_wait_hook)(void);
-static inline void nvmefs_before_wait(void)
-{
-	if (nvmefs_wait_hook)
-		nvmefs_wait_hook();
-}
+void nvmefs_timespec_now(struct timespec *ts);
+/* Aligned synchronous I/O on a member (metadata, labels). */
+int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
+		   size_t len);
+void *nvmefs_aligned_alloc(size_t len);
 
 /* ---- meta.c: the in-memory model and record application ---- */
 int nvmefs_meta_init(struct nvmefs_vol *vol);
@@ -314,25 +278,29 @@ size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 /* Apply one decoded record to the in-memory state (replay and live ops
  * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
 int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
-/* Apply rec and append it to the open transaction. */
-int nvmefs_meta_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 void nvmefs_inode_undirty(struct nvmefs_inode *in);
 /* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
-/* Log INODE_FREE for every orphan (files unlinked while open before a
- * crash); their count in *n. The caller commits. */
-int nvmefs_meta_reclaim_orphans(struct nvmefs_vol *vol, size_t *n);
 /* Check the loaded state is whole: every entry's child exists, link counts. */
 int nvmefs_meta_verify(struct nvmefs_vol *vol);
 /* Remove the inode from the table and free its memory (lookup 0, dead). */
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
-/* Extent map of a slot: the extent containing or following comp_off. */
-size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off);
 /* Estimated checkpoint bytes of a new inode with a name of name_len. */
 uint64_t nvmefs_meta_cost_inode(size_t name_len);
-void nvmefs_timespec_now(struct timespec *ts);
+
+/* ---- extmap.c: a file's extent maps (in->map_lock, see the inode) ---- */
+/* Extent map of a slot: the extent containing or following comp_off. */
+size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off);
+/* Remove the mapping of slot comp range [lo, hi). With release, the space
+ * goes to the open transaction's pending-free list (live) or nowhere
+ * (replay: free space is rebuilt after). meta held; takes map_lock. */
+int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 uint64_t lo, uint64_t hi, bool release);
+/* Map e into slot (the range must be unmapped); merges with neighbours. */
+int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 const struct nvmefs_ext *e);
 
 /* ---- alloc.c: per-member free space ---- */
 int nvmefs_alloc_rebuild(struct nvmefs_vol *vol);
@@ -347,6 +315,12 @@ void nvmefs_freemap_exit(struct nvmefs_freemap *m);
 /* ---- journal.c ---- */
 int nvmefs_journal_init(struct nvmefs_vol *vol);
 void nvmefs_journal_exit(struct nvmefs_vol *vol);
+/* Log INODE_FREE for every orphan (files unlinked while open before a
+ * crash); their count in *n. The caller commits. */
+int nvmefs_journal_reclaim_orphans(struct nvmefs_vol *vol, size_t *n);
+/* Apply rec (nvmefs_meta_apply) and append it to the open transaction
+ * (meta held). */
+int nvmefs_journal_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 /* Append an encoded record to the open transaction (meta held). */
 int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 /* Decode and apply a stream of len bytes of records (a checkpoint's or a
@@ -444,10 +418,6 @@ bool nvmefs_discover_is_tag(const char *spec);
 int nvmefs_discover(const char *spec, const char *search, char **paths, unsigned *n);
 
 /* ---- volume.c ---- */
-/* Aligned synchronous I/O on a member (metadata, labels). */
-int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
-		   size_t len);
-void *nvmefs_aligned_alloc(size_t len);
 /* Open the members (any order), check labels, load metadata. */
 int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
 		    const struct nvmefs_vol_opts *opts);
@@ -522,10 +492,9 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 /* Drop a handle's windows, waiting for those being read, and free it (at its
  * RELEASE; pf may be NULL). */
 void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf);
-/* Drop every handle's windows: before the pool goes (volume close). */
+/* Drop every handle's windows and free the handles never closed: before
+ * the pool goes (volume close), once no request runs. */
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol);
-/* Free the handles never closed (the inode goes at unmount). */
-void nvmefs_prefetch_free(struct nvmefs_inode *in);
 
 /* nvmefs_data_write_async flags */
 #define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
@@ -551,14 +520,6 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 			  uint64_t len);
 int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, int whence,
 		     uint64_t *res);
-/* Remove the mapping of slot comp range [lo, hi). With release, the space
- * goes to the open transaction's pending-free list (live) or nowhere
- * (replay: free space is rebuilt after). meta held. */
-int nvmefs_extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
-			 uint64_t lo, uint64_t hi, bool release);
-/* Map e into slot (the range must be unmapped); merges with neighbours. */
-int nvmefs_extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
-			 const struct nvmefs_ext *e);
 
 /* Largest file, 64 PiB: far below 2^64 so offset arithmetic cannot
  * overflow, and below 10^18 so that absurd sizes get EFBIG as on ext4. */

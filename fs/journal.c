@@ -58,6 +58,40 @@ int nvmefs_journal_error(struct nvmefs_vol *vol)
 	return atomic_load_explicit(&vol->j.error, memory_order_acquire);
 }
 
+int nvmefs_journal_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
+{
+	int ret = nvmefs_meta_apply(vol, rec);
+
+	if (ret) {
+		nvmefs_err("internal error: record type %u does not apply: %s", rec->type,
+			   strerror(-ret));
+		return ret == -EUCLEAN ? -EIO : ret;
+	}
+	return nvmefs_journal_append(vol, rec);
+}
+
+int nvmefs_journal_reclaim_orphans(struct nvmefs_vol *vol, size_t *n)
+{
+	int ret = 0;
+
+	*n = 0;
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
+			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+			next = in->hnext;
+			if (!in->orphan)
+				continue;
+			r.ino.ino = in->ino;
+			ret = nvmefs_journal_log(vol, &r); /* frees its extents too */
+			(*n)++;
+		}
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
 int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
 {
 	struct nvmefs_journal *j = &vol->j;
@@ -221,11 +255,10 @@ out:
 
 static void emit_dirty(struct nvmefs_vol *vol)
 {
-	struct nvmefs_journal *j = &vol->j;
 	struct nvmefs_rec r;
 
-	while (j->dirty) {
-		struct nvmefs_inode *in = j->dirty;
+	while (vol->dirty) {
+		struct nvmefs_inode *in = vol->dirty;
 
 		nvmefs_inode_undirty(in);
 		nvmefs_inode_to_rec(in, &r);
@@ -280,7 +313,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean, bool idl
 	pthread_mutex_lock(&vol->lock);
 	/* The committer's periodic call has nothing to do on an idle volume:
 	 * skip even the flushes (an fsync always flushes, for its data). */
-	if (idle_skip && !ckpt && !j->len && !j->dirty && !j->npf) {
+	if (idle_skip && !ckpt && !j->len && !vol->dirty && !j->npf) {
 		pthread_mutex_unlock(&vol->lock);
 		return 0;
 	}

@@ -18,32 +18,6 @@
 
 #include "nvmefs/util.h"
 
-void nvmefs_timespec_now(struct timespec *ts)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-}
-
-int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 16;
-	void *old, *v;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need) {
-		if (c > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		c *= 2;
-	}
-	memcpy(&old, vp, sizeof(old));
-	v = realloc(old, c * elem);
-	if (!v)
-		return -ENOMEM;
-	memcpy(vp, &v, sizeof(v));
-	*cap = c;
-	return 0;
-}
-
 static uint64_t hash_ino(uint64_t ino)
 {
 	ino ^= ino >> 33;
@@ -94,7 +68,6 @@ static void inode_free_mem(struct nvmefs_inode *in)
 	}
 	free(in->xattrs);
 	free(in->target);
-	nvmefs_prefetch_free(in); /* handles the kernel never released */
 	nvmefs_rl_exit(&in->io_lock);
 	pthread_rwlock_destroy(&in->map_lock);
 	free(in);
@@ -366,11 +339,11 @@ void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	atomic_fetch_add_explicit(&in->attr_gen, 1, memory_order_release);
 	if (in->dirty_pprev || in->dead || vol->replaying)
 		return;
-	in->dirty_next = vol->j.dirty;
+	in->dirty_next = vol->dirty;
 	if (in->dirty_next)
 		in->dirty_next->dirty_pprev = &in->dirty_next;
-	in->dirty_pprev = &vol->j.dirty;
-	vol->j.dirty = in;
+	in->dirty_pprev = &vol->dirty;
+	vol->dirty = in;
 }
 
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in)
@@ -706,18 +679,6 @@ int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	return -EUCLEAN;
 }
 
-int nvmefs_meta_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
-{
-	int ret = nvmefs_meta_apply(vol, rec);
-
-	if (ret) {
-		nvmefs_err("internal error: record type %u does not apply: %s", rec->type,
-			   strerror(-ret));
-		return ret == -EUCLEAN ? -EIO : ret;
-	}
-	return nvmefs_journal_append(vol, rec);
-}
-
 /* ---- checkpoint serialization and checks ---- */
 
 struct sbuf {
@@ -831,28 +792,6 @@ int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
 	*out = b.p;
 	*len = b.len;
 	return 0;
-}
-
-int nvmefs_meta_reclaim_orphans(struct nvmefs_vol *vol, size_t *n)
-{
-	int ret = 0;
-
-	*n = 0;
-	pthread_mutex_lock(&vol->lock);
-	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
-		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
-			struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
-
-			next = in->hnext;
-			if (!in->orphan)
-				continue;
-			r.ino.ino = in->ino;
-			ret = nvmefs_meta_log(vol, &r); /* frees its extents too */
-			(*n)++;
-		}
-	}
-	pthread_mutex_unlock(&vol->lock);
-	return ret;
 }
 
 static int u64_cmp(const void *a, const void *b)

@@ -2,7 +2,7 @@
 /*
  * The namespace: names, attributes, extended attributes and open counts of
  * the in-memory metadata, changed only through journal records
- * (nvmefs_meta_log). The rules every door shares live here (link counts,
+ * (nvmefs_journal_log). The rules every door shares live here (link counts,
  * rename with NOREPLACE and EXCHANGE, setgid directories, what a write
  * takes away, relatime, the space a name costs in a checkpoint); the doors
  * decode their requests, call these and reply (fs/ops.c for the mount).
@@ -108,7 +108,7 @@ static int log_dirent(struct nvmefs_vol *vol, uint16_t type, uint64_t parent, co
 	r.dirent.type = (uint8_t)IFTODT(child->mode);
 	r.dirent.name = name;
 	r.dirent.name_len = (uint16_t)strlen(name);
-	return nvmefs_meta_log(vol, &r);
+	return nvmefs_journal_log(vol, &r);
 }
 
 static int log_ino(struct nvmefs_vol *vol, uint16_t type, uint64_t ino)
@@ -116,7 +116,7 @@ static int log_ino(struct nvmefs_vol *vol, uint16_t type, uint64_t ino)
 	struct nvmefs_rec r = {.type = type};
 
 	r.ino.ino = ino;
-	return nvmefs_meta_log(vol, &r);
+	return nvmefs_journal_log(vol, &r);
 }
 
 static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
@@ -126,7 +126,7 @@ static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	r.xattr.ino = ino;
 	r.xattr.name = name;
 	r.xattr.name_len = (uint16_t)strlen(name);
-	return nvmefs_meta_log(vol, &r);
+	return nvmefs_journal_log(vol, &r);
 }
 
 static void touch_dir(struct nvmefs_vol *vol, struct nvmefs_inode *dir, const struct timespec *now)
@@ -385,7 +385,7 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uin
 		r.inode.target_len = (uint16_t)strlen(target);
 		r.inode.size = r.inode.target_len;
 	}
-	ret = nvmefs_meta_log(vol, &r);
+	ret = nvmefs_journal_log(vol, &r);
 	if (ret)
 		return ret;
 	in = nvmefs_iget(vol, r.inode.ino);
@@ -904,7 +904,7 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, con
 		r.xattr.name_len = (uint16_t)strlen(name);
 		r.xattr.value = value;
 		r.xattr.value_len = (uint32_t)size;
-		ret = nvmefs_meta_log(vol, &r);
+		ret = nvmefs_journal_log(vol, &r);
 	}
 	if (!ret) {
 		nvmefs_timespec_now(&in->ctime);

@@ -350,24 +350,14 @@ void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf)
 
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol)
 {
+	/* The request loop has stopped: no handle is used again, and those
+	 * the kernel never released go with their windows. */
 	pthread_mutex_lock(&vol->lock);
 	for (size_t i = 0; vol->itab && i < vol->itab_size; i++) {
 		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-			struct win *drop = NULL;
-
-			pthread_mutex_lock(&in->io_lock.mu);
-			for (struct nvmefs_prefetch *pf = in->pfs; pf; pf = pf->next)
-				drop_all(pf, &drop);
-			pthread_mutex_unlock(&in->io_lock.mu);
-			win_free_list(drop);
+			while (in->pfs)
+				nvmefs_prefetch_close(in, in->pfs);
 		}
 	}
 	pthread_mutex_unlock(&vol->lock);
-}
-
-void nvmefs_prefetch_free(struct nvmefs_inode *in)
-{
-	/* The inode is going: nothing else reaches in->pfs. */
-	while (in->pfs)
-		nvmefs_prefetch_close(in, in->pfs);
 }

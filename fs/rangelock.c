@@ -13,7 +13,7 @@
  * Unlike a pthread rwlock, an entry may be released by any thread: a write
  * locks its range in the FUSE worker and unlocks it in the I/O completion.
  */
-#include "fs_i.h"
+#include "rangelock_i.h"
 
 static bool conflicts(const struct nvmefs_rl_ent *a, const struct nvmefs_rl_ent *b)
 {
@@ -46,6 +46,12 @@ void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
 }
 
 __thread void (*nvmefs_wait_hook)(void);
+
+void nvmefs_before_wait(void)
+{
+	if (nvmefs_wait_hook)
+		nvmefs_wait_hook();
+}
 
 uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
 			uint64_t hi, bool excl)

@@ -7,6 +7,6 @@
 #    one of them calls belongs here.
 #  - FS_FUSE_SOURCES: the FUSE operations and receive loop, member
 #    discovery and the control files.
-set(FS_CORE_SOURCES format.c meta.c alloc.c journal.c volume.c rangelock.c data.c prefetch.c namei.c
+set(FS_CORE_SOURCES util.c format.c meta.c extmap.c alloc.c journal.c volume.c rangelock.c data.c prefetch.c namei.c
                     xlayout.c holder.c)
 set(FS_FUSE_SOURCES ops.c loop.c discover.c ctl.c)

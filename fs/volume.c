@@ -17,21 +17,6 @@
 
 #include "nvmefs/util.h"
 
-void *nvmefs_aligned_alloc(size_t len)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, NVMEFS_BLOCK, len ? len : NVMEFS_BLOCK))
-		return NULL;
-	return p;
-}
-
-int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
-		   size_t len)
-{
-	return nvmefs_dev_pio(&vol->set->devs[dev], write, off, buf, len);
-}
-
 static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvmefs_vol_opts *opts)
 {
 	struct nvmefs_vol *vol = calloc(1, sizeof(*vol));
@@ -200,7 +185,7 @@ static int check_members(struct nvmefs_vol *vol, struct nvmefs_label *labels)
 static int reclaim_orphans(struct nvmefs_vol *vol)
 {
 	size_t n = 0;
-	int ret = nvmefs_meta_reclaim_orphans(vol, &n);
+	int ret = nvmefs_journal_reclaim_orphans(vol, &n);
 
 	if (!ret && n) {
 		nvmefs_info("reclaimed %zu file(s) unlinked while open before the last shutdown",

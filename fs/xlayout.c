@@ -196,7 +196,7 @@ static int log_layout(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	nvmefs_timespec_now(&in->ctime);
 	nvmefs_inode_to_rec(in, &r);
 	r.inode.layout = *l;
-	return nvmefs_meta_log(vol, &r);
+	return nvmefs_journal_log(vol, &r);
 }
 
 int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, size_t size)

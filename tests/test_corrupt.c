@@ -56,7 +56,7 @@ static int log_rec(struct nvmefs_vol *vol, struct nvmefs_rec *r)
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = nvmefs_meta_log(vol, r);
+	ret = nvmefs_journal_log(vol, r);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }

@@ -47,7 +47,7 @@ static int create(struct nvmefs_vol *vol, const char *name, uint64_t *ino)
 	r.inode.mode = S_IFREG | 0644;
 	r.inode.nlink = 1;
 	nvmefs_layout_init(&r.inode.layout, vol->label.chunk_size, vol->ndevs, 0);
-	ret = nvmefs_meta_log(vol, &r);
+	ret = nvmefs_journal_log(vol, &r);
 	if (!ret) {
 		r = (struct nvmefs_rec){.type = NVMEFS_REC_DIRENT_ADD};
 		r.dirent.parent = NVMEFS_ROOT_INO;
@@ -55,7 +55,7 @@ static int create(struct nvmefs_vol *vol, const char *name, uint64_t *ino)
 		r.dirent.type = DT_REG;
 		r.dirent.name = name;
 		r.dirent.name_len = (uint16_t)strlen(name);
-		ret = nvmefs_meta_log(vol, &r);
+		ret = nvmefs_journal_log(vol, &r);
 		*ino = r.dirent.child;
 	}
 	pthread_mutex_unlock(&vol->lock);
@@ -262,11 +262,11 @@ static void test_free_after_commit(void)
 	r.extent.ino = ino;
 	r.extent.dev_off = off;
 	r.extent.len = 1 << 20;
-	CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+	CHECK_ERR(nvmefs_journal_log(vol, &r), 0);
 	r = (struct nvmefs_rec){.type = NVMEFS_REC_PUNCH};
 	r.punch.ino = ino;
 	r.punch.len = UINT64_MAX;
-	CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+	CHECK_ERR(nvmefs_journal_log(vol, &r), 0);
 	CHECK(vol->free_bytes == free0 - (1 << 20)); /* still held */
 	CHECK(vol->pending_bytes == 1 << 20);
 	pthread_mutex_unlock(&vol->lock);
@@ -314,14 +314,14 @@ static void test_dirty_list(void)
 		r.dirent.child = ino[freed[k]];
 		r.dirent.name = name;
 		r.dirent.name_len = (uint16_t)strlen(name);
-		CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+		CHECK_ERR(nvmefs_journal_log(vol, &r), 0);
 		r = (struct nvmefs_rec){.type = NVMEFS_REC_INODE_FREE};
 		r.ino.ino = ino[freed[k]];
-		CHECK_ERR(nvmefs_meta_log(vol, &r), 0);
+		CHECK_ERR(nvmefs_journal_log(vol, &r), 0);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	CHECK_ERR(nvmefs_journal_commit(vol), 0);
-	CHECK(vol->j.dirty == NULL);
+	CHECK(vol->dirty == NULL);
 	nvmefs_vol_abandon(vol);
 	vol = open_vol();
 	if (!vol)

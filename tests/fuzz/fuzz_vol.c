@@ -350,7 +350,7 @@ int fuzz_vol_mount_tail(struct nvmefs_vol *vol)
 	{
 		size_t n;
 
-		ret = nvmefs_meta_reclaim_orphans(vol, &n);
+		ret = nvmefs_journal_reclaim_orphans(vol, &n);
 	}
 	if (ret)
 		return ret;

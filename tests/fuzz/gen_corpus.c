@@ -536,7 +536,7 @@ static void commit(struct nvmefs_vol *vol, const struct recs *rs, size_t from, s
 
 	pthread_mutex_lock(&vol->lock);
 	for (size_t i = from; i < to && !ret; i++)
-		ret = nvmefs_meta_log(vol, &rs->v[i]);
+		ret = nvmefs_journal_log(vol, &rs->v[i]);
 	pthread_mutex_unlock(&vol->lock);
 	if (!ret)
 		ret = nvmefs_journal_commit(vol);

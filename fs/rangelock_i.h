@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rangelock_i.h: byte-range locks on one file's data (fs/rangelock.c), and
+ * the hook a thread calls before it waits for another one. The lock's
+ * internals (its mutex, list and generation) are its own; fs/prefetch.c
+ * reads the generation only through what nvmefs_rl_lock returns.
+ */
+#ifndef NVMEFS_RANGELOCK_I_H
+#define NVMEFS_RANGELOCK_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * A byte-range lock on one file's data (fs/rangelock.c). Each holder owns
+ * an entry from lock to unlock; entries may be unlocked by another thread.
+ */
+struct nvmefs_rl_ent {
+	struct nvmefs_rl_ent *next;
+	uint64_t lo, hi; /* [lo, hi) */
+	bool excl;
+};
+
+struct nvmefs_rangelock {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct nvmefs_rl_ent *head, **tail; /* mu: entries in arrival order */
+	unsigned waiters;		    /* mu */
+	/* mu: bumped each time an exclusive entry is granted, i.e. whenever
+	 * the data or the size may change. What was read while it stayed the
+	 * same is still the file's content (fs/prefetch.c). */
+	uint64_t gen;
+};
+
+void nvmefs_rl_init(struct nvmefs_rangelock *rl);
+void nvmefs_rl_exit(struct nvmefs_rangelock *rl); /* no entry may be held */
+/* Lock [lo, hi) shared or exclusive with entry e (the caller's until
+ * unlock), waiting for every earlier conflicting entry: FIFO, no starvation.
+ * NVMEFS_RL_ALL as hi locks to the end of any file. Returns the lock's
+ * generation once granted (this grant counted, if exclusive). */
+uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
+			uint64_t hi, bool excl);
+/* Release e; any thread may. */
+void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
+#define NVMEFS_RL_ALL UINT64_MAX
+
+/*
+ * A thread about to wait for another one or for the devices (a range lock,
+ * a read-ahead window, a synchronous I/O, a journal commit) calls
+ * nvmefs_before_wait(): the request loop's worker that is reading
+ * /dev/fuse for everyone sets the hook, to hand that job to another worker
+ * first (fs/loop.c). Nothing otherwise.
+ */
+extern __thread void (*nvmefs_wait_hook)(void);
+void nvmefs_before_wait(void);
+
+#endif

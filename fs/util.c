@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Helpers every module of the core uses and that use no module of it:
+ * growing arrays, block-aligned buffers, the clock, synchronous I/O on one
+ * member. They sit below the rest (docs/ARCHITECTURE.md), so that no two
+ * modules of the core call each other in a loop.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs_i.h"
+
+void nvmefs_timespec_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 16;
+	void *old, *v;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need) {
+		if (c > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		c *= 2;
+	}
+	memcpy(&old, vp, sizeof(old));
+	v = realloc(old, c * elem);
+	if (!v)
+		return -ENOMEM;
+	memcpy(vp, &v, sizeof(v));
+	*cap = c;
+	return 0;
+}
+
+void *nvmefs_aligned_alloc(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, NVMEFS_BLOCK, len ? len : NVMEFS_BLOCK))
+		return NULL;
+	return p;
+}
+
+int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
+		   size_t len)
+{
+	return nvmefs_dev_pio(&vol->set->devs[dev], write, off, buf, len);
+}
