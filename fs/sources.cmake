@@ -2,11 +2,13 @@
 # The sources of fs/, relative to this directory, for the main build
 # (fs/CMakeLists.txt) and the fuzz build (tests/fuzz), so that a new file
 # reaches both:
-#  - FS_CORE_SOURCES: the format, metadata, journal and data path, which
-#    need neither FUSE nor json-c; the fuzzers build these. A file that
-#    one of them calls belongs here.
-#  - FS_FUSE_SOURCES: the FUSE operations and receive loop, member
-#    discovery and the control files.
-set(FS_CORE_SOURCES util.c format.c meta.c extmap.c alloc.c journal.c volume.c rangelock.c data.c prefetch.c namei.c
-                    xlayout.c holder.c)
-set(FS_FUSE_SOURCES ops.c loop.c discover.c ctl.c)
+#  - FS_CORE_SOURCES (core/): the filesystem with no transport: on-disk
+#    format, metadata, extent maps, allocator, journal, volume, data path,
+#    read-ahead, the namespace API (core/namei.h), layouts, member discovery.
+#    No FUSE header; the fuzzers build these.
+#  - FS_FUSE_SOURCES (fuse/): the FUSE door: the low-level operations, the
+#    request loop and the control files.
+set(FS_CORE_SOURCES core/util.c core/format.c core/meta.c core/extmap.c core/alloc.c
+                    core/journal.c core/volume.c core/rangelock.c core/data.c core/prefetch.c
+                    core/namei.c core/xlayout.c core/holder.c core/discover.c)
+set(FS_FUSE_SOURCES fuse/ops.c fuse/loop.c fuse/ctl.c)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The data path's promises, read off the daemon's counters (the "data"
-# object of MOUNTPOINT/.nvmefs/stats, fs/ctl.c):
+# object of MOUNTPOINT/.nvmefs/stats, fs/fuse/ctl.c):
 #  - zero copy: aligned 1 MiB writes go to the devices straight from the
 #    buffer the request arrived in (every such write counted zero-copy, no
 #    byte copied), in direct mode (O_DIRECT-like writes) and in cached mode
@@ -429,7 +429,7 @@ d = open(sys.argv[1], "rb").read()
 assert all(d[i << 20:(i + 1) << 20] == bytes([65 + i]) * (1 << 20) for i in range(4))
 ' "$MNT/c" || check "direct: each writer's MiB is there" false
 # A worker waiting for a range lock does not hold up other requests: with
-# one worker reading /dev/fuse for everyone (fs/loop.c), it hands that job
+# one worker reading /dev/fuse for everyone (fs/fuse/loop.c), it hands that job
 # over before it waits. Writer A's MiB is at the devices for 2 s; writer
 # B waits behind it for the same MiB; a LOOKUP sent then must be answered
 # while A is still out (without the hand-over it takes 1.5 s or more).

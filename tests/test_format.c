@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fs/format.c: every on-disk structure round-trips through its encoder and
+ * fs/core/format.c: every on-disk structure round-trips through its encoder and
  * decoder, and the decoders refuse what is not well formed: every single
  * flipped bit of a label, superblock, journal transaction and checkpoint
  * block; truncated and over-long records; names with '/' or NUL; bad

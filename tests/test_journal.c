@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fs/journal.c and fs/meta.c through the library, on image files formatted
+ * fs/core/journal.c and fs/core/meta.c through the library, on image files formatted
  * by mkfs.nvmefs: committed records survive an abandoned (killed) volume,
  * uncommitted ones do not; a torn last transaction ends the log without
  * harm and later commits continue after it; enough commits to wrap the
@@ -91,7 +91,7 @@ static void test_commit_and_abandon(void)
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 
-/* The entry hash as it was before it took a key (fs/meta.c): FNV-1a from
+/* The entry hash as it was before it took a key (fs/core/meta.c): FNV-1a from
  * an offset basis mixed with the parent, the same for every volume. */
 static uint64_t unkeyed_hash(uint64_t parent, const char *name)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The namespace rules of the core (fs/namei.h), called as a door calls
+ * The namespace rules of the core (fs/core/namei.h), called as a door calls
  * them, on image files formatted by mkfs.nvmefs: no kernel mount, no
  * /dev/fuse, no root. Creating every kind of inode, owners by the caller's
  * ids and setgid directories, links and link counts, unlink and rmdir,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of fs/rangelock.c, the byte-range lock on a file's data:
+ * Unit test of fs/core/rangelock.c, the byte-range lock on a file's data:
  *  - disjoint exclusive ranges are held at once (writers of one file at
  *    different offsets do not wait for each other);
  *  - overlapping shared ranges are held at once, an overlapping exclusive
@@ -114,7 +114,7 @@ static void test_disjoint_and_shared(void)
 	struct nvmefs_rl_ent a, b, c, d;
 
 	nvmefs_rl_init(&rl);
-	/* The generation counts exclusive grants only (fs/prefetch.c). */
+	/* The generation counts exclusive grants only (fs/core/prefetch.c). */
 	CHECK(nvmefs_rl_lock(&rl, &a, 0, 4096, true) == 1);
 	CHECK(nvmefs_rl_lock(&rl, &b, 4096, 8192, true) == 2); /* returns: no overlap */
 	nvmefs_rl_unlock(&rl, &a);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fuzz harnesses' volume: struct nvmefs_vol set up as fs/volume.c's
+ * The fuzz harnesses' volume: struct nvmefs_vol set up as fs/core/volume.c's
  * vol_alloc() and vol_set_geometry() do, without devices (or with a memfd as
  * every member, for the loader), plus what mount does after loading and the
  * crc re-sealing that lets mutated inputs past the checksums.

@@ -6,7 +6,7 @@
  * targets that run the real loader, the steps mount takes after loading, and
  * helpers that re-seal crcs so the fuzzer can reach past them.
  *
- * Everything here mimics fs/volume.c and fs/journal.c, whose helpers
+ * Everything here mimics fs/core/volume.c and fs/core/journal.c, whose helpers
  * (vol_alloc, apply_stream, replay, reclaim_orphans) are static; keep the
  * two in step when those change.
  */
@@ -38,7 +38,7 @@
 #define FUZZ_HASH_SIZE	8u /* initial inode and entry hash buckets */
 #define FUZZ_NAME_SEED	7u /* keys the entry hash (meta.c), fixed */
 
-/* Frame magics (docs/FORMAT.md; private to fs/format.c). */
+/* Frame magics (docs/FORMAT.md; private to fs/core/format.c). */
 #define FUZZ_LABEL_MAGIC "NVMEFSL1"
 #define FUZZ_SUPER_MAGIC "NVMEFSS1"
 #define FUZZ_TXN_MAGIC	 "NVMEFSJ1"

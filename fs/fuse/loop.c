@@ -54,7 +54,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 
-#include "fs_i.h"
+#include "door_i.h"
 
 #include <errno.h>
 #include <numa.h>

@@ -313,7 +313,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	in->gid = r->inode.gid;
 	in->nlink = r->inode.nlink;
 	in->flags = r->inode.flags;
-	/* READs read the size without meta (fs/data.c). */
+	/* READs read the size without meta (fs/core/data.c). */
 	__atomic_store_n(&in->size, r->inode.size, __ATOMIC_RELEASE);
 	in->rdev = r->inode.rdev;
 	ts_from(&in->atime, r->inode.atime);

@@ -12,7 +12,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 
-#include "fs_i.h"
+#include "door_i.h"
 #include "namei.h"
 #include "reply_open_i.h"
 
@@ -73,7 +73,7 @@ static struct nvmefs_cred req_cred(fuse_req_t req)
 	return (struct nvmefs_cred){.uid = ctx->uid, .gid = ctx->gid};
 }
 
-/* The root's ".nvmefs" is the control directory (fs/ctl.c), never a file. */
+/* The root's ".nvmefs" is the control directory (fs/fuse/ctl.c), never a file. */
 static bool is_ctl_name(uint64_t parent, const char *name)
 {
 	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);

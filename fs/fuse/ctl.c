@@ -16,7 +16,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
-#include "fs_i.h"
+#include "door_i.h"
 
 #include <errno.h>
 #include <json-c/json.h>

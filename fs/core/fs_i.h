@@ -95,14 +95,14 @@ struct nvmefs_inode {
 	 * commit: NULL when not. Doubly linked (as the kernel's hlist) so that
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
 	struct nvmefs_inode *dirty_next, **dirty_pprev;
-	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/rangelock.c) */
+	struct nvmefs_rangelock io_lock; /* orders data I/O (fs/core/rangelock.c) */
 	/* The layout and the extent maps (slots): changed holding meta and
 	 * this lock written; read holding either (a READ takes only this). */
 	pthread_rwlock_t map_lock;
 	/* Bumped by every attribute change (nvmefs_inode_dirty): a reader
 	 * that saw the same value need not look at atime again. */
 	atomic_uint_fast64_t attr_gen;
-	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/prefetch.c) */
+	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -165,7 +165,7 @@ struct nvmefs_vol_opts {
 	/* fsck: load what is on disk and stop there; overlapping extents,
 	 * dangling entries and orphans are left for the checker to find. */
 	bool check;
-	/* What else is in force, shown in .nvmefs/config (fs/ctl.c); the
+	/* What else is in force, shown in .nvmefs/config (fs/fuse/ctl.c); the
 	 * strings are the caller's and outlive the volume. */
 	const char *source, *mountpoint;
 	unsigned threads;
@@ -228,7 +228,7 @@ struct nvmefs_vol {
 	} stats;
 	atomic_uint pf_bufs;  /* pool buffers held by read-ahead windows */
 	unsigned pf_max_bufs; /* at most this many: a quarter of the pool */
-	/* FUSE requests received, by opcode (fs/ctl.c; relaxed atomics). */
+	/* FUSE requests received, by opcode (fs/fuse/ctl.c; relaxed atomics). */
 	atomic_uint_fast64_t req_count[NVMEFS_CTL_OPS];
 	uint64_t mounted_ns; /* nvmefs_now_ns() at mount */
 	/* The root holds a real ".nvmefs" (made before the control directory
@@ -236,7 +236,7 @@ struct nvmefs_vol {
 	bool ctl_shadowed;
 	struct timespec mounted_at; /* the control files' times */
 	struct nvmefs_journal j;
-	/* The test daemon nvmefs-fi only (fs/testctl.c): a setxattr of
+	/* The test daemon nvmefs-fi only (fs/tools/testctl.c): a setxattr of
 	 * NVMEFS_TEST_CTL_XATTR on the root is a command to it. NULL in nvmefs. */
 	int (*test_ctl)(struct nvmefs_vol *vol, const char *cmd, size_t len);
 	/* The test daemon only: true once its emulated power is cut; data
@@ -361,35 +361,12 @@ int nvmefs_xlayout_get(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t l
  * A file's only while it holds no data (-ENOTEMPTY). 0 or -errno. */
 int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, size_t size);
 
-/* ---- ctl.c: the hidden control directory MOUNTPOINT/.nvmefs ---- */
+/* The hidden control directory MOUNTPOINT/.nvmefs (fs/fuse/ctl.c): the
+ * name no entry of the root may take, and its inode numbers. */
 #define NVMEFS_CTL_NAME	  ".nvmefs"
 #define NVMEFS_CTL_DIR	  (NVMEFS_INO_MAX + 1)
 #define NVMEFS_CTL_STATS  (NVMEFS_INO_MAX + 2)
 #define NVMEFS_CTL_CONFIG (NVMEFS_INO_MAX + 3)
-/* Count one FUSE request (the receive loop). */
-void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
-/* True for the control directory and its files. */
-bool nvmefs_ctl_ino(uint64_t ino);
-/* Attributes of a control inode: 0 or -ENOENT. */
-int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
-/* The attribute and entry cache time of every reply (fs/ops.c). */
-#define NVMEFS_ATTR_TIMEOUT 60.0
-/* An entry for a control inode (lookup and readdirplus alike). */
-struct fuse_entry_param;
-void nvmefs_ctl_entry(const struct nvmefs_vol *vol, uint64_t ino, struct fuse_entry_param *e);
-/* name in parent when it is a control entry: 0 with *e filled, -ENOENT
- * for another name in the control directory, 1 when not ours to answer
- * (also ".nvmefs" when a real entry of that name is in the root). */
-int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
-		      struct fuse_entry_param *e);
-/* The control file's text, made now (malloc'ed, the caller frees): 0,
- * -EISDIR or -ENOMEM. */
-int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
-/* The control directory's entries from offset off into buf (size bytes),
- * as FUSE's readdir(plus) replies hold them: the bytes used. */
-struct fuse_req;
-size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf,
-			  size_t size, off_t off, bool plus);
 
 /* ---- holder.c ---- */
 /*
@@ -436,12 +413,12 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 /*
  * Pool buffers (vol->pool, vol->buf_size bytes each) carry data from
  * NVMEFS_DATA_OFF on: the FUSE loop receives a request so that a WRITE's
- * payload starts there (fs/loop.c), and reads and writes use the same area
+ * payload starts there (fs/fuse/loop.c), and reads and writes use the same area
  * for the block-aligned range they move.
  */
 #define NVMEFS_DATA_OFF 4096u
 
-/* Bytes per pool buffer: the largest FUSE request (1 MiB, fs/loop.c) and
+/* Bytes per pool buffer: the largest FUSE request (1 MiB, fs/fuse/loop.c) and
  * a block either side of it (its header page, an unaligned range's edge). */
 #define NVMEFS_POOL_BUF	    ((1u << 20) + 2 * NVMEFS_BLOCK)
 #define NVMEFS_POOL_DEFAULT (64u << 20) /* -o pool= */
@@ -528,31 +505,5 @@ int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 /* Largest inode number: numbers are never reused within a mount, and 2^62
  * keeps next_ino far from wrapping. */
 #define NVMEFS_INO_MAX ((1ull << 62) - 1)
-
-/* ---- loop.c: the FUSE request loop ---- */
-struct fuse_session;
-/*
- * Serve se with threads workers until it is unmounted or a signal stops it.
- * after_init(arg), if given, runs once, right after the INIT reply went to
- * the kernel. Returns 0, or -errno when receiving failed.
- */
-int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
-		    void (*after_init)(void *arg), void *arg);
-/*
- * Add flags (FUSE_* INIT flags, 64 bits: the high half goes to flags2) to
- * the INIT reply libfuse sends; for flags libfuse 3.14 has no capability
- * for. Call from the init handler, before the reply is sent.
- */
-void nvmefs_loop_init_flags(uint64_t flags);
-/*
- * The pool buffer the calling worker received its current request into,
- * now the caller's (the worker takes another); outside a worker, a fresh
- * pool buffer. NULL only when the pool cannot allocate.
- */
-void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
-
-/* ---- ops.c ---- */
-struct fuse_lowlevel_ops;
-extern const struct fuse_lowlevel_ops nvmefs_ops;
 
 #endif

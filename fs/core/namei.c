@@ -5,7 +5,7 @@
  * (nvmefs_journal_log). The rules every door shares live here (link counts,
  * rename with NOREPLACE and EXCHANGE, setgid directories, what a write
  * takes away, relatime, the space a name costs in a checkpoint); the doors
- * decode their requests, call these and reply (fs/ops.c for the mount).
+ * decode their requests, call these and reply (fs/fuse/ops.c for the mount).
  * See namei.h for the contract.
  */
 #include <dirent.h>
@@ -65,7 +65,7 @@ static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, uint64_t ino)
 	return in && !in->dead ? in : NULL;
 }
 
-/* The root's ".nvmefs" names the mount's control directory (fs/ctl.c): no
+/* The root's ".nvmefs" names the mount's control directory (fs/fuse/ctl.c): no
  * door may make an entry of that name. */
 static bool is_ctl_name(uint64_t parent, const char *name)
 {

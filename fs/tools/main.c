@@ -4,8 +4,8 @@
  *
  *   nvmefs DEV[,DEV...]|UUID=uuid|LABEL=label MOUNTPOINT [-o OPTS] [-f] [-d]
  *
- * Finds the members when named by tag (fs/discover.c), opens and checks the members and loads the
- * metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
+ * Finds the members when named by tag (fs/core/discover.c), opens and checks the members and loads
+ * the metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
  * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with libfuse's
  * multithreaded loop until unmounted, and writes a final checkpoint so the next mount replays
  * nothing.
@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "door_i.h"
 #ifdef NVMEFS_FAULT_INJECTION
 #include "fault_i.h"
 #include "testctl.h"
@@ -558,7 +558,7 @@ int main(int argc, char **argv)
 	}
 	/* Held until the members are closed: through it, a tool that finds
 	 * them busy after umount sees that our connection is gone, and waits
-	 * for us rather than refusing (fs/holder.c). */
+	 * for us rather than refusing (fs/core/holder.c). */
 	conn_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 	if (fuse_daemonize(c.foreground))
 		goto out_unmount;

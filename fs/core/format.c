@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Encoding and checking of nvmefs's on-disk structures (fs/format.h). The
+ * Encoding and checking of nvmefs's on-disk structures (fs/core/format.h). The
  * decoders are the first thing that touches bytes read from a device, so
  * they check bounds before every read and accept nothing they cannot prove
  * well formed; a fuzzer drives them directly.

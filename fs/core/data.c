@@ -492,7 +492,7 @@ static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *bu
 	/* The size is not under the range lock: a write elsewhere in the
 	 * file may extend it at any time (an atomic store, after the extents
 	 * are in the maps). A read-ahead window records what it used
-	 * (fs/prefetch.c). */
+	 * (fs/core/prefetch.c). */
 	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	if (view)
 		atomic_store(&view->size, size);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rangelock_i.h: byte-range locks on one file's data (fs/rangelock.c), and
+ * rangelock_i.h: byte-range locks on one file's data (fs/core/rangelock.c), and
  * the hook a thread calls before it waits for another one. The lock's
- * internals (its mutex, list and generation) are its own; fs/prefetch.c
+ * internals (its mutex, list and generation) are its own; fs/core/prefetch.c
  * reads the generation only through what nvmefs_rl_lock returns.
  */
 #ifndef NVMEFS_RANGELOCK_I_H
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 /*
- * A byte-range lock on one file's data (fs/rangelock.c). Each holder owns
+ * A byte-range lock on one file's data (fs/core/rangelock.c). Each holder owns
  * an entry from lock to unlock; entries may be unlocked by another thread.
  */
 struct nvmefs_rl_ent {
@@ -29,7 +29,7 @@ struct nvmefs_rangelock {
 	unsigned waiters;		    /* mu */
 	/* mu: bumped each time an exclusive entry is granted, i.e. whenever
 	 * the data or the size may change. What was read while it stayed the
-	 * same is still the file's content (fs/prefetch.c). */
+	 * same is still the file's content (fs/core/prefetch.c). */
 	uint64_t gen;
 };
 
@@ -50,7 +50,7 @@ void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
  * a read-ahead window, a synchronous I/O, a journal commit) calls
  * nvmefs_before_wait(): the request loop's worker that is reading
  * /dev/fuse for everyone sets the hook, to hand that job to another worker
- * first (fs/loop.c). Nothing otherwise.
+ * first (fs/fuse/loop.c). Nothing otherwise.
  */
 extern __thread void (*nvmefs_wait_hook)(void);
 void nvmefs_before_wait(void);

@@ -12,7 +12,7 @@
  * connection is gone (what libfuse's fuse_kern_unmount tests too). A copy
  * of it is taken with pidfd_getfd(2) (root, or the daemon's owner) and
  * polled without waiting; nothing is read or written. The daemon keeps a
- * descriptor of the connection until its members are closed (fs/main.c),
+ * descriptor of the connection until its members are closed (fs/tools/main.c),
  * so an nvmefs daemon holding members without one is still mounting them.
  */
 #include "fs_i.h"

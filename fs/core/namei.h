@@ -2,7 +2,7 @@
 /*
  * namei.h: the filesystem core's namespace API: names, attributes,
  * extended attributes and open counts, for any door (the FUSE adapter in
- * fs/ops.c, a native client, the unit tests) with no FUSE type in sight.
+ * fs/fuse/ops.c, a native client, the unit tests) with no FUSE type in sight.
  *
  * Every function takes plain arguments (the volume, inode numbers, the
  * caller's ids, buffers), takes the locks it needs itself (the metadata
@@ -132,7 +132,7 @@ void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /*
  * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE and FALLOC_FL_PUNCH_HOLE on the
- * regular file ino, under its whole-file range lock (fs/data.c).
+ * regular file ino, under its whole-file range lock (fs/core/data.c).
  */
 int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len);
 
@@ -178,7 +178,7 @@ void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);
  * EOPNOTSUPP: no POSIX ACLs). flags are setxattr(2)'s XATTR_CREATE and
  * XATTR_REPLACE. get and list copy into buf of size bytes and return the
  * length, or with size 0 only the length; -ERANGE when buf is too small.
- * The layout xattr (NVMEFS_LAYOUT_XATTR) is virtual: fs/xlayout.c.
+ * The layout xattr (NVMEFS_LAYOUT_XATTR) is virtual: fs/core/xlayout.c.
  */
 int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
 		     size_t size, int flags);

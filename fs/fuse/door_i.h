@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * door_i.h: what the FUSE door's files (fs/fuse/) share: the request loop,
+ * the control files and the low-level operations. The core (fs/core/)
+ * never includes this header nor any of libfuse's.
+ */
+#ifndef NVMEFS_DOOR_I_H
+#define NVMEFS_DOOR_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fs_i.h"
+
+/* ---- ctl.c: the hidden control directory MOUNTPOINT/.nvmefs ---- */
+/* Count one FUSE request (the receive loop). */
+void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
+/* True for the control directory and its files. */
+bool nvmefs_ctl_ino(uint64_t ino);
+/* Attributes of a control inode: 0 or -ENOENT. */
+int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
+/* The attribute and entry cache time of every reply (fs/fuse/ops.c). */
+#define NVMEFS_ATTR_TIMEOUT 60.0
+/* An entry for a control inode (lookup and readdirplus alike). */
+struct fuse_entry_param;
+void nvmefs_ctl_entry(const struct nvmefs_vol *vol, uint64_t ino, struct fuse_entry_param *e);
+/* name in parent when it is a control entry: 0 with *e filled, -ENOENT
+ * for another name in the control directory, 1 when not ours to answer
+ * (also ".nvmefs" when a real entry of that name is in the root). */
+int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char *name,
+		      struct fuse_entry_param *e);
+/* The control file's text, made now (malloc'ed, the caller frees): 0,
+ * -EISDIR or -ENOMEM. */
+int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
+/* The control directory's entries from offset off into buf (size bytes),
+ * as FUSE's readdir(plus) replies hold them: the bytes used. */
+struct fuse_req;
+size_t nvmefs_ctl_readdir(struct fuse_req *req, const struct nvmefs_vol *vol, char *buf,
+			  size_t size, off_t off, bool plus);
+
+/* ---- loop.c: the FUSE request loop ---- */
+struct fuse_session;
+/*
+ * Serve se with threads workers until it is unmounted or a signal stops it.
+ * after_init(arg), if given, runs once, right after the INIT reply went to
+ * the kernel. Returns 0, or -errno when receiving failed.
+ */
+int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
+		    void (*after_init)(void *arg), void *arg);
+/*
+ * Add flags (FUSE_* INIT flags, 64 bits: the high half goes to flags2) to
+ * the INIT reply libfuse sends; for flags libfuse 3.14 has no capability
+ * for. Call from the init handler, before the reply is sent.
+ */
+void nvmefs_loop_init_flags(uint64_t flags);
+/*
+ * The pool buffer the calling worker received its current request into,
+ * now the caller's (the worker takes another); outside a worker, a fresh
+ * pool buffer. NULL only when the pool cannot allocate.
+ */
+void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
+
+/* ---- ops.c ---- */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops nvmefs_ops;
+
+#endif
