@@ -102,6 +102,10 @@ struct nvmefs_inode {
 	/* Bumped by every attribute change (nvmefs_inode_dirty): a reader
 	 * that saw the same value need not look at atime again. */
 	atomic_uint_fast64_t attr_gen;
+	/* May hold what a write takes away (setuid; setgid with group
+	 * execute; security.capability): kept by nvmefs_inode_note_privs at
+	 * every change of the mode or the xattrs, read by every WRITE. */
+	atomic_bool privs;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
 };
 
@@ -280,6 +284,8 @@ size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Recompute in->privs from the mode and the xattrs (meta held). */
+void nvmefs_inode_note_privs(struct nvmefs_inode *in);
 void nvmefs_inode_undirty(struct nvmefs_inode *in);
 /* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);

@@ -320,6 +320,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	ts_from(&in->mtime, r->inode.mtime);
 	ts_from(&in->ctime, r->inode.ctime);
 	ts_from(&in->crtime, r->inode.crtime);
+	nvmefs_inode_note_privs(in);
 	return 0;
 }
 
@@ -594,6 +595,15 @@ static struct nvmefs_xattr *xattr_find(struct nvmefs_inode *in, const char *name
 	return NULL;
 }
 
+void nvmefs_inode_note_privs(struct nvmefs_inode *in)
+{
+	static const char caps[] = "security.capability";
+	bool p = (in->mode & S_ISUID) || ((in->mode & S_ISGID) && (in->mode & S_IXGRP)) ||
+		 (in->nxattrs && xattr_find(in, caps, sizeof(caps) - 1));
+
+	atomic_store_explicit(&in->privs, p, memory_order_release);
+}
+
 static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 {
 	struct nvmefs_inode *in = nvmefs_iget(vol, r->xattr.ino);
@@ -629,6 +639,7 @@ static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	free(x->value);
 	x->value = value;
 	x->value_len = r->xattr.value_len;
+	nvmefs_inode_note_privs(in);
 	return 0;
 err_value:
 	free(value);
@@ -649,6 +660,7 @@ static int apply_xattr_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	free(x->name);
 	free(x->value);
 	*x = in->xattrs[--in->nxattrs];
+	nvmefs_inode_note_privs(in);
 	return 0;
 }
 

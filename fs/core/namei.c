@@ -266,8 +266,10 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *a
 	}
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	if (to_set & NVMEFS_SET_MODE)
+	if (to_set & NVMEFS_SET_MODE) {
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+		nvmefs_inode_note_privs(in);
+	}
 	if (to_set & NVMEFS_SET_UID)
 		in->uid = attr->st_uid;
 	if (to_set & NVMEFS_SET_GID)
@@ -761,12 +763,16 @@ int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32
 	bool changed = false;
 	int ret = 0;
 
+	/* Most files hold nothing to take away: no lock for them. */
+	if (!atomic_load_explicit(&in->privs, memory_order_acquire))
+		return 0;
 	pthread_mutex_lock(&vol->lock);
 	if (writer != 0) {
 		mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
 
 		if (in->mode & kill) {
 			in->mode &= ~kill;
+			nvmefs_inode_note_privs(in);
 			changed = true;
 		}
 	}
