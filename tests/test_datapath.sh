@@ -26,7 +26,9 @@
 #    the page cache (FUSE 7.39+), and readers' caches and mappings see its
 #    writes; so do they an O_DIRECT handle's, in cached and direct mode;
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
-#    kernel's late SETATTR of its times is answered, not refused).
+#    kernel's late SETATTR of its times is answered, not refused);
+#  - an overwrite (no metadata lock) moves mtime at once, durably, and a
+#    time given after it wins.
 # No timing is asserted: the counter says what overlapped.
 # usage: test_datapath.sh BUILD_DIR
 set -euo pipefail
@@ -517,6 +519,27 @@ check "cached: the slowly written file reads back" cmp "$MNT_TMP/src" "$MNT/d"
 dd if="$MNT_TMP/src" of="$MNT/e" bs=1M count=8 conv=fsync status=none
 rm "$MNT/e"
 check "cached: syncfs after deleting a written file" sync -f "$MNT"
+mnt_umount
+
+# An overwrite of written blocks takes no metadata lock: its mtime goes to
+# the inode's pending time and reaches the journal with the inode's next
+# commit. It must show at once, survive a remount, and lose to times given
+# after it (touch -d).
+mnt_mount mode=direct
+dd if="$MNT_TMP/src" of="$MNT/ow" bs=1M count=4 conv=fsync status=none
+t0=$(stat -c %Y.%y "$MNT/ow")
+sleep 1.1
+w0=$(counter zero_copy_writes)
+dd if="$MNT_TMP/src" of="$MNT/ow" bs=1M count=1 seek=2 conv=notrunc,fsync oflag=direct status=none
+t1=$(stat -c %Y.%y "$MNT/ow")
+check "direct: an overwrite went out ($(($(counter zero_copy_writes) - w0)) aligned writes)" \
+	test "$(counter zero_copy_writes)" -gt "$w0"
+check "direct: an overwrite moves mtime ($t0 -> $t1)" test "${t1%%.*}" -gt "${t0%%.*}"
+mnt_remount mode=direct
+check "direct: an overwrite's mtime survives a remount" test "$(stat -c %Y.%y "$MNT/ow")" = "$t1"
+dd if="$MNT_TMP/src" of="$MNT/ow" bs=1M count=1 conv=notrunc oflag=direct status=none
+touch -d 2001-01-01 "$MNT/ow"
+check "direct: a time given after an overwrite wins" test "$(stat -c %Y "$MNT/ow")" = 978307200
 mnt_umount
 
 mnt_result

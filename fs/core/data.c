@@ -275,6 +275,7 @@ static int log_extents(struct nvmefs_vol *vol, struct plan *pl)
 
 static void touch_mc(struct nvmefs_inode *in)
 {
+	atomic_store(&in->wtime_ns, 0); /* older than now */
 	nvmefs_timespec_now(&in->mtime);
 	in->ctime = in->mtime;
 }
@@ -313,6 +314,61 @@ static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 			return ret;
 		pl->nio = 0;
 		memset(pl->last_end, 0, sizeof(pl->last_end));
+	}
+}
+
+/* An overwrite's piece: only written extents; anything else (a hole to
+ * allocate, an unwritten extent to record) needs plan_walk. */
+static int overwrite_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
+			   void *ctx)
+{
+	(void)vol;
+	(void)in;
+	if (p->state != P_WRITTEN)
+		return -EAGAIN;
+	return plan_io(ctx, p->dev, p->dev_off, p->len, p->buf_off);
+}
+
+/*
+ * Plan a write of [off, off + len) that lands on written extents only
+ * under the inode's map_lock alone: nothing to allocate or record. -EAGAIN
+ * (the plan emptied) when it needs more: plan_walk then.
+ */
+static int plan_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
+			  uint64_t len, struct plan *pl)
+{
+	int ret;
+
+	pthread_rwlock_rdlock(&in->map_lock);
+	ret = walk(vol, in, off, len, overwrite_piece, pl);
+	pthread_rwlock_unlock(&in->map_lock);
+	if (ret) {
+		pl->nio = 0;
+		memset(pl->last_end, 0, sizeof(pl->last_end));
+	}
+	return ret;
+}
+
+/*
+ * mtime and ctime after an overwrite, without the metadata lock: the time
+ * goes to in->wtime_ns, and only the first overwrite since the inode last
+ * went out in a commit takes meta, to put it on the dirty list. Those who
+ * read or write the times (meta held) fold it in first
+ * (nvmefs_inode_fold_wtime). The journal clears wtime_queued before it
+ * folds; this sets wtime_ns before wtime_queued: a time is either folded
+ * or queued again.
+ */
+static void note_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct timespec now;
+
+	nvmefs_timespec_now(&now);
+	atomic_store(&in->wtime_ns, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+	atomic_fetch_add_explicit(&in->attr_gen, 1, memory_order_release);
+	if (!atomic_exchange(&in->wtime_queued, true)) {
+		pthread_mutex_lock(&vol->lock);
+		nvmefs_inode_dirty(vol, in);
+		pthread_mutex_unlock(&vol->lock);
 	}
 }
 
@@ -550,6 +606,14 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 	if (res)
 		nvmefs_err("inode %llu: write of %zu segment(s) failed: %s",
 			   (unsigned long long)in->ino, d->pl.nio, strerror(-res));
+	/* An overwrite (nothing to record, no new size) takes no lock. */
+	if (!ret && !d->pl.nrecs &&
+	    d->off + d->len <= __atomic_load_n(&in->size, __ATOMIC_ACQUIRE)) {
+		if (!d->keep_times)
+			note_overwrite(vol, in);
+		dio_finish(d, (ssize_t)d->len);
+		return;
+	}
 	pthread_mutex_lock(&vol->lock);
 	if (ret) {
 		plan_unreserve(vol, in, &d->pl);
@@ -635,9 +699,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	/* An appending write learns its offset only under a whole-file lock. */
 	if (append) {
 		dio_lock(d, 0, NVMEFS_RL_ALL, true);
-		pthread_mutex_lock(&vol->lock);
-		off = in->size;
-		pthread_mutex_unlock(&vol->lock);
+		off = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	}
 	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off) {
 		dio_finish(d, -EFBIG);
@@ -657,7 +719,7 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	}
 	atomic_fetch_add_explicit(&vol->stats.writes, 1, memory_order_relaxed);
 	ret = place_payload(d, data, a, e);
-	if (!ret)
+	if (!ret && plan_overwrite(vol, in, a, e - a, &d->pl))
 		ret = plan_walk(vol, in, a, e - a, write_piece, &d->pl);
 	if (ret) {
 		dio_finish(d, ret);

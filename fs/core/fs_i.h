@@ -106,6 +106,11 @@ struct nvmefs_inode {
 	 * execute; security.capability): kept by nvmefs_inode_note_privs at
 	 * every change of the mode or the xattrs, read by every WRITE. */
 	atomic_bool privs;
+	/* An overwrite's mtime/ctime (ns; 0: none) not yet folded into
+	 * mtime and ctime, and whether the inode is queued for it
+	 * (fs/core/data.c note_overwrite, nvmefs_inode_fold_wtime). */
+	atomic_uint_fast64_t wtime_ns;
+	atomic_bool wtime_queued;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
 };
 
@@ -282,8 +287,12 @@ size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 /* Apply one decoded record to the in-memory state (replay and live ops
  * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
 int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
-void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *rec);
+/* The inode's INODE record, its overwrite time folded in first (meta held). */
+void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Fold an overwrite's time (in->wtime_ns) into mtime and ctime (meta
+ * held): before reading or setting them. */
+void nvmefs_inode_fold_wtime(struct nvmefs_inode *in);
 /* Recompute in->privs from the mode and the xattrs (meta held). */
 void nvmefs_inode_note_privs(struct nvmefs_inode *in);
 void nvmefs_inode_undirty(struct nvmefs_inode *in);

@@ -180,8 +180,25 @@ static struct nvmefs_time ts_to(const struct timespec *ts)
 	return (struct nvmefs_time){.sec = ts->tv_sec, .nsec = (uint32_t)ts->tv_nsec};
 }
 
-void nvmefs_inode_to_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r)
+void nvmefs_inode_fold_wtime(struct nvmefs_inode *in)
 {
+	uint64_t ns = atomic_exchange(&in->wtime_ns, 0);
+	struct timespec t = {.tv_sec = (time_t)(ns / 1000000000u),
+			     .tv_nsec = (long)(ns % 1000000000u)};
+
+	if (!ns)
+		return;
+	if (t.tv_sec > in->mtime.tv_sec ||
+	    (t.tv_sec == in->mtime.tv_sec && t.tv_nsec > in->mtime.tv_nsec))
+		in->mtime = t;
+	if (t.tv_sec > in->ctime.tv_sec ||
+	    (t.tv_sec == in->ctime.tv_sec && t.tv_nsec > in->ctime.tv_nsec))
+		in->ctime = t;
+}
+
+void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
+{
+	nvmefs_inode_fold_wtime(in);
 	memset(r, 0, sizeof(*r));
 	r->type = NVMEFS_REC_INODE;
 	r->inode.ino = in->ino;
@@ -326,6 +343,9 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 
 void nvmefs_inode_undirty(struct nvmefs_inode *in)
 {
+	/* Off the list: the next overwrite queues it again (before its time
+	 * is folded, see note_overwrite in fs/core/data.c). */
+	atomic_store(&in->wtime_queued, false);
 	if (!in->dirty_pprev)
 		return;
 	*in->dirty_pprev = in->dirty_next;

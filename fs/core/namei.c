@@ -25,8 +25,9 @@
 /* Bytes an xattr costs beyond its name and value (XATTR_SET record). */
 #define XATTR_COST 24
 
-void nvmefs_ns_fill_stat(const struct nvmefs_inode *in, struct stat *st)
+void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st)
 {
+	nvmefs_inode_fold_wtime(in);
 	memset(st, 0, sizeof(*st));
 	st->st_ino = in->ino;
 	st->st_mode = in->mode;
@@ -272,6 +273,7 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *a
 	}
 	if (to_set & NVMEFS_SET_UID)
 		in->uid = attr->st_uid;
+	nvmefs_inode_fold_wtime(in); /* given times win over an earlier write's */
 	if (to_set & NVMEFS_SET_GID)
 		in->gid = attr->st_gid;
 	set_times(in, attr, to_set, &now);

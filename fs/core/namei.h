@@ -55,7 +55,7 @@ struct nvmefs_cred {
 #define NVMEFS_RENAME_EXCHANGE	(1 << 1)
 
 /* Attributes of an inode as stat(2) shows them (meta held). */
-void nvmefs_ns_fill_stat(const struct nvmefs_inode *in, struct stat *st);
+void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st);
 
 /* True when changes are refused: a read-only mount, or a metadata write
  * failed (the volume went read-only). */
