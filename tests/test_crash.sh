@@ -433,8 +433,20 @@ crash() {
 		[ "$SECONDS" -lt "$end" ] || mnt_die "nvmefs daemon $pids survived SIGKILL"
 		sleep 0.1
 	done
+	# Once: a mount on top of the dead one is refused, naming the way out.
+	if [ "$dead_mount_checked" = 0 ]; then
+		dead_mount_checked=1
+		local out rc=0
+		out=$(timeout 30 "$MNT_BUILD/nvmefs" "$MNT_DEVS" "$MNT" 2>&1) || rc=$?
+		check "mounting over a dead mount is refused (exit $rc: $out)" test "$rc" != 0
+		check "the refusal says to unmount first ($out)" grep -q "umount $MNT" <<<"$out"
+		if [ "$rc" = 0 ]; then
+			fusermount3 -u "$MNT" || true
+		fi
+	fi
 	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
 }
+dead_mount_checked=0
 
 mode_opts() { # ITERATION
 	if [ -n "${NVMEFS_TEST_MOUNT_OPTS:-}" ]; then

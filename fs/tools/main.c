@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <syslog.h>
 #include <time.h>
@@ -223,6 +224,36 @@ static bool default_direct(const struct cfg *c)
 	if (uname(&u) || sscanf(u.release, "%u.%u", &major, &minor) != 2)
 		return false;
 	return major > 6 || (major == 6 && minor >= 6);
+}
+
+/*
+ * The mount point must be a directory. A FUSE mount whose daemon was killed
+ * answers ENOTCONN ("Transport endpoint is not connected") until it is
+ * unmounted; mounting on top of it would work and leave the dead one
+ * underneath, so it is refused, saying what to do.
+ */
+static int check_mountpoint(const char *mnt)
+{
+	struct statvfs sv;
+	struct stat st;
+	int err;
+
+	/* statfs always asks the filesystem (stat may be answered from the
+	 * kernel's attribute cache even on a dead mount). */
+	if (!stat(mnt, &st) && !statvfs(mnt, &sv)) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		nvmefs_err("%s: not a directory; the mount point must be one", mnt);
+		return -ENOTDIR;
+	}
+	err = errno;
+	if (err == ENOTCONN)
+		nvmefs_err("%s: a mount whose daemon is gone (killed?) is still there; unmount it "
+			   "first (umount %s), then mount again",
+			   mnt, mnt);
+	else
+		nvmefs_err("%s: %s", mnt, strerror(err));
+	return -err;
 }
 
 static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsigned *threads)
@@ -507,6 +538,8 @@ int main(int argc, char **argv)
 			c.mountpoint = abs;
 		}
 	}
+	if (check_mountpoint(c.mountpoint))
+		goto out;
 	if (c.debug) {
 		c.foreground = 1;
 		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
