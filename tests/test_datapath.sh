@@ -28,7 +28,8 @@
 #  - with -o writeback, syncfs after deleting a written file succeeds (the
 #    kernel's late SETATTR of its times is answered, not refused);
 #  - an overwrite (no metadata lock) moves mtime at once, durably, and a
-#    time given after it wins.
+#    time given after it wins; an unaligned one reads its edge blocks
+#    (counted) and keeps the bytes around it.
 # No timing is asserted: the counter says what overlapped.
 # usage: test_datapath.sh BUILD_DIR
 set -euo pipefail
@@ -540,6 +541,15 @@ check "direct: an overwrite's mtime survives a remount" test "$(stat -c %Y.%y "$
 dd if="$MNT_TMP/src" of="$MNT/ow" bs=1M count=1 conv=notrunc oflag=direct status=none
 touch -d 2001-01-01 "$MNT/ow"
 check "direct: a time given after an overwrite wins" test "$(stat -c %Y "$MNT/ow")" = 978307200
+# An unaligned overwrite reads its edge blocks (asynchronously, from the
+# write's own I/O request) and keeps their other bytes.
+cp "$MNT/ow" "$MNT_TMP/ow.ref"
+e0=$(counter edge_reads)
+printf 'EDGE' | dd of="$MNT/ow" bs=1 seek=$((3 * 1048576 + 4094)) conv=notrunc status=none
+printf 'EDGE' | dd of="$MNT_TMP/ow.ref" bs=1 seek=$((3 * 1048576 + 4094)) conv=notrunc status=none
+check "direct: an unaligned overwrite read its edge blocks ($(($(counter edge_reads) - e0)))" \
+	test "$(counter edge_reads)" -gt "$e0"
+check "direct: an unaligned overwrite keeps the bytes around it" cmp "$MNT/ow" "$MNT_TMP/ow.ref"
 mnt_umount
 
 mnt_result

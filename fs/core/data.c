@@ -629,37 +629,83 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 	dio_finish(d, ret ? ret : (ssize_t)d->len);
 }
 
-/* Read one edge block and keep its bytes outside [keep_lo, keep_hi). */
-static int merge_edge(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *blk, uint64_t boff,
-		      size_t keep_lo, size_t keep_hi)
-{
-	uint8_t *tmp = nvmefs_aligned_alloc(BLK);
-	int ret;
+/*
+ * The edge blocks of an unaligned write: the bytes of its first and last
+ * block outside the payload are the file's old ones. They are read into a
+ * block-aligned buffer of their own, asynchronously when a block holds
+ * written data (the write goes on from that read's completion), at once
+ * when it is a hole (zeros, no I/O). At most two blocks.
+ */
+struct edges {
+	struct nvmefs_io_req io; /* first: the engine hands this back */
+	struct plan pl;		 /* reads into blk */
+	struct dio *d;
+	uint8_t *blk;		       /* nblk blocks */
+	uint64_t boff[2];	       /* file offset of each block */
+	size_t keep_lo[2], keep_hi[2]; /* the payload's part of each block */
+	unsigned nblk;
+};
 
-	if (!tmp)
-		return -ENOMEM;
-	ret = read_blocks(vol, in, tmp, boff, BLK);
-	if (!ret) {
-		memcpy(blk, tmp, keep_lo);
-		memcpy(blk + keep_hi, tmp + keep_hi, BLK - keep_hi);
-		atomic_fetch_add_explicit(&vol->stats.copied_bytes, keep_lo + BLK - keep_hi,
+static void edges_free(struct edges *x)
+{
+	plan_free(&x->pl);
+	free(x->blk);
+	free(x);
+}
+
+/* Copy each edge block's old bytes around the payload into the area. */
+static void edges_merge(struct edges *x)
+{
+	struct dio *d = x->d;
+	uint64_t a = ROUND_DOWN(d->off);
+
+	for (unsigned k = 0; k < x->nblk; k++) {
+		uint8_t *dst = d->pl.buf + (x->boff[k] - a), *src = x->blk + k * BLK;
+
+		memcpy(dst, src, x->keep_lo[k]);
+		memcpy(dst + x->keep_hi[k], src + x->keep_hi[k], BLK - x->keep_hi[k]);
+		atomic_fetch_add_explicit(&d->vol->stats.copied_bytes,
+					  x->keep_lo[k] + BLK - x->keep_hi[k],
 					  memory_order_relaxed);
 	}
-	free(tmp);
-	return ret;
+}
+
+static void write_continue(struct dio *d);
+
+static void edges_read_done(struct nvmefs_io_req *io, int res)
+{
+	struct edges *x = io->priv;
+	struct dio *d = x->d;
+
+	io_count(d->vol, -1);
+	if (res) {
+		nvmefs_err("inode %llu: read of an edge block failed: %s",
+			   (unsigned long long)d->in->ino, strerror(-res));
+		edges_free(x);
+		dio_finish(d, res);
+		return;
+	}
+	edges_merge(x);
+	edges_free(x);
+	/* On the completion thread: planning and submitting never wait for a
+	 * device (engine submission only queues), except a commit after
+	 * ENOSPC with space pending (reclaim_pending). */
+	write_continue(d);
 }
 
 /*
  * Put the payload where the block-aligned write of [a, e) wants it (area +
- * off - a), then fill the edge blocks' other bytes with their old contents
- * (zeros past EOF by the invariant). An aligned payload already in place is
- * not touched: that is the zero-copy case.
+ * off - a); an aligned payload already in place is not touched (the
+ * zero-copy case). Then the edge blocks: 0 when the area is complete (the
+ * caller goes on), 1 when their read was sent (its completion goes on),
+ * or -errno.
  */
 static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e)
 {
 	struct nvmefs_vol *vol = d->vol;
 	uint64_t off = d->off, end = off + d->len;
 	uint8_t *area = d->pl.buf;
+	struct edges *x;
 	int ret = 0;
 
 	if (data != area + (off - a)) {
@@ -668,17 +714,56 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 	} else if (off == a && end == e) {
 		atomic_fetch_add_explicit(&vol->stats.zero_copy_writes, 1, memory_order_relaxed);
 	}
+	if (off == a && end == e)
+		return 0;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->d = d;
+	x->io.priv = x;
 	if (off != a) {
-		size_t hi = ROUND_DOWN(end) == a ? (size_t)(end - a) : BLK;
-
-		ret = merge_edge(vol, d->in, area, a, (size_t)(off - a), hi);
-		if (ret || ROUND_DOWN(end) == a)
-			return ret;
+		x->boff[0] = a;
+		x->keep_lo[0] = (size_t)(off - a);
+		x->keep_hi[0] = ROUND_DOWN(end) == a ? (size_t)(end - a) : BLK;
+		x->nblk = 1;
 	}
-	if (end != e)
-		ret = merge_edge(vol, d->in, area + (e - BLK - a), e - BLK, 0,
-				 (size_t)(end - (e - BLK)));
-	return ret;
+	if (end != e && !(off != a && ROUND_DOWN(end) == a)) {
+		x->boff[x->nblk] = e - BLK;
+		x->keep_lo[x->nblk] = 0;
+		x->keep_hi[x->nblk] = (size_t)(end - (e - BLK));
+		x->nblk++;
+	}
+	x->blk = nvmefs_aligned_alloc(x->nblk * BLK);
+	x->pl.buf = x->blk;
+	if (!x->blk)
+		ret = -ENOMEM;
+	/* Each block's walk plans from its own start: pl.buf moves with it
+	 * (plan_io keeps the segments' addresses, not offsets). */
+	pthread_rwlock_rdlock(&d->in->map_lock);
+	for (unsigned k = 0; k < x->nblk && !ret; k++) {
+		x->pl.buf = x->blk + k * BLK;
+		ret = walk(vol, d->in, x->boff[k], BLK, read_piece, &x->pl);
+	}
+	pthread_rwlock_unlock(&d->in->map_lock);
+	if (ret || !x->pl.nio) { /* holes only: zeros, nothing to wait for */
+		if (!ret)
+			edges_merge(x);
+		edges_free(x);
+		return ret;
+	}
+	atomic_fetch_add_explicit(&vol->stats.edge_reads, 1, memory_order_relaxed);
+	x->io.op = NVMEFS_IO_READ;
+	x->io.segs = x->pl.io;
+	x->io.nr_segs = (unsigned)x->pl.nio;
+	x->io.done = edges_read_done;
+	io_count(vol, 1);
+	ret = nvmefs_engine_submit(vol->eng, &x->io);
+	if (ret) {
+		io_count(vol, -1);
+		edges_free(x);
+		return ret;
+	}
+	return 1;
 }
 
 void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
@@ -719,7 +804,23 @@ void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, vo
 	}
 	atomic_fetch_add_explicit(&vol->stats.writes, 1, memory_order_relaxed);
 	ret = place_payload(d, data, a, e);
-	if (!ret && plan_overwrite(vol, in, a, e - a, &d->pl))
+	if (ret < 0)
+		dio_finish(d, ret);
+	else if (!ret)
+		write_continue(d);
+	/* 1: the edge blocks' read goes on from its completion */
+}
+
+/* Plan and send a write whose area is complete (payload and edges). */
+static void write_continue(struct dio *d)
+{
+	struct nvmefs_vol *vol = d->vol;
+	struct nvmefs_inode *in = d->in;
+	uint64_t a = ROUND_DOWN(d->off), e = ROUND_UP(d->off + d->len);
+	int ret = 0;
+
+	d->pl.buf = dio_area(d, a, e);
+	if (plan_overwrite(vol, in, a, e - a, &d->pl))
 		ret = plan_walk(vol, in, a, e - a, write_piece, &d->pl);
 	if (ret) {
 		dio_finish(d, ret);

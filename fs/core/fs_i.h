@@ -231,6 +231,7 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t reads, writes;
 		atomic_uint_fast64_t zero_copy_writes; /* aligned, sent from the receive buffer */
 		atomic_uint_fast64_t copied_bytes;     /* payload and edge bytes memcpy'd */
+		atomic_uint_fast64_t edge_reads;       /* unaligned writes' edge blocks read */
 		atomic_uint_fast64_t prefetch_reads;   /* windows read ahead */
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */

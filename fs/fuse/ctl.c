@@ -243,6 +243,7 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	put_u64(o, "writes", atomic_load(&vol->stats.writes));
 	put_u64(o, "zero_copy_writes", atomic_load(&vol->stats.zero_copy_writes));
 	put_u64(o, "copied_bytes", atomic_load(&vol->stats.copied_bytes));
+	put_u64(o, "edge_reads", atomic_load(&vol->stats.edge_reads));
 	put_u64(o, "prefetch_reads", atomic_load(&vol->stats.prefetch_reads));
 	put_u64(o, "prefetch_hits", atomic_load(&vol->stats.prefetch_hits));
 	put_u64(o, "prefetch_wasted", atomic_load(&vol->stats.prefetch_wasted));
