@@ -9,6 +9,8 @@
  *
  * usage: test_alloc BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
+#include "alloc_i.h"
+#include "journal_i.h"
 #include "test_vol.h"
 
 #define MiB (1ull << 20)

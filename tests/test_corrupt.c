@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "journal_i.h"
+#include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
 

@@ -10,6 +10,7 @@
  * usage: test_extmap BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
 #include "namei.h"
+#include "extmap_i.h"
 #include "test_vol.h"
 
 #define K 4096ull

@@ -27,6 +27,9 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
 

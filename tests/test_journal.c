@@ -21,6 +21,10 @@
 
 #include "fs_i.h"
 #include "namei.h"
+#include "alloc_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "volume_i.h"
 #include "fault_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"

@@ -22,6 +22,8 @@
 
 #include "fs_i.h"
 #include "namei.h"
+#include "volume_i.h"
+#include "xlayout_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
 

@@ -9,6 +9,8 @@
  * Everything here runs with the metadata lock held.
  */
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "util_i.h"
 
 #include <errno.h>
 #include <stdlib.h>

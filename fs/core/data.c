@@ -10,6 +10,13 @@
  * EOF inside an allocated block are always zero.
  */
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "data_i.h"
+#include "extmap_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "prefetch_i.h"
+#include "util_i.h"
 
 #include <errno.h>
 #include <fcntl.h>

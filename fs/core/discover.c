@@ -15,6 +15,9 @@
  * thoroughly as for paths given by hand.
  */
 #include "fs_i.h"
+#include "discover_i.h"
+#include "util_i.h"
+#include "volume_i.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "extmap_i.h"
+#include "util_i.h"
 
 #include "nvmefs/util.h"
 

@@ -16,6 +16,7 @@
  * so an nvmefs daemon holding members without one is still mounting them.
  */
 #include "fs_i.h"
+#include "holder_i.h"
 
 #include <dirent.h>
 #include <errno.h>

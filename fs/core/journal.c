@@ -12,6 +12,10 @@
  * hole in it.
  */
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "util_i.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -8,6 +8,9 @@
  * journal can never describe a state the code did not produce.
  */
 #include "fs_i.h"
+#include "extmap_i.h"
+#include "meta_i.h"
+#include "util_i.h"
 
 #include <dirent.h>
 #include <errno.h>

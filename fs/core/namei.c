@@ -17,6 +17,11 @@
 
 #include "fs_i.h"
 #include "namei.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "prefetch_i.h"
+#include "util_i.h"
+#include "xlayout_i.h"
 
 #include "nvmefs/util.h"
 

@@ -41,6 +41,8 @@
  * while calling into the data path.
  */
 #include "fs_i.h"
+#include "data_i.h"
+#include "prefetch_i.h"
 
 #include <stdlib.h>
 

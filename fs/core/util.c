@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "fs_i.h"
+#include "util_i.h"
 
 void nvmefs_timespec_now(struct timespec *ts)
 {

@@ -7,6 +7,13 @@
  * missing, duplicated, foreign or mismatched member is refused by name.
  */
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "holder_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "prefetch_i.h"
+#include "util_i.h"
+#include "volume_i.h"
 
 #include <errno.h>
 #include <inttypes.h>

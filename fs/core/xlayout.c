@@ -12,6 +12,10 @@
  * rotating across the volume so files spread over every member.
  */
 #include "fs_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "util_i.h"
+#include "xlayout_i.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
 #include <fuse_lowlevel.h>
 
 #include "door_i.h"
+#include "xlayout_i.h"
 
 #include <errno.h>
 #include <json-c/json.h>

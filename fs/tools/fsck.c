@@ -36,6 +36,12 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "alloc_i.h"
+#include "extmap_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
+#include "util_i.h"
+#include "volume_i.h"
 #include "nvmefs/util.h"
 
 enum {

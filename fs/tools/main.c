@@ -29,6 +29,11 @@
 #include <unistd.h>
 
 #include "door_i.h"
+#include "discover_i.h"
+#include "meta_i.h"
+#include "prefetch_i.h"
+#include "volume_i.h"
+#include "xlayout_i.h"
 #ifdef NVMEFS_FAULT_INJECTION
 #include "fault_i.h"
 #include "testctl.h"

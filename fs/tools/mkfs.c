@@ -22,6 +22,9 @@
 #include <uuid/uuid.h>
 
 #include "fs_i.h"
+#include "holder_i.h"
+#include "util_i.h"
+#include "volume_i.h"
 #include "nvmefs/util.h"
 
 #define MIN_DATA (16ull << 20) /* per member, besides metadata */

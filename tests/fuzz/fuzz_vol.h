@@ -20,6 +20,8 @@
 #include <stdlib.h>
 
 #include "fs_i.h"
+#include "journal_i.h"
+#include "volume_i.h"
 
 /* The volume every harness loads into: 4 members, each with its data area
  * at [1 MiB, 1 GiB); member 0's metadata area right after its label, with

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal_i.h: the interface of fs/core/journal.c (logging, commits, checkpoints, replay), for the
+ * core's other modules and the doors. The shared types are in fs_i.h.
+ */
+#ifndef NVMEFS_JOURNAL_I_H
+#define NVMEFS_JOURNAL_I_H
+
+#include "fs_i.h"
+#include "meta_i.h"
+
+int nvmefs_journal_init(struct nvmefs_vol *vol);
+void nvmefs_journal_exit(struct nvmefs_vol *vol);
+/* Log INODE_FREE for every orphan (files unlinked while open before a
+ * crash); their count in *n. The caller commits. */
+int nvmefs_journal_reclaim_orphans(struct nvmefs_vol *vol, size_t *n);
+/* Apply rec (nvmefs_meta_apply) and append it to the open transaction
+ * (meta held). */
+int nvmefs_journal_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Append an encoded record to the open transaction (meta held). */
+int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Decode and apply a stream of len bytes of records (a checkpoint's or a
+ * transaction's; what names it in messages). -EUCLEAN for a malformed or
+ * contradicting record, -ENOMEM. */
+int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what);
+/* Read the superblocks and checkpoint and replay the journal into vol. */
+int nvmefs_journal_load(struct nvmefs_vol *vol);
+/* Make every change so far durable (data flushed, records committed). */
+int nvmefs_journal_commit(struct nvmefs_vol *vol);
+/* Commit by writing a checkpoint; clean marks a clean unmount. */
+int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);
+int nvmefs_journal_start(struct nvmefs_vol *vol);
+void nvmefs_journal_stop(struct nvmefs_vol *vol);
+/* Write a fresh checkpoint and superblock at mkfs time. */
+int nvmefs_journal_format(struct nvmefs_vol *vol);
+/* Sticky metadata error: non-zero when the volume went read-only. */
+int nvmefs_journal_error(struct nvmefs_vol *vol);
+
+#endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * meta_i.h: the interface of fs/core/meta.c (the in-memory metadata model and record application),
+ * for the core's other modules and the doors. The shared types are in fs_i.h.
+ */
+#ifndef NVMEFS_META_I_H
+#define NVMEFS_META_I_H
+
+#include "fs_i.h"
+
+int nvmefs_meta_init(struct nvmefs_vol *vol);
+void nvmefs_meta_exit(struct nvmefs_vol *vol);
+struct nvmefs_inode *nvmefs_iget(struct nvmefs_vol *vol, uint64_t ino);
+struct nvmefs_dirent *nvmefs_dir_find(struct nvmefs_vol *vol, uint64_t parent, const char *name);
+/* Index in dir->v of the first entry with a cookie >= cookie (readdir). */
+size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
+/* Apply one decoded record to the in-memory state (replay and live ops
+ * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
+int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* The inode's INODE record, its overwrite time folded in first (meta held). */
+void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *rec);
+void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Fold an overwrite's time (in->wtime_ns) into mtime and ctime (meta
+ * held): before reading or setting them. */
+void nvmefs_inode_fold_wtime(struct nvmefs_inode *in);
+/* Recompute in->privs from the mode and the xattrs (meta held). */
+void nvmefs_inode_note_privs(struct nvmefs_inode *in);
+void nvmefs_inode_undirty(struct nvmefs_inode *in);
+/* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
+int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
+/* Check the loaded state is whole: every entry's child exists, link counts. */
+int nvmefs_meta_verify(struct nvmefs_vol *vol);
+/* Remove the inode from the table and free its memory (lookup 0, dead). */
+void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Estimated checkpoint bytes of a new inode with a name of name_len. */
+uint64_t nvmefs_meta_cost_inode(size_t name_len);
+
+#endif

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * volume_i.h: the interface of fs/core/volume.c (opening, starting and closing a volume), for the
+ * core's other modules and the doors. The shared types are in fs_i.h.
+ */
+#ifndef NVMEFS_VOLUME_I_H
+#define NVMEFS_VOLUME_I_H
+
+#include "fs_i.h"
+
+/* Open the members (any order), check labels, load metadata. */
+int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
+		    const struct nvmefs_vol_opts *opts);
+/* Create the engine, pool and committer (after daemonizing). */
+int nvmefs_vol_start(struct nvmefs_vol *vol);
+/* Checkpoint (clean) and release everything. */
+int nvmefs_vol_close(struct nvmefs_vol *vol);
+/* mkfs: write the first checkpoint (an empty root owned by uid:gid), then
+ * the labels (primary and backup) of every member, in label order. */
+int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
+		      uint32_t gid);
+/* Release everything writing nothing: what a killed daemon leaves (tests). */
+void nvmefs_vol_abandon(struct nvmefs_vol *vol);
+
+#endif
