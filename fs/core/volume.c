@@ -24,14 +24,15 @@
 
 #include "nvmefs/util.h"
 
-static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvmefs_vol_opts *opts)
+struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
+				     const struct nvmefs_vol_opts *opts)
 {
 	struct nvmefs_vol *vol = calloc(1, sizeof(*vol));
 
 	if (!vol)
 		return NULL;
 	vol->set = set;
-	vol->ndevs = set->count;
+	vol->ndevs = set ? set->count : ndevs;
 	if (opts)
 		vol->opts = *opts;
 	pthread_mutex_init(&vol->lock, NULL);
@@ -45,7 +46,7 @@ static struct nvmefs_vol *vol_alloc(struct nvmefs_devset *set, const struct nvme
 	return vol;
 }
 
-static void vol_free(struct nvmefs_vol *vol)
+void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 {
 	nvmefs_meta_exit(vol);
 	nvmefs_journal_exit(vol);
@@ -57,7 +58,7 @@ static void vol_free(struct nvmefs_vol *vol)
 	free(vol);
 }
 
-static void vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *labels)
+void nvmefs_vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *labels)
 {
 	vol->label = labels[0];
 	vol->total_bytes = 0;
@@ -220,7 +221,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 	ret = nvmefs_devset_open(&set, paths, n, &dopts);
 	if (ret)
 		return ret;
-	vol = vol_alloc(set, opts);
+	vol = nvmefs_vol_create(set, 0, opts);
 	if (!vol) {
 		nvmefs_devset_close(set);
 		return -ENOMEM;
@@ -233,7 +234,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 	ret = check_members(vol, labels);
 	if (ret)
 		goto err;
-	vol_set_geometry(vol, labels);
+	nvmefs_vol_set_geometry(vol, labels);
 	ret = nvmefs_journal_load(vol);
 	if (ret)
 		goto err;
@@ -252,7 +253,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 	*out = vol;
 	return 0;
 err:
-	vol_free(vol);
+	nvmefs_vol_destroy(vol);
 	nvmefs_devset_close(set);
 	return ret;
 }
@@ -312,7 +313,7 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);
 	nvmefs_devset_close(vol->set);
-	vol_free(vol);
+	nvmefs_vol_destroy(vol);
 	return ret;
 }
 
@@ -325,7 +326,7 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol)
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);
 	nvmefs_devset_close(vol->set);
-	vol_free(vol);
+	nvmefs_vol_destroy(vol);
 }
 
 /* ---- mkfs ---- */
@@ -333,7 +334,7 @@ void nvmefs_vol_abandon(struct nvmefs_vol *vol)
 int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
 		      uint32_t gid)
 {
-	struct nvmefs_vol *vol = vol_alloc(set, NULL);
+	struct nvmefs_vol *vol = nvmefs_vol_create(set, 0, NULL);
 	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
 	struct nvmefs_rec root = {.type = NVMEFS_REC_INODE};
 	struct timespec now;
@@ -341,7 +342,7 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
 
 	if (!vol || !blk)
 		goto out;
-	vol_set_geometry(vol, labels);
+	nvmefs_vol_set_geometry(vol, labels);
 	nvmefs_timespec_now(&now);
 	root.inode.ino = NVMEFS_ROOT_INO;
 	root.inode.mode = S_IFDIR | 0755;
@@ -372,6 +373,6 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
 out:
 	free(blk);
 	if (vol)
-		vol_free(vol);
+		nvmefs_vol_destroy(vol);
 	return ret;
 }

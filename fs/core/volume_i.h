@@ -8,6 +8,19 @@
 
 #include "fs_i.h"
 
+/*
+ * An empty volume over set (owned by the volume from here; NULL: none, of
+ * ndevs members, for the fuzzers' in-memory volumes): metadata tables and
+ * journal, nothing loaded. NULL when out of memory. nvmefs_vol_destroy
+ * frees it and everything in it, the set's memory excepted (closed by
+ * nvmefs_vol_close/abandon).
+ */
+struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
+				     const struct nvmefs_vol_opts *opts);
+void nvmefs_vol_destroy(struct nvmefs_vol *vol);
+/* The volume's label, data areas, capacity and checkpoint budget from its
+ * members' labels (in member order). */
+void nvmefs_vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *labels);
 /* Open the members (any order), check labels, load metadata. */
 int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
 		    const struct nvmefs_vol_opts *opts);

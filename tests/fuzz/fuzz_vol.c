@@ -158,50 +158,38 @@ static int shrink_tables(struct nvmefs_vol *vol)
 
 struct nvmefs_vol *fuzz_vol_create(bool with_image)
 {
-	struct nvmefs_vol *vol = calloc(1, sizeof(*vol));
+	struct nvmefs_devset *set = NULL;
+	struct nvmefs_label labels[FUZZ_NDEVS];
+	struct nvmefs_vol *vol;
 
-	if (!vol)
-		return NULL;
 	if (with_image) {
-		vol->set = image_set();
-		if (!vol->set) {
-			free(vol);
+		set = image_set();
+		if (!set)
 			return NULL;
-		}
 	}
-	/* vol_alloc() */
-	vol->ndevs = FUZZ_NDEVS;
-	pthread_mutex_init(&vol->lock, NULL);
-	if (nvmefs_meta_init(vol) || shrink_tables(vol) || nvmefs_journal_init(vol)) {
-		nvmefs_meta_exit(vol);
-		pthread_mutex_destroy(&vol->lock);
-		free(vol->set);
-		free(vol);
+	vol = nvmefs_vol_create(set, FUZZ_NDEVS, NULL);
+	if (!vol || shrink_tables(vol)) {
+		if (vol)
+			vol->set = NULL;
+		nvmefs_vol_destroy(vol);
+		free(set);
 		return NULL;
 	}
-	/* vol_set_geometry() */
-	fuzz_label_init(&vol->label, 0);
-	for (unsigned i = 0; i < vol->ndevs; i++) {
-		vol->data_start[i] = FUZZ_DATA_START;
-		vol->data_end[i] = FUZZ_DATA_END;
-		vol->total_bytes += FUZZ_DATA_END - FUZZ_DATA_START;
-	}
-	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD / 16 * 15;
+	for (unsigned i = 0; i < FUZZ_NDEVS; i++)
+		fuzz_label_init(&labels[i], i);
+	nvmefs_vol_set_geometry(vol, labels);
 	return vol;
 }
 
 void fuzz_vol_destroy(struct nvmefs_vol *vol)
 {
+	struct nvmefs_devset *set;
+
 	if (!vol)
 		return;
-	/* vol_free() */
-	nvmefs_meta_exit(vol);
-	nvmefs_journal_exit(vol);
-	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
-		nvmefs_freemap_exit(&vol->free[d]);
-	pthread_mutex_destroy(&vol->lock);
-	free(vol->set);
-	free(vol);
+	set = vol->set;
+	nvmefs_vol_destroy(vol);
+	free(set);
 }
 
 int fuzz_vol_add_root(struct nvmefs_vol *vol)

@@ -6,9 +6,10 @@
  * targets that run the real loader, the steps mount takes after loading, and
  * helpers that re-seal crcs so the fuzzer can reach past them.
  *
- * Everything here mimics fs/core/volume.c and fs/core/journal.c, whose helpers
- * (vol_alloc, apply_stream, replay, reclaim_orphans) are static; keep the
- * two in step when those change.
+ * The volume is made and freed by the core's own nvmefs_vol_create,
+ * nvmefs_vol_set_geometry and nvmefs_vol_destroy, and orphans reclaimed by
+ * nvmefs_journal_reclaim_orphans; what mount does after loading
+ * (fuzz_vol_mount_tail) adds the harnesses' oracles around the same calls.
  */
 #ifndef NVMEFS_FUZZ_VOL_H
 #define NVMEFS_FUZZ_VOL_H
