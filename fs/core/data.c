@@ -15,7 +15,6 @@
 #include "extmap_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
-#include "prefetch_i.h"
 #include "util_i.h"
 
 #include <errno.h>
@@ -393,6 +392,7 @@ struct dio {
 	struct nvmefs_inode *in;
 	struct nvmefs_rl_ent rl;
 	uint8_t *buf;	     /* a pool buffer; data area NVMEFS_DATA_OFF in */
+	uint8_t *user_area;  /* else the caller's block-aligned buffer: the area */
 	bool locked;	     /* rl is held */
 	uint64_t off;	     /* the file range asked for ... */
 	size_t len;	     /* ... clamped at EOF for reads */
@@ -483,6 +483,8 @@ static uint64_t dio_lock(struct dio *d, uint64_t lo, uint64_t hi, bool excl)
  */
 static uint8_t *dio_area(struct dio *d, uint64_t a, uint64_t e)
 {
+	if (d->user_area)
+		return d->user_area;
 	return e - a <= d->vol->buf_size - NVMEFS_DATA_OFF ? d->buf + NVMEFS_DATA_OFF : NULL;
 }
 
@@ -530,17 +532,26 @@ static void read_io_done(struct nvmefs_io_req *io, int res)
 	dio_finish(d, res ? res : (ssize_t)d->len);
 }
 
+static void read_start(struct dio *d, size_t len, uint64_t off, struct nvmefs_read_view *view);
+
 static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, bool keep_buf,
 		       size_t len, uint64_t off, struct nvmefs_read_view *view,
 		       nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = dio_new(vol, in, buf, keep_buf, done, ctx);
+
+	if (d)
+		read_start(d, len, off, view);
+}
+
+static void read_start(struct dio *d, size_t len, uint64_t off, struct nvmefs_read_view *view)
+{
+	struct nvmefs_vol *vol = d->vol;
+	struct nvmefs_inode *in = d->in;
 	uint64_t size, a, e, lock_gen;
 	uint8_t *area;
 	int ret;
 
-	if (!d)
-		return;
 	if (off >= NVMEFS_MAX_FILE_SIZE || !len) {
 		dio_finish(d, 0);
 		return;
@@ -773,17 +784,26 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 	return 1;
 }
 
+static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags);
+
 void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
 			     const void *data, size_t len, uint64_t off, unsigned flags,
 			     nvmefs_data_done_fn done, void *ctx)
 {
 	struct dio *d = dio_new(vol, in, buf, false, done, ctx);
+
+	if (d)
+		write_start(d, data, len, off, flags);
+}
+
+static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags)
+{
+	struct nvmefs_vol *vol = d->vol;
+	struct nvmefs_inode *in = d->in;
 	bool append = flags & NVMEFS_WRITE_APPEND;
 	uint64_t a, e;
 	int ret;
 
-	if (!d)
-		return;
 	if (!len) {
 		dio_finish(d, 0);
 		return;
@@ -840,6 +860,164 @@ static void write_continue(struct dio *d)
 		pthread_mutex_unlock(&vol->lock);
 		dio_finish(d, ret);
 	}
+}
+
+/* ---- into and from the caller's buffers ---- */
+
+static bool block_aligned(const void *buf, size_t len, uint64_t off)
+{
+	return !((uintptr_t)buf % BLK) && !(len % BLK) && !(off % BLK);
+}
+
+/* A read through a pool buffer, copied into the caller's on completion. */
+struct bounce {
+	struct nvmefs_vol *vol;
+	uint8_t *dst;
+	nvmefs_data_done_fn done;
+	void *ctx;
+};
+
+static void bounce_read_done(void *ctx, ssize_t res, const void *data)
+{
+	struct bounce *b = ctx;
+
+	if (res > 0) {
+		memcpy(b->dst, data, (size_t)res);
+		atomic_fetch_add_explicit(&b->vol->stats.copied_bytes, (uint64_t)res,
+					  memory_order_relaxed);
+	}
+	b->done(b->ctx, res, res > 0 ? b->dst : NULL);
+	free(b);
+}
+
+void nvmefs_data_read_into(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			   uint64_t off, nvmefs_data_done_fn done, void *ctx)
+{
+	struct bounce *b;
+	struct dio *d;
+	void *pbuf;
+
+	if (block_aligned(buf, len, off)) {
+		d = dio_new(vol, in, NULL, true, done, ctx);
+		if (d) {
+			d->user_area = buf;
+			read_start(d, len, off, NULL);
+		}
+		return;
+	}
+	if (len > NVMEFS_IO_MAX) {
+		done(ctx, -EINVAL, NULL);
+		return;
+	}
+	b = malloc(sizeof(*b));
+	pbuf = b ? nvmefs_bufpool_get(vol->pool) : NULL;
+	if (!pbuf) {
+		free(b);
+		done(ctx, -ENOMEM, NULL);
+		return;
+	}
+	*b = (struct bounce){.vol = vol, .dst = buf, .done = done, .ctx = ctx};
+	read_async(vol, in, pbuf, false, len, off, NULL, bounce_read_done, b);
+}
+
+void nvmefs_data_write_from(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
+			    size_t len, uint64_t off, unsigned flags, nvmefs_data_done_fn done,
+			    void *ctx)
+{
+	struct dio *d;
+	void *pbuf;
+
+	if (block_aligned(buf, len, off) && !(flags & NVMEFS_WRITE_APPEND)) {
+		d = dio_new(vol, in, NULL, true, done, ctx);
+		if (d) {
+			d->user_area = (uint8_t *)buf; /* read by the devices only */
+			write_start(d, buf, len, off, flags);
+		}
+		return;
+	}
+	if (len > NVMEFS_IO_MAX) {
+		done(ctx, -EINVAL, NULL);
+		return;
+	}
+	pbuf = nvmefs_bufpool_get(vol->pool);
+	if (!pbuf) {
+		done(ctx, -ENOMEM, NULL);
+		return;
+	}
+	nvmefs_data_write_async(vol, in, pbuf, buf, len, off, flags, done, ctx);
+}
+
+/* One request of a synchronous call, waited for. */
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	ssize_t res;
+};
+
+static void waiter_done(void *ctx, ssize_t res, const void *data)
+{
+	struct waiter *w = ctx;
+
+	(void)data;
+	pthread_mutex_lock(&w->mu);
+	w->res = res;
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Run one read (write false) or write and wait for it. */
+static ssize_t sync_io(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool write, void *buf,
+		       size_t len, uint64_t off)
+{
+	struct waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+	if (write)
+		nvmefs_data_write_from(vol, in, buf, len, off, 0, waiter_done, &w);
+	else
+		nvmefs_data_read_into(vol, in, buf, len, off, waiter_done, &w);
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	return w.res;
+}
+
+/* A whole range: in one request when block-aligned, else in pieces of at
+ * most NVMEFS_IO_MAX. Stops at a short piece (a read at EOF). */
+static ssize_t sync_range(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool write, uint8_t *buf,
+			  size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	if (block_aligned(buf, len, off))
+		return sync_io(vol, in, write, buf, len, off);
+	while (done < len) {
+		size_t n = len - done < NVMEFS_IO_MAX ? len - done : NVMEFS_IO_MAX;
+		ssize_t r = sync_io(vol, in, write, buf + done, n, off + done);
+
+		if (r < 0)
+			return done ? (ssize_t)done : r;
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+ssize_t nvmefs_data_pread(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			  uint64_t off)
+{
+	return sync_range(vol, in, false, buf, len, off);
+}
+
+ssize_t nvmefs_data_pwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
+			   size_t len, uint64_t off)
+{
+	return sync_range(vol, in, true, (uint8_t *)buf, len, off);
 }
 
 /* Zero [from, to) inside one block if that block holds written data. */

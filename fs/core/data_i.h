@@ -41,4 +41,59 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 				size_t len, uint64_t off, struct nvmefs_read_view *view,
 				nvmefs_data_done_fn done, void *ctx);
 
+/* nvmefs_data_write_async flags */
+#define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
+#define NVMEFS_WRITE_KEEP_TIMES (1u << 1) /* leave mtime and ctime (the kernel's) */
+
+/*
+ * Write len bytes of data at off (NVMEFS_WRITE_* flags). buf is a pool buffer the call takes over;
+ * when data lies in it (the request was received there) and the write is block-aligned, the devices
+ * write straight from it: no copy. Otherwise the payload is moved into place and the edge blocks
+ * are read first. The range stays locked exclusively until the I/O is done and its extents are
+ * logged.
+ */
+void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
+			     const void *data, size_t len, uint64_t off, unsigned flags,
+			     nvmefs_data_done_fn done, void *ctx);
+
+/* Wait until no asynchronous read or write is in flight. */
+void nvmefs_data_drain(struct nvmefs_vol *vol);
+
+/* Change the size (io_lock held exclusively over the whole file). */
+int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size);
+int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
+			  uint64_t len);
+int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, int whence,
+		     uint64_t *res);
+
+/*
+ * Read [off, off + len) (clamped at EOF) into the caller's buffer buf,
+ * which stays the caller's: done's data is buf. When buf, off and len are
+ * block-aligned (NVMEFS_BLOCK) the devices read straight into buf: no
+ * copy. Otherwise through a pool buffer, then copied; len is then at most
+ * NVMEFS_IO_MAX. Takes a shared range lock until the data is in.
+ */
+void nvmefs_data_read_into(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			   uint64_t off, nvmefs_data_done_fn done, void *ctx);
+/*
+ * Write len bytes from the caller's buffer buf at off (NVMEFS_WRITE_*
+ * flags). Block-aligned buf, off and len: the devices write straight from
+ * buf, no copy; otherwise through a pool buffer (len at most
+ * NVMEFS_IO_MAX), as nvmefs_data_write_async.
+ */
+void nvmefs_data_write_from(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
+			    size_t len, uint64_t off, unsigned flags, nvmefs_data_done_fn done,
+			    void *ctx);
+/* Bytes one request through a pool buffer may move (the FUSE request size). */
+#define NVMEFS_IO_MAX (1u << 20)
+/*
+ * Synchronous helpers over the two above, for any length: the range in
+ * pieces of at most NVMEFS_IO_MAX, one after another. pread returns the
+ * bytes read (short at EOF), pwrite the bytes written, or -errno.
+ */
+ssize_t nvmefs_data_pread(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			  uint64_t off);
+ssize_t nvmefs_data_pwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
+			   size_t len, uint64_t off);
+
 #endif

@@ -19,7 +19,7 @@
 #include "namei.h"
 #include "journal_i.h"
 #include "meta_i.h"
-#include "prefetch_i.h"
+#include "data_i.h"
 #include "util_i.h"
 #include "xlayout_i.h"
 

@@ -25,29 +25,4 @@ void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf);
  * the pool goes (volume close), once no request runs. */
 void nvmefs_prefetch_forget_all(struct nvmefs_vol *vol);
 
-/* nvmefs_data_write_async flags */
-#define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
-#define NVMEFS_WRITE_KEEP_TIMES (1u << 1) /* leave mtime and ctime (the kernel's) */
-
-/*
- * Write len bytes of data at off (NVMEFS_WRITE_* flags). buf is a pool buffer the call takes over;
- * when data lies in it (the request was received there) and the write is block-aligned, the devices
- * write straight from it: no copy. Otherwise the payload is moved into place and the edge blocks
- * are read first. The range stays locked exclusively until the I/O is done and its extents are
- * logged.
- */
-void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			     const void *data, size_t len, uint64_t off, unsigned flags,
-			     nvmefs_data_done_fn done, void *ctx);
-
-/* Wait until no asynchronous read or write is in flight. */
-void nvmefs_data_drain(struct nvmefs_vol *vol);
-
-/* Change the size (io_lock held exclusively over the whole file). */
-int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size);
-int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
-			  uint64_t len);
-int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, int whence,
-		     uint64_t *res);
-
 #endif

@@ -11,6 +11,7 @@
 #include "holder_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
+#include "data_i.h"
 #include "prefetch_i.h"
 #include "util_i.h"
 #include "volume_i.h"

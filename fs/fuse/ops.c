@@ -15,6 +15,7 @@
 #include "door_i.h"
 #include "namei.h"
 #include "journal_i.h"
+#include "data_i.h"
 #include "prefetch_i.h"
 #include "xlayout_i.h"
 #include "reply_open_i.h"
