@@ -85,9 +85,8 @@ static void give_entry(struct nvmefs_inode *in, struct stat *st)
 	in->lookup++;
 }
 
-/* Checks shared by everything that adds a name (meta held). */
-static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
-			  uint64_t cost)
+/* What every change of name in directory p checks first (meta held). */
+static int check_dir_name(struct nvmefs_vol *vol, const struct nvmefs_inode *p, const char *name)
 {
 	if (nvmefs_ns_read_only(vol))
 		return -EROFS;
@@ -97,6 +96,17 @@ static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const 
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Checks shared by everything that adds a name (meta held). */
+static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
+			  uint64_t cost)
+{
+	int ret = check_dir_name(vol, p, name);
+
+	if (ret)
+		return ret;
 	if (nvmefs_dir_find(vol, p->ino, name) || is_ctl_name(p->ino, name))
 		return -EEXIST;
 	if (vol->meta_bytes + cost > vol->meta_cap)
@@ -482,16 +492,10 @@ static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name
 	struct nvmefs_inode *p = live_inode(vol, parent), *in;
 	struct nvmefs_dirent *d;
 	struct timespec now;
-	int ret;
+	int ret = check_dir_name(vol, p, name);
 
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
-	if (!p)
-		return -ENOENT;
-	if (!p->dir)
-		return -ENOTDIR;
-	if (strlen(name) > NVMEFS_NAME_MAX)
-		return -ENAMETOOLONG;
+	if (ret)
+		return ret;
 	d = nvmefs_dir_find(vol, parent, name);
 	if (!d)
 		return -ENOENT;

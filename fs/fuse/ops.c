@@ -534,6 +534,26 @@ static void write_done(void *ctx, ssize_t res, const void *data)
 		fuse_reply_write(ctx, (size_t)res);
 }
 
+/* A READ's or WRITE's file and offset are right; else replied to. */
+static bool rw_check(fuse_req_t req, const struct nvmefs_inode *in, off_t off)
+{
+	int err = !S_ISREG(in->mode) ? EISDIR : off < 0 ? EINVAL : 0;
+
+	if (err)
+		fuse_reply_err(req, err);
+	return !err;
+}
+
+/* The request's pool buffer, for the data path; NULL when replied to. */
+static void *take_buf(fuse_req_t req)
+{
+	void *buf = nvmefs_loop_take_buf(VOL(req));
+
+	if (!buf)
+		fuse_reply_err(req, ENOMEM);
+	return buf;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -546,19 +566,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	in = fh_of(fi)->in;
-	if (!S_ISREG(in->mode)) {
-		fuse_reply_err(req, EISDIR);
+	if (!rw_check(req, in, off) || !(buf = take_buf(req)))
 		return;
-	}
-	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	buf = nvmefs_loop_take_buf(vol);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
 	 * the handles set_open_flags gave read-ahead state; the others are
@@ -579,14 +588,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 		return;
 	}
 	in = fh_of(fi)->in;
-	if (!S_ISREG(in->mode)) {
-		fuse_reply_err(req, EISDIR);
+	if (!rw_check(req, in, off))
 		return;
-	}
-	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
 	/* As the kernel does, privileges go before the data changes. The
 	 * kernel's own write-back has done it at write(2). */
 	if (!fi->writepage) {
@@ -597,11 +600,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 			return;
 		}
 	}
-	buf = nvmefs_loop_take_buf(vol);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	buf = take_buf(req);
+	if (!buf)
 		return;
-	}
 	/* With the write-back cache the kernel has placed O_APPEND writes
 	 * itself, and its write-back uses any open file: ignore the flag. A
 	 * write-back request carries times the kernel owns and sends later. */
