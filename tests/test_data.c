@@ -95,7 +95,6 @@ static void test_io(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 int main(int argc, char **argv)
 {
 	const struct nvmefs_cred cred = {0, 0};
-	const char *paths[2];
 	struct nvmefs_inode *in;
 	struct nvmefs_vol *vol;
 	struct stat st;
@@ -114,10 +113,7 @@ int main(int argc, char **argv)
 		nvmefs_ns_release(vol, ino);
 		nvmefs_ns_forget(vol, ino, 1);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
-		paths[0] = test_vol_img[0];
-		paths[1] = test_vol_img[1];
-		vol = NULL;
-		CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), 0);
+		vol = test_vol_reopen();
 	}
 	if (vol && ino) {
 		CHECK_ERR(nvmefs_vol_start(vol), 0);

@@ -24,24 +24,12 @@
 #include "namei.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
-#include "nvmefs/util.h"
-#include "test_util.h"
+#include "test_vol.h"
 
 #define ROOT NVMEFS_ROOT_INO
 
-static char dir[256], img[2][300], tool[2][512];
 static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
 static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
-
-static struct nvmefs_vol *open_vol(void)
-{
-	const char *paths[2] = {img[0], img[1]};
-	struct nvmefs_vol *vol = NULL;
-	int ret = nvmefs_vol_open(&vol, paths, 2, NULL);
-
-	CHECK_ERR(ret, 0);
-	return ret ? NULL : vol;
-}
 
 /* name in parent: its inode number, or 0 (and the errno in *err). */
 static uint64_t ino_of(struct nvmefs_vol *vol, uint64_t parent, const char *name)
@@ -343,28 +331,11 @@ static void check_after_reopen(struct nvmefs_vol *vol)
 
 int main(int argc, char **argv)
 {
-	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct nvmefs_vol *vol;
-	char cmd[2048];
 
 	if (argc < 2)
 		TEST_SKIP("usage: test_namei BUILD_DIR");
-	snprintf(tool[0], sizeof(tool[0]), "%s/mkfs.nvmefs", argv[1]);
-	snprintf(tool[1], sizeof(tool[1]), "%s/fsck.nvmefs", argv[1]);
-	if (access(tool[0], X_OK) || access(tool[1], X_OK))
-		TEST_SKIP("%s or %s not built", tool[0], tool[1]);
-	snprintf(dir, sizeof(dir), "%s/test_namei.XXXXXX", base);
-	if (!mkdtemp(dir))
-		TEST_SKIP("mkdtemp in %s failed", base);
-	for (int i = 0; i < 2; i++) {
-		snprintf(img[i], sizeof(img[i]), "%s/d%d.img", dir, i);
-		snprintf(cmd, sizeof(cmd), "truncate -s 64M %s", img[i]);
-		CHECK(system(cmd) == 0);
-	}
-	snprintf(cmd, sizeof(cmd), "%s -q -K %s %s >/dev/null", tool[0], img[0], img[1]);
-	CHECK(system(cmd) == 0);
-	nvmefs_log_set_level(NVMEFS_LOG_WARN);
-	vol = open_vol();
+	vol = test_vol_setup(argv[1]);
 	if (vol) {
 		test_create(vol);
 		test_setgid_dir(vol);
@@ -377,14 +348,9 @@ int main(int argc, char **argv)
 		test_enospc(vol);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 	}
-	vol = open_vol();
-	if (vol) {
+	vol = test_vol_reopen();
+	if (vol)
 		check_after_reopen(vol);
-		CHECK_ERR(nvmefs_vol_close(vol), 0);
-	}
-	snprintf(cmd, sizeof(cmd), "%s -n %s %s >/dev/null", tool[1], img[0], img[1]);
-	CHECKF(system(cmd) == 0, "%s", "fsck.nvmefs -n is not clean");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
+	test_vol_teardown(vol);
 	return test_result();
 }

@@ -48,6 +48,16 @@ static struct nvmefs_vol *test_vol_setup(const char *build)
 	return vol;
 }
 
+/* Open the images of test_vol_setup again (after closing the volume). */
+static inline struct nvmefs_vol *test_vol_reopen(void)
+{
+	const char *paths[2] = {test_vol_img[0], test_vol_img[1]};
+	struct nvmefs_vol *vol = NULL;
+
+	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), 0);
+	return vol;
+}
+
 /* Close vol (a checkpoint), fsck -n the images (clean), remove them. */
 static void test_vol_teardown(struct nvmefs_vol *vol)
 {
