@@ -248,10 +248,13 @@ static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
 	return ret;
 }
 
-/* Read the block-aligned range [off, off + len) into buf (zeros for holes).
- * Synchronous: for edge blocks and truncation only. */
-static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t *buf, uint64_t off,
-		       uint64_t len)
+/*
+ * Read (op NVMEFS_IO_READ; zeros for holes) or write the block-aligned range
+ * [off, off + len) of the file's written blocks, into or from buf; a write
+ * leaves holes holes. Synchronous: for truncation only.
+ */
+static int blocks_io(struct nvmefs_vol *vol, struct nvmefs_inode *in, enum nvmefs_io_op op,
+		     uint8_t *buf, uint64_t off, uint64_t len)
 {
 	struct plan pl = {.buf = buf};
 	int ret;
@@ -260,7 +263,7 @@ static int read_blocks(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t 
 	ret = walk(vol, in, off, len, read_piece, &pl);
 	pthread_rwlock_unlock(&in->map_lock);
 	if (!ret)
-		ret = run_io(vol, NVMEFS_IO_READ, &pl);
+		ret = run_io(vol, op, &pl);
 	plan_free(&pl);
 	return ret;
 }
@@ -1033,18 +1036,12 @@ static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 	buf = nvmefs_aligned_alloc(BLK);
 	if (!buf)
 		return -ENOMEM;
-	ret = read_blocks(vol, in, buf, a, BLK);
+	ret = blocks_io(vol, in, NVMEFS_IO_READ, buf, a, BLK);
 	if (!ret) {
-		struct plan pl = {.buf = buf};
-
+		/* Only blocks that hold data need rewriting; holes stay holes
+		 * (read_piece zero-filled the buffer there, harmlessly). */
 		memset(buf + (from - a), 0, to - from);
-		/* Only blocks that hold data need rewriting; holes stay holes. */
-		pthread_rwlock_rdlock(&in->map_lock);
-		ret = walk(vol, in, a, BLK, read_piece, &pl);
-		pthread_rwlock_unlock(&in->map_lock);
-		if (!ret)
-			ret = run_io(vol, NVMEFS_IO_WRITE, &pl);
-		plan_free(&pl);
+		ret = blocks_io(vol, in, NVMEFS_IO_WRITE, buf, a, BLK);
 	}
 	free(buf);
 	return ret;
