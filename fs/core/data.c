@@ -506,22 +506,27 @@ static void io_count(struct nvmefs_vol *vol, int delta)
 		;
 }
 
-/* Send the plan's segments; done runs once they all completed. After 0,
- * d belongs to the completion. */
-static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
+/* Send plan pl's segments as request io; done runs once they all completed
+ * (and calls io_count(vol, -1)). After 0, io belongs to the completion. */
+static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io, const struct plan *pl,
+		       enum nvmefs_io_op op, nvmefs_io_done_fn done)
 {
-	struct nvmefs_vol *vol = d->vol;
 	int ret;
 
-	d->io.op = op;
-	d->io.segs = d->pl.io;
-	d->io.nr_segs = (unsigned)d->pl.nio;
-	d->io.done = done;
+	io->op = op;
+	io->segs = pl->io;
+	io->nr_segs = (unsigned)pl->nio;
+	io->done = done;
 	io_count(vol, 1);
-	ret = nvmefs_engine_submit(vol->eng, &d->io);
+	ret = nvmefs_engine_submit(vol->eng, io);
 	if (ret)
 		io_count(vol, -1);
 	return ret;
+}
+
+static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
+{
+	return plan_submit(d->vol, &d->io, &d->pl, op, done);
 }
 
 static void read_io_done(struct nvmefs_io_req *io, int res)
@@ -773,14 +778,8 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 		return ret;
 	}
 	atomic_fetch_add_explicit(&vol->stats.edge_reads, 1, memory_order_relaxed);
-	x->io.op = NVMEFS_IO_READ;
-	x->io.segs = x->pl.io;
-	x->io.nr_segs = (unsigned)x->pl.nio;
-	x->io.done = edges_read_done;
-	io_count(vol, 1);
-	ret = nvmefs_engine_submit(vol->eng, &x->io);
+	ret = plan_submit(vol, &x->io, &x->pl, NVMEFS_IO_READ, edges_read_done);
 	if (ret) {
-		io_count(vol, -1);
 		edges_free(x);
 		return ret;
 	}
