@@ -236,6 +236,18 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 	} stats;
+	/* The native door's counters (fs/native/server.c; relaxed atomics). */
+	struct {
+		atomic_uint clients; /* connected now */
+		atomic_uint_fast64_t connects, reads, writes, fsyncs;
+		atomic_uint_fast64_t read_bytes, write_bytes; /* moved by requests that succeeded */
+		atomic_uint_fast64_t copied_requests;	      /* unaligned: through pool buffers */
+		atomic_uint_fast64_t copied_bytes;	      /* their bytes */
+		atomic_uint_fast64_t refused; /* requests and registrations refused */
+		atomic_uint_fast64_t invals;  /* page cache invalidations asked */
+	} native;
+	/* The native door's socket, "@" and its abstract name; "" when off. */
+	char native_socket[64];
 	atomic_uint pf_bufs;  /* pool buffers held by read-ahead windows */
 	unsigned pf_max_bufs; /* at most this many: a quarter of the pool */
 	/* FUSE requests received, by opcode (fs/fuse/ctl.c; relaxed atomics). */

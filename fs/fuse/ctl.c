@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nvmefs/util.h"
 
@@ -253,6 +254,25 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
+/* The native door's counters (fs/native/server.c). */
+static json_object *native_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+
+	put_u64(o, "clients", atomic_load(&vol->native.clients));
+	put_u64(o, "connects", atomic_load(&vol->native.connects));
+	put_u64(o, "reads", atomic_load(&vol->native.reads));
+	put_u64(o, "writes", atomic_load(&vol->native.writes));
+	put_u64(o, "fsyncs", atomic_load(&vol->native.fsyncs));
+	put_u64(o, "read_bytes", atomic_load(&vol->native.read_bytes));
+	put_u64(o, "write_bytes", atomic_load(&vol->native.write_bytes));
+	put_u64(o, "copied_requests", atomic_load(&vol->native.copied_requests));
+	put_u64(o, "copied_bytes", atomic_load(&vol->native.copied_bytes));
+	put_u64(o, "refused", atomic_load(&vol->native.refused));
+	put_u64(o, "invalidations", atomic_load(&vol->native.invals));
+	return o;
+}
+
 static char *render_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object(), *devs = json_object_new_array();
@@ -270,6 +290,7 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "pool", pool_stats(vol));
 	json_object_object_add(o, "requests", request_stats(vol));
 	json_object_object_add(o, "data", data_stats(vol));
+	json_object_object_add(o, "native", native_stats(vol));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -311,6 +332,8 @@ static char *render_config(struct nvmefs_vol *vol)
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
 	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000, o->read_only);
+	/* libnvmefs connects here and checks the peer is this pid. */
+	fprintf(f, "pid = %d\nnative_socket = %s\n", (int)getpid(), vol->native_socket);
 	if (fclose(f)) {
 		free(t);
 		return NULL;

@@ -62,6 +62,13 @@ void nvmefs_loop_init_flags(uint64_t flags);
  */
 void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
 
+/*
+ * The native door's nvmefs_native_inval_fn (fs/native/native_i.h) for the
+ * session se: FUSE_NOTIFY_INVAL_INODE. Never from a worker or an I/O
+ * completion: the kernel may wait on pages a READ of theirs holds.
+ */
+void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
+
 /* ---- ops.c ---- */
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops nvmefs_ops;

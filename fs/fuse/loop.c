@@ -459,3 +459,13 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	free(lp.w);
 	return ret;
 }
+
+void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len)
+{
+	int ret = fuse_lowlevel_notify_inval_inode(se, ino, off, len);
+
+	/* -ENOENT: the kernel holds nothing of the file. -ENOTCONN: unmounted. */
+	if (ret && ret != -ENOENT && ret != -ENOTCONN)
+		nvmefs_warn("cannot drop the kernel's cache of inode %llu: %s",
+			    (unsigned long long)ino, strerror(-ret));
+}

@@ -31,6 +31,7 @@
 #include "door_i.h"
 #include "discover_i.h"
 #include "meta_i.h"
+#include "native_i.h"
 #include "prefetch_i.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
@@ -508,7 +509,8 @@ int main(int argc, char **argv)
 	struct bdi_tuning bdi;
 	struct cfg c = {0};
 	unsigned threads = DEFAULT_THREADS, n = 0;
-	int ret = 1, conn_fd = -1;
+	struct nvmefs_native *native = NULL;
+	int ret = 1, conn_fd = -1, err;
 
 	nvmefs_log_set_ident("nvmefs");
 	if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
@@ -610,8 +612,15 @@ int main(int argc, char **argv)
 	}
 	vol->mounted_ns = nvmefs_now_ns();
 	clock_gettime(CLOCK_REALTIME, &vol->mounted_at);
+	/* The native door (libnvmefs): without it the mount still serves. */
+	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, se, &native);
+	if (err)
+		nvmefs_warn("no native client door: %s", strerror(-err));
 	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
 	ret = nvmefs_loop_run(se, vol, threads, tune_bdi, &bdi) ? 1 : 0;
+	/* Its requests in flight finish and its kernel notices go out while
+	 * the session is still there. */
+	nvmefs_native_stop(native);
 	/* Replies still to come from the I/O completions need the session. */
 	nvmefs_data_drain(vol);
 out_unmount:

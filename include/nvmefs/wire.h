@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire.h: the native client's protocol, between libnvmefs (client/) and the
+ * daemon's native door (fs/native/). Internal: neither installed nor part of
+ * the library's API (include/libnvmefs.h is).
+ *
+ * Transport: a SOCK_SEQPACKET Unix socket with an abstract name the daemon
+ * publishes in MOUNTPOINT/.nvmefs/config ("native_socket"). One message is
+ * one header, then count entries of the type's size; a message carries at
+ * most one descriptor (SCM_RIGHTS), only with REG_FD and REG_MEM. Data never
+ * crosses the socket: it moves between the devices and memory the client
+ * shares with the daemon (a sealed memfd, REG_MEM).
+ *
+ *   client -> daemon                        daemon -> client
+ *   HELLO                                   REPLY  arg: 0 or -errno; payload nvmefs_wire_hello
+ *   REG_FD   + fd                           REPLY  arg: handle or -errno; arg2: NVMEFS_WIRE_MAY_*
+ *   UNREG_FD   arg: handle                  REPLY  arg: 0 or -errno
+ *   REG_MEM  + memfd, arg: size             REPLY  arg: region or -errno
+ *   UNREG_MEM  arg: region                  REPLY  arg: 0 or -errno
+ *   SUBMIT     count x nvmefs_wire_sqe      COMPLETE count x nvmefs_wire_cqe, any time later
+ *
+ * Requests (SUBMIT) are answered by COMPLETE messages in any order, possibly
+ * between a control message and its REPLY; control messages are answered in
+ * order. All fields are in the host's byte order: both ends run on one host.
+ * A message that breaks these rules is refused (a REPLY with -EBADMSG, or
+ * the connection closed when it cannot be answered); the daemon goes on
+ * serving its other clients. The parser below is fuzzed (tests/fuzz).
+ */
+#ifndef NVMEFS_WIRE_H
+#define NVMEFS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NVMEFS_WIRE_MAGIC   0x464d564eu /* "NVMF" */
+#define NVMEFS_WIRE_VERSION 1u
+
+enum nvmefs_wire_type {
+	NVMEFS_WIRE_HELLO = 1,
+	NVMEFS_WIRE_REG_FD = 2,
+	NVMEFS_WIRE_UNREG_FD = 3,
+	NVMEFS_WIRE_REG_MEM = 4,
+	NVMEFS_WIRE_UNREG_MEM = 5,
+	NVMEFS_WIRE_SUBMIT = 6,
+	NVMEFS_WIRE_REPLY = 7,
+	NVMEFS_WIRE_COMPLETE = 8,
+};
+
+struct nvmefs_wire_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;	/* enum nvmefs_wire_type */
+	uint32_t count; /* entries after the header (SUBMIT, COMPLETE) */
+	uint32_t flags; /* 0 */
+	int64_t arg;	/* by type, above */
+	int64_t arg2;
+};
+_Static_assert(sizeof(struct nvmefs_wire_hdr) == 32, "wire header is 32 bytes");
+
+/* nvmefs_wire_sqe.op */
+#define NVMEFS_WIRE_READ  1u /* file [off, off + len) -> region [mem_off, mem_off + len) */
+#define NVMEFS_WIRE_WRITE 2u /* region -> file */
+#define NVMEFS_WIRE_FSYNC 3u /* make what completed durable; off, len, region unused */
+
+struct nvmefs_wire_sqe {
+	uint64_t user_data; /* the client's, returned in the completion */
+	uint64_t off;	    /* file offset */
+	uint64_t len;	    /* bytes */
+	uint64_t mem_off;   /* offset in the region */
+	uint32_t handle;    /* from REG_FD */
+	uint32_t region;    /* from REG_MEM */
+	uint32_t op;	    /* NVMEFS_WIRE_READ ... */
+	uint32_t pad;	    /* 0 */
+};
+_Static_assert(sizeof(struct nvmefs_wire_sqe) == 48, "submission entry is 48 bytes");
+
+struct nvmefs_wire_cqe {
+	uint64_t user_data;
+	int64_t res; /* bytes moved (a read is short at EOF), or -errno */
+};
+_Static_assert(sizeof(struct nvmefs_wire_cqe) == 16, "completion entry is 16 bytes");
+
+/* HELLO's reply payload: what the client checks and obeys. */
+struct nvmefs_wire_hello {
+	uint64_t dev;	       /* st_dev of the mount, as the client's stat sees it */
+	uint8_t uuid[16];      /* the volume's */
+	uint32_t block;	       /* alignment for zero copy (buffer, offset, length) */
+	uint32_t max_inflight; /* requests a client may have submitted and not reaped */
+	uint32_t max_batch;    /* entries per SUBMIT message */
+	uint32_t pad;
+	uint64_t max_len; /* bytes one request may move */
+};
+_Static_assert(sizeof(struct nvmefs_wire_hello) == 48, "hello is 48 bytes");
+
+/* REG_FD's reply arg2: what the descriptor's access mode allows. */
+#define NVMEFS_WIRE_MAY_READ  1u
+#define NVMEFS_WIRE_MAY_WRITE 2u
+
+#define NVMEFS_WIRE_MAX_BATCH	 256u  /* entries per SUBMIT or COMPLETE message */
+#define NVMEFS_WIRE_MAX_INFLIGHT 1024u /* per client */
+#define NVMEFS_WIRE_MAX_MSG                                                                        \
+	(sizeof(struct nvmefs_wire_hdr) + NVMEFS_WIRE_MAX_BATCH * sizeof(struct nvmefs_wire_sqe))
+#define NVMEFS_WIRE_MAX_REGION (1ull << 40) /* bytes of one shared region */
+
+/* A message as nvmefs_wire_parse found it; entries point into the buffer. */
+struct nvmefs_wire_msg {
+	struct nvmefs_wire_hdr hdr;
+	const void *entries; /* count entries of entry_size bytes, unaligned */
+	size_t entry_size;
+};
+
+/*
+ * Check the message buf[0, len) as the side receiving it: from_client
+ * true for the daemon (HELLO ... SUBMIT), false for the client (REPLY,
+ * COMPLETE; a REPLY to HELLO carries a nvmefs_wire_hello). Returns 0 and
+ * fills *m, or -EBADMSG (truncated, wrong magic, size or count), -EPROTO
+ * (another version) or -EOPNOTSUPP (a type this side never receives).
+ * Reads nothing beyond len.
+ */
+int nvmefs_wire_parse(const void *buf, size_t len, int from_client, struct nvmefs_wire_msg *m);
+
+/* Entry i of a parsed SUBMIT (copied out: the buffer need not be aligned). */
+void nvmefs_wire_sqe_at(const struct nvmefs_wire_msg *m, uint32_t i, struct nvmefs_wire_sqe *e);
+
+/*
+ * Check one submission against what its client registered: may is the
+ * handle's NVMEFS_WIRE_MAY_* (0: no such handle), region_size the region's
+ * bytes (0: no such region; FSYNC needs none). Returns 0, or -EBADF (no
+ * handle, or its mode does not allow the op), -EINVAL (unknown op, pad set,
+ * length above max_len), -EFAULT (the range is not inside the region) or -EFBIG (beyond
+ * the largest file, max_off).
+ */
+int nvmefs_wire_check_sqe(const struct nvmefs_wire_sqe *e, unsigned may, uint64_t region_size,
+			  uint64_t max_len, uint64_t max_off);
+
+#endif
