@@ -63,31 +63,39 @@ int nvmefs_attach(const char *path, struct nvmefs_client **out);
 
 /*
  * Wait for the client's requests in flight, unregister its descriptors
- * (the caller's descriptors stay open), free its buffers (nvmefs_buf_alloc)
- * and close the connection. c may be NULL.
+ * (the caller's descriptors stay open) and close the connection. Buffers
+ * of nvmefs_buf_alloc are the process's and stay until nvmefs_buf_free.
+ * c may be NULL.
  */
 void nvmefs_detach(struct nvmefs_client *c);
 
-/* The last failure of a call on c, as a sentence ("" after none). Valid
- * until the next call on c. */
+/* The last failure of a call on c, as a sentence ("" after none); with c
+ * NULL, the calling thread's last failure of a call given no client
+ * (nvmefs_attach, nvmefs_buf_alloc and nvmefs_buf_free with c NULL). Valid
+ * until the next such call. */
 const char *nvmefs_client_error(const struct nvmefs_client *c);
 
 /* The alignment of zero-copy I/O in bytes (4096). */
 size_t nvmefs_client_block(const struct nvmefs_client *c);
 
 /*
- * Allocate size bytes (rounded up to the page size) of memory shared with
- * the daemon: page-aligned, zero-filled, locked in RAM (mlock, as
- * DeepNVMe's new_cpu_locked_tensor), on NUMA node numa_node (-1: the
- * caller's). *out is its address, valid until nvmefs_buf_free or
- * nvmefs_detach. Returns 0, -EINVAL (size 0 or above 1 TiB, or no such
- * node), -ENOMEM, or -EPERM/-EAGAIN when it cannot be locked
- * (RLIMIT_MEMLOCK; nothing is allocated then).
+ * Allocate size bytes (rounded up to the page size) of memory the daemon
+ * can reach: page-aligned, zero-filled, locked in RAM (mlock, as DeepNVMe's
+ * new_cpu_locked_tensor), on NUMA node numa_node (-1: the caller's). The
+ * buffer is the process's: every client may use it (each shares it with
+ * its daemon on first use), and it outlives them. With c given it is
+ * shared with c's daemon at once (a refusal shows here); c may be NULL.
+ * *out is its address, valid until nvmefs_buf_free. Returns 0, -EINVAL
+ * (size 0 or above 1 TiB, or no such node), -ENOMEM, or -EPERM/-EAGAIN
+ * when it cannot be locked (RLIMIT_MEMLOCK; nothing is allocated then).
  */
 int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void **out);
 
-/* Free a buffer of nvmefs_buf_alloc (its start address). -EINVAL when buf
- * is no such start, -EBUSY while a request in flight uses it. */
+/* Free a buffer of nvmefs_buf_alloc (its start address). Other clients
+ * that used it let go of it at their next call. c (may be NULL): -EBUSY
+ * while a request of c in flight uses it. -EINVAL when buf is no such
+ * start. Freeing a buffer another client's request in flight uses is the
+ * caller's error, as freeing memory under read(2) is. */
 int nvmefs_buf_free(struct nvmefs_client *c, void *buf);
 
 /*
