@@ -622,7 +622,10 @@ static int64_t do_reg_mem(struct nclient *c, int fd, int64_t size)
 	i = slot((void **)&c->regions, &c->nregions, sizeof(*c->regions), region_used);
 	if (i < 0)
 		return i;
-	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* Populated now (the client has the pages locked: only page tables),
+	 * not fault by fault under the first requests' O_DIRECT: that made
+	 * the first pass over a new 1 GiB buffer half as fast. */
+	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	c->regions[i] = (struct nregion){.base = p, .size = (uint64_t)size};
