@@ -41,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -496,20 +497,22 @@ static int do_hello(struct nclient *c)
 static int check_fd(struct nclient *c, int fd, uint64_t *ino, unsigned *may)
 {
 	int fl = fcntl(fd, F_GETFL);
-	struct stat st;
+	struct statx stx;
 	dev_t dev;
 	int ret;
 
 	if (fl < 0 || (fl & O_PATH))
 		return -EBADF; /* O_PATH opens prove no access */
-	if (fstat(fd, &st))
+	/* What the kernel knows already: no request to the file's filesystem,
+	 * which may be another FUSE daemon that never answers. */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx))
 		return -errno;
 	ret = mount_dev(c->srv, &dev);
 	if (ret)
 		return ret;
-	if (st.st_dev != dev)
+	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
 		return -EXDEV;
-	if (!S_ISREG(st.st_mode) || st.st_ino > NVMEFS_INO_MAX)
+	if (!S_ISREG(stx.stx_mode) || stx.stx_ino > NVMEFS_INO_MAX)
 		return -EINVAL; /* directories, devices, the control files */
 	switch (fl & O_ACCMODE) {
 	case O_RDONLY:
@@ -525,7 +528,7 @@ static int check_fd(struct nclient *c, int fd, uint64_t *ino, unsigned *may)
 	 * would not take what a native write changes. */
 	if ((*may & NVMEFS_WIRE_MAY_WRITE) && c->srv->vol->writeback)
 		return -EOPNOTSUPP;
-	*ino = st.st_ino;
+	*ino = stx.stx_ino;
 	return 0;
 }
 
