@@ -69,7 +69,8 @@ int nvmefs_attach(const char *path, struct nvmefs_client **out);
 void nvmefs_detach(struct nvmefs_client *c);
 
 /* The last failure of a call on c, as a sentence ("" after none). Valid
- * until the next call on c. */
+ * until the next call on c. c NULL: the calling thread's last failure of
+ * nvmefs_attach, which has no client to hold it. */
 const char *nvmefs_client_error(const struct nvmefs_client *c);
 
 /* The alignment of zero-copy I/O in bytes (4096). */
@@ -81,8 +82,9 @@ size_t nvmefs_client_block(const struct nvmefs_client *c);
  * DeepNVMe's new_cpu_locked_tensor), on NUMA node numa_node (-1: the
  * caller's). *out is its address, valid until nvmefs_buf_free or
  * nvmefs_detach. Returns 0, -EINVAL (size 0 or above 1 TiB, or no such
- * node), -ENOMEM, or -EPERM/-EAGAIN when it cannot be locked
- * (RLIMIT_MEMLOCK; nothing is allocated then).
+ * node), -ENOMEM (also when RLIMIT_MEMLOCK is too low to lock it), or
+ * -EPERM/-EAGAIN when it cannot be locked otherwise; nothing is allocated
+ * then. Locking needs CAP_IPC_LOCK or a high enough `ulimit -l`.
  */
 int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void **out);
 
