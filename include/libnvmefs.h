@@ -86,8 +86,10 @@ size_t nvmefs_client_block(const struct nvmefs_client *c);
  * its daemon on first use), and it outlives them. With c given it is
  * shared with c's daemon at once (a refusal shows here); c may be NULL.
  * *out is its address, valid until nvmefs_buf_free. Returns 0, -EINVAL
- * (size 0 or above 1 TiB, or no such node), -ENOMEM, or -EPERM/-EAGAIN
- * when it cannot be locked (RLIMIT_MEMLOCK; nothing is allocated then).
+ * (size 0 or above 1 TiB, or no such node), -ENOMEM (also when
+ * RLIMIT_MEMLOCK is too low to lock it), or -EPERM/-EAGAIN when it cannot
+ * be locked otherwise; nothing is allocated then. Locking needs
+ * CAP_IPC_LOCK or a high enough `ulimit -l`.
  */
 int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void **out);
 

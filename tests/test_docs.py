@@ -9,10 +9,15 @@ or directory that exists and lies inside the repository: a clone holds
 nothing else (README.md once sent readers to ../shared/DESIGN.md, outside
 it). Links into README.md's own sections (#anchor) must name a heading.
 
+README.md's C example (its ```c block) must be client/examples/roundtrip.c
+byte for byte: that file is the one built (nvmefs-example-roundtrip) and
+tested (test_readme_example), so the README shows what was compiled.
+
 usage: test_docs.py SOURCE_DIR    (exit 0 pass, 1 fail)
 """
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -65,6 +70,27 @@ def check(top, rel, problems):
             problems.append(f"{rel}: {kind} {target}: no such file")
 
 
+EXAMPLE = os.path.join("client", "examples", "roundtrip.c")
+C_BLOCK = re.compile(r"^```c\n(.*?)^```$", re.S | re.M)
+
+
+def check_example(top, problems):
+    """README.md's ```c block is EXAMPLE, byte for byte."""
+    with open(os.path.join(top, "README.md"), encoding="utf-8") as f:
+        blocks = C_BLOCK.findall(f.read())
+    with open(os.path.join(top, EXAMPLE), encoding="utf-8") as f:
+        want = f.read()
+    if want in blocks:
+        return
+    if not blocks:
+        problems.append(f"README.md: no ```c block showing {EXAMPLE}")
+        return
+    diff = difflib.unified_diff(blocks[0].splitlines(), want.splitlines(),
+                                "README.md ```c block", EXAMPLE, lineterm="")
+    problems.append(f"README.md: its ```c block differs from {EXAMPLE}:\n"
+                    + "\n".join(list(diff)[:40]))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source_dir")
@@ -74,11 +100,13 @@ def main():
     docs = sorted(documents(top))
     for rel in docs:
         check(top, rel, problems)
+    check_example(top, problems)
     for line in problems:
         print("FAIL:", line, file=sys.stderr)
     if problems:
         return 1
-    print(f"{len(docs)} documents, every reference inside the repository")
+    print(f"{len(docs)} documents, every reference inside the repository; "
+          f"README.md shows {EXAMPLE} as it is")
     return 0
 
 

@@ -8,12 +8,14 @@
 # divides by the change of uptime_ns, so the rates are known exactly:
 #  - one shot: the header, a row per device and a total row with the right
 #    ops, MiB (from bytes), errors, mean latency and gauges; the pool, the
-#    requests sorted by count, the data path; unknown keys ignored; a file
-#    far bigger than one read() and a FIFO (st_size 0) read to EOF;
+#    requests sorted by count, the data path, the native door (a file
+#    without it, from a daemon before it, shows none); unknown keys ignored;
+#    a file far bigger than one read() and a FIFO (st_size 0) read to EOF;
 #  - -c 4 with an interval: 4 reports, the first the totals, the others
 #    rates, await and errors over each interval exactly as the writer made
 #    them (a report where the writer stalled shows zeros, never junk), the
-#    requests of the interval by type; a file that does not change shows
+#    requests of the interval by type, the native door's rates and counts;
+#    a file that does not change shows
 #    zero rates and the current in-flight counts;
 #  - a device list that changes, or a remount, prints fresh totals;
 #  - -j prints one parseable JSON object per sample, unknown keys kept;
@@ -110,7 +112,13 @@ gen() { # K [NDEV]: the stats file after K ticks, pretty-printed like json-c's
 	printf '  "requests": { "LOOKUP": %d, "GETATTR": 40, "READ": %d, "WRITE": %d },\n' \
 		$((12 + k)) $((300 + 30 * k)) $((200 + 10 * k))
 	printf '  "data": { "reads": 300, "writes": 200, "zero_copy_writes": 150,'
-	printf ' "copied_bytes": 4096, "in_flight": 2, "peak_in_flight": 17 }\n}\n'
+	printf ' "copied_bytes": 4096, "in_flight": 2, "peak_in_flight": 17 },\n'
+	# Per tick: 4 reads of 1 MiB, 1 write of 1 MiB, 1 fsync, 1 invalidation.
+	printf '  "native": { "clients": 2, "connects": 3, "reads": %d, "writes": %d,' \
+		$((10 + 4 * k)) $((5 + k))
+	printf ' "fsyncs": %d, "read_bytes": %d, "write_bytes": %d, "copied_requests": 1,' \
+		$((5 + k)) $(((10 + 4 * k) << 20)) $(((5 + k) << 20))
+	printf ' "copied_bytes": 512, "refused": 0, "invalidations": %d }\n}\n' $((5 + k))
 }
 
 put() { # K [NDEV]: replace the stats file at once, as a reader must see it
@@ -181,6 +189,13 @@ check "requests sorted by count" grep -qx "requests: READ 300, WRITE 200, GETATT
 	<<<"$out"
 check "data line" grep -qx \
 	"data: 300 reads, 200 writes (150 zero-copy), 4096 bytes copied, 2 in flight (peak 17)" <<<"$out"
+check "native line" grep -qx "native: 2 clients (3 connects), 10 reads (10.00 MiB), 5 writes \
+(5.00 MiB), 5 fsyncs, 1 requests copied (512 bytes), 0 refused, 5 invalidations" <<<"$out"
+variant 'del d["native"]' >"$st"
+out=$("$stat_bin" "$mnt")
+check "no native object (an older daemon): no native line, the rest as before" \
+	test "$(grep -c '^native:' <<<"$out"):$(row all <<<"$out")" = "0:all - 40 40.50 7 5.00 2 94.4 4 4"
+put 0
 check "trailing slash on the mount point" \
 	test "$("$stat_bin" "$mnt/" | row all)" = "all - 40 40.50 7 5.00 2 94.4 4 4"
 
@@ -212,6 +227,7 @@ for l in lines:
     assert d["version"] == 1, d["version"]
     assert [x["path"] for x in d["devices"]] == ["/dev/fake0", "/dev/fake1"]
     assert d["future_key"] == {"x": [1, 2]}, "unknown keys are kept"
+    assert d["native"]["clients"] == 2, "the native object is kept"
     assert d["uptime_ns"] >= up, "uptime went back"
     up = d["uptime_ns"]
 ' "$1"
@@ -227,11 +243,14 @@ check "-c 4: one report of totals" test "$(grep -c '^nvmefs ' <<<"$out")" = 1
 check "-c 4: three interval reports" test "$(grep -c '^interval ' <<<"$out")" = 3
 moving=0
 zero0="0 /dev/fake0 0.0 0.00 0.0 0.00 0.000 0 3 0"
-# Each interval report: its rows for device 0, 1 and all, and its requests.
-while IFS='|' read -r r0 r1 ra rq; do
+zero_native="native: 2 clients, 0.0 reads/s (0.00 MiB/s), 0.0 writes/s (0.00 MiB/s), 0 fsyncs, \
+0 requests copied, 0 refused, 0 invalidations"
+# Each interval report: its rows for device 0, 1 and all, its requests and native line.
+while IFS='|' read -r r0 r1 ra rq rn; do
 	k=$(awk '{ print $8 }' <<<"$r1") # device 1 makes one error per tick
 	if [ "$k" = 0 ]; then            # the writer stalled: nothing moved
 		check "stalled interval: '$r0'" test "$r0" = "$zero0"
+		check "stalled interval: '$rn'" test "$rn" = "$zero_native"
 		continue
 	fi
 	moving=$((moving + 1))
@@ -240,12 +259,15 @@ while IFS='|' read -r r0 r1 ra rq; do
 	check "total rates: '$ra'" test "$ra" = "all - 300.0 300.00 100.0 50.00 0.325 $k 4 4"
 	check "interval requests: '$rq'" \
 		test "$rq" = "requests: READ $((30 * k)), WRITE $((10 * k)), LOOKUP $k"
+	check "interval native: '$rn'" test "$rn" = "native: 2 clients, 40.0 reads/s (40.00 MiB/s), \
+10.0 writes/s (10.00 MiB/s), $k fsyncs, 0 requests copied, 0 refused, $k invalidations"
 done < <(awk '
 	/^interval / { inrep = 1; r0 = r1 = ra = "" }
 	inrep && $1 == "0" { $1 = $1; r0 = $0 }
 	inrep && $1 == "1" { $1 = $1; r1 = $0 }
 	inrep && $1 == "all" { $1 = $1; ra = $0 }
-	inrep && /^requests:/ { print r0 "|" r1 "|" ra "|" $0; inrep = 0 }' <<<"$out")
+	inrep && /^requests:/ { rq = $0 }
+	inrep && /^native:/ { print r0 "|" r1 "|" ra "|" rq "|" $0; inrep = 0 }' <<<"$out")
 check "some interval saw the counters move" test "$moving" -ge 1
 
 # A file that does not change: zero rates, the current gauges.
@@ -373,6 +395,12 @@ variant 'd["requests"]["READ"] = 1.5' >"$st"
 refuse "request count not an integer" 'key "requests.READ" is double, not int'
 variant 'del d["data"]' >"$st"
 refuse "missing object" 'missing key "data"'
+variant 'd["native"] = [1]' >"$st"
+refuse "native not an object" 'key "native" is array, not object'
+variant 'd["native"]["refused"] = "0"' >"$st"
+refuse "mistyped native key" 'key "native.refused" is string, not int'
+variant 'del d["native"]["clients"]' >"$st"
+refuse "missing native key" 'missing key "native.clients"'
 
 [ "$fail" = 0 ] && echo "all checks passed"
 exit "$fail"

@@ -10,7 +10,8 @@
  * Without INTERVAL this prints the totals since mount once. With INTERVAL
  * (seconds) it prints them, then every INTERVAL what happened during it:
  * rates, the mean latency of the I/Os completed in it, errors, the FUSE
- * requests by type; until COUNT reports or SIGINT/SIGTERM (exit 0).
+ * requests by type and the native client's traffic; until COUNT reports or
+ * SIGINT/SIGTERM (exit 0).
  *
  * Rates divide by the change of the daemon's uptime_ns, which it takes with
  * the counters, so a late wake-up of this program does not skew them; only
@@ -22,7 +23,9 @@
  *
  * Unknown keys are ignored (forward compatibility); every key of schema
  * version 1 is required, and a missing or mistyped one is refused naming
- * the file and the key.
+ * the file and the key. The "native" object (the native client's door,
+ * libnvmefs) is the exception: daemons before it lack it, and then no
+ * native line is printed; when it is there, its keys are required too.
  *
  * Standalone on purpose: libc and json-c only, nothing from the rest of the
  * project, so it builds wherever the daemon's output is read.
@@ -90,6 +93,12 @@ struct data_stats {
 	uint64_t reads, writes, zero_copy_writes, copied_bytes, in_flight, peak_in_flight;
 };
 
+/* The native door's (schema: native). clients is a gauge, the rest counters. */
+struct native_stats {
+	uint64_t clients, connects, reads, writes, fsyncs, read_bytes, write_bytes;
+	uint64_t copied_requests, copied_bytes, refused, invalidations;
+};
+
 struct sample {
 	struct json_object *root; /* owns every string below; NULL when empty */
 	const char *mountpoint, *uuid, *label;
@@ -101,6 +110,8 @@ struct sample {
 	struct req_count *req; /* sorted: biggest count first */
 	size_t nreq;
 	struct data_stats data;
+	bool has_native; /* false: a daemon without the native door's counters */
+	struct native_stats native;
 };
 
 /* A uint64_t member of a struct, named by its schema key. */
@@ -111,9 +122,10 @@ struct u64_field {
 
 /* Braced initializers in macros: clang-format would split them over lines. */
 /* clang-format off */
-#define DEV_FIELD(f)  {#f, offsetof(struct dev_stats, f)}
-#define POOL_FIELD(f) {#f, offsetof(struct pool_stats, f)}
-#define DATA_FIELD(f) {#f, offsetof(struct data_stats, f)}
+#define DEV_FIELD(f)    {#f, offsetof(struct dev_stats, f)}
+#define POOL_FIELD(f)   {#f, offsetof(struct pool_stats, f)}
+#define DATA_FIELD(f)   {#f, offsetof(struct data_stats, f)}
+#define NATIVE_FIELD(f) {#f, offsetof(struct native_stats, f)}
 /* clang-format on */
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
@@ -137,6 +149,14 @@ static const struct u64_field pool_fields[] = {
 static const struct u64_field data_fields[] = {
 	DATA_FIELD(reads),	  DATA_FIELD(writes),	 DATA_FIELD(zero_copy_writes),
 	DATA_FIELD(copied_bytes), DATA_FIELD(in_flight), DATA_FIELD(peak_in_flight),
+};
+
+/* The native door's counters; its one gauge, clients, is decoded apart. */
+static const struct u64_field native_counters[] = {
+	NATIVE_FIELD(connects),	       NATIVE_FIELD(reads),	   NATIVE_FIELD(writes),
+	NATIVE_FIELD(fsyncs),	       NATIVE_FIELD(read_bytes),   NATIVE_FIELD(write_bytes),
+	NATIVE_FIELD(copied_requests), NATIVE_FIELD(copied_bytes), NATIVE_FIELD(refused),
+	NATIVE_FIELD(invalidations),
 };
 
 static uint64_t *field(void *base, const struct u64_field *f)
@@ -369,6 +389,24 @@ static int decode_data(const char *file, struct json_object *root, struct data_s
 	return ret ? ret : get_u64s(file, obj, "data", data_fields, NFIELDS(data_fields), d);
 }
 
+/* The native object when there is one (see the top of the file). */
+static int decode_native(const char *file, struct json_object *root, struct sample *s)
+{
+	struct json_object *obj;
+	int ret;
+
+	if (!json_object_object_get_ex(root, "native", &obj))
+		return 0;
+	ret = check_type(file, obj, "", "native", json_type_object);
+	if (!ret)
+		ret = get_u64(file, obj, "native", "clients", &s->native.clients);
+	if (!ret)
+		ret = get_u64s(file, obj, "native", native_counters, NFIELDS(native_counters),
+			       &s->native);
+	s->has_native = !ret;
+	return ret;
+}
+
 /* S's fields from S->root (the whole file, parsed). 0 or -errno, with a message. */
 static int decode_sample(const char *file, struct sample *s)
 {
@@ -397,6 +435,8 @@ static int decode_sample(const char *file, struct sample *s)
 		ret = decode_requests(file, root, s);
 	if (!ret)
 		ret = decode_data(file, root, &s->data);
+	if (!ret)
+		ret = decode_native(file, root, s);
 	return ret;
 }
 
@@ -741,7 +781,44 @@ static void print_pool(const struct pool_stats *p, bool detail)
 	putchar('\n');
 }
 
-/* The totals since mount: header, device table, pool, requests, data path. */
+/* "native: ..." totals since mount. */
+static void print_native_totals(const struct native_stats *n)
+{
+	printf("native: %" PRIu64 " clients (%" PRIu64 " connects), %" PRIu64
+	       " reads (%.2f MiB), %" PRIu64 " writes (%.2f MiB), %" PRIu64 " fsyncs, %" PRIu64
+	       " requests copied (%" PRIu64 " bytes), %" PRIu64 " refused, %" PRIu64
+	       " invalidations\n",
+	       n->clients, n->connects, n->reads, (double)n->read_bytes / MIB, n->writes,
+	       (double)n->write_bytes / MIB, n->fsyncs, n->copied_requests, n->copied_bytes,
+	       n->refused, n->invalidations);
+}
+
+/*
+ * "native: ..." over an interval of SECS between A and B: reads and writes
+ * as rates, the other counters as counts. A counter that went back (or an A
+ * without the object) counts from 0.
+ */
+static void print_native_interval(const struct native_stats *a, const struct native_stats *b,
+				  double secs)
+{
+	struct native_stats d = *b;
+
+	for (size_t f = 0; f < NFIELDS(native_counters); f++) {
+		uint64_t was = field_get(a, &native_counters[f]),
+			 now = field_get(b, &native_counters[f]);
+
+		*field(&d, &native_counters[f]) = now - (was <= now ? was : 0);
+	}
+	printf("native: %" PRIu64
+	       " clients, %.1f reads/s (%.2f MiB/s), %.1f writes/s (%.2f MiB/s), %" PRIu64
+	       " fsyncs, %" PRIu64 " requests copied, %" PRIu64 " refused, %" PRIu64
+	       " invalidations\n",
+	       d.clients, (double)d.reads / secs, (double)d.read_bytes / MIB / secs,
+	       (double)d.writes / secs, (double)d.write_bytes / MIB / secs, d.fsyncs,
+	       d.copied_requests, d.refused, d.invalidations);
+}
+
+/* The totals since mount: header, device table, pool, requests, data path, native door. */
 static void print_totals(const struct sample *s)
 {
 	const struct data_stats *d = &s->data;
@@ -766,6 +843,8 @@ static void print_totals(const struct sample *s)
 	       " bytes copied, %" PRIu64 " in flight (peak %" PRIu64 ")\n",
 	       d->reads, d->writes, d->zero_copy_writes, d->copied_bytes, d->in_flight,
 	       d->peak_in_flight);
+	if (s->has_native)
+		print_native_totals(&s->native);
 }
 
 /* What happened between PREV and CUR (same volume, same devices). */
@@ -795,6 +874,11 @@ static int print_interval(const struct sample *prev, const struct sample *cur)
 	print_pool(&cur->pool, false);
 	print_requests(req, cur->nreq);
 	free(req);
+	if (cur->has_native) {
+		static const struct native_stats none;
+
+		print_native_interval(prev->has_native ? &prev->native : &none, &cur->native, secs);
+	}
 	return 0;
 }
 
