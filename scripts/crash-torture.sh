@@ -211,7 +211,7 @@ for k in kill power; do
 	n_it[$k]=0 n_ops[$k]=0 n_syncs[$k]=0 n_files[$k]=0 n_exact[$k]=0 n_old[$k]=0
 	n_nw[$k]=0 n_ns[$k]=0
 done
-n_nopower=0 n_early=0 n_double=0 n_prefix_short=0
+n_nopower=0 n_early=0 n_double=0 n_prefix_short=0 n_native_stop=0
 t_start=$SECONDS
 
 for ((it = 0; it < iters; it++)); do
@@ -289,6 +289,8 @@ for ((it = 0; it < iters; it++)); do
 		cat "$wlog" >&2
 		fail "the workload exited with status $wrc"
 	}
+	# The crash met the workload in a native call (the connection dropped).
+	! grep -q '^run: stopped by [A-Z]* (native:' "$wlog" || n_native_stop=$((n_native_stop + 1))
 	lap crash
 	tt_detach
 	for f in "${MNT_DEV_LIST[@]}"; do
@@ -365,6 +367,7 @@ row "power loss" power
 row total kill power
 echo "($n_prefix_short iterations recovered fewer operations than had completed; $n_double" \
 	"replayed volumes were killed again and came back the same; in $n_early the" \
-	"workload had stopped before the crash; $n_nopower power losses did not happen and were" \
+	"workload had stopped before the crash, in $n_native_stop it stopped in a native call;" \
+	"$n_nopower power losses did not happen and were" \
 	"kills; $((SECONDS - t_start)) s)"
 echo "seed $seed: all $iters iterations passed"
