@@ -3,8 +3,10 @@
 # Crash torture: a seeded random workload (tests/torture.py: create, write,
 # overwrite, append, truncate, rename over files and of directories,
 # RENAME_EXCHANGE, link, unlink, mkdir, rmdir, user.* xattrs, fsync,
-# fdatasync, fsyncdir, files held open and unlinked) on one nvmefs volume (4
-# image files of 256M), crashed at a random moment, again and again on the
+# fdatasync, fsyncdir, files held open and unlinked; a share of the writes
+# and fsyncs through the native client, BUILD_DIR/client/libnvmefs.so) on
+# one nvmefs volume (4 image files of 256M), crashed at a random moment,
+# again and again on the
 # SAME volume (it ages: every run keeps the directories of the two runs
 # before it and deletes older ones). Iterations alternate:
 #   even: kill -9 of the daemon (the normal build/nvmefs) after 0.2..3 s;
@@ -34,7 +36,8 @@
 #   so a rerun repeats the operations and the choices, not every crash
 #   point. NVMEFS_TEST_TIME_LIMIT overrides the time limit (60 + 24 s per
 #   iteration). Exit 77 (skip) without root, /dev/fuse, setfattr or the
-#   binaries (nvmefs, mkfs.nvmefs, fsck.nvmefs, tests/nvmefs-fi).
+#   binaries (nvmefs, mkfs.nvmefs, fsck.nvmefs, tests/nvmefs-fi,
+#   client/libnvmefs.so).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../tests/lib_mount.sh source-path=SCRIPTDIR
@@ -61,10 +64,11 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3 || echo python3)
 mnt_need "$py" python3
 mnt_need setfattr attr
-for b in fsck.nvmefs tests/nvmefs-fi; do
+for b in fsck.nvmefs tests/nvmefs-fi client/libnvmefs.so; do
 	[ -x "$build/$b" ] || mnt_skip "$build/$b not built"
 done
 torture=$top/tests/torture.py
+lib=$build/client/libnvmefs.so
 mnt_setup "$build" 4 256M
 cmd="scripts/crash-torture.sh $build $iters $seed"
 echo "seed $seed, $iters iterations (repeat with: $cmd)"
@@ -87,7 +91,7 @@ fail() {
 		echo "crash-torture failure: $*"
 		echo "run: $cmd"
 		echo "iteration $it of $iters: $kind, mount options $opts, iteration seed $iseed"
-		echo "workload alone: $py tests/torture.py run ROOT MANIFEST $iseed"
+		echo "workload alone: $py tests/torture.py run ROOT MANIFEST $iseed $lib"
 		echo "check again:    $py tests/torture.py verify MOUNTPOINT manifests/$(basename "$man")"
 		echo "images/crashed: the members as the crash left them (before fsck and replay);"
 		echo "images/now: as they are at the failure. Mount a copy: build/nvmefs d0.img,d1.img,d2.img,d3.img MNT"
@@ -202,11 +206,12 @@ get() {
 	sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$stats"
 }
 
-declare -A n_it=() n_ops=() n_syncs=() n_files=() n_exact=() n_old=()
+declare -A n_it=() n_ops=() n_syncs=() n_files=() n_exact=() n_old=() n_nw=() n_ns=()
 for k in kill power; do
 	n_it[$k]=0 n_ops[$k]=0 n_syncs[$k]=0 n_files[$k]=0 n_exact[$k]=0 n_old[$k]=0
+	n_nw[$k]=0 n_ns[$k]=0
 done
-n_nopower=0 n_early=0 n_double=0 n_prefix_short=0
+n_nopower=0 n_early=0 n_double=0 n_prefix_short=0 n_native_stop=0
 t_start=$SECONDS
 
 for ((it = 0; it < iters; it++)); do
@@ -232,7 +237,7 @@ for ((it = 0; it < iters; it++)); do
 		setfattr -n trusted.nvmefs.fault -v record "$MNT" || fail "setfattr record failed"
 	fi
 	lap mount
-	"$py" "$torture" run "$MNT" "$man" "$iseed" >"$wlog" 2>&1 &
+	"$py" "$torture" run "$MNT" "$man" "$iseed" "$lib" >"$wlog" 2>&1 &
 	wpid=$!
 	if [ "$kind" = kill ]; then
 		delay=$((200 + RANDOM % 2801))
@@ -284,6 +289,8 @@ for ((it = 0; it < iters; it++)); do
 		cat "$wlog" >&2
 		fail "the workload exited with status $wrc"
 	}
+	# The crash met the workload in a native call (the connection dropped).
+	! grep -q '^run: stopped by [A-Z]* (native:' "$wlog" || n_native_stop=$((n_native_stop + 1))
 	lap crash
 	tt_detach
 	for f in "${MNT_DEV_LIST[@]}"; do
@@ -332,30 +339,35 @@ for ((it = 0; it < iters; it++)); do
 	n_files[$kind]=$((n_files[$kind] + $(get files)))
 	n_exact[$kind]=$((n_exact[$kind] + $(get exact)))
 	n_old[$kind]=$((n_old[$kind] + $(get old)))
+	n_nw[$kind]=$((n_nw[$kind] + $(get native_writes)))
+	n_ns[$kind]=$((n_ns[$kind] + $(get native_syncs)))
 	[ "$(get nsmax)" -ge "$(get 'done')" ] || n_prefix_short=$((n_prefix_short + 1))
-	printf 'iteration %d: seed %d, %s, %s, %s; %s ops (%s syncs), recovered the state after %s..%s (last sync #%s); %s files checked (%s fsynced exactly, %s earlier); slowest op %s ms; %d s:%s\n' \
-		"$it" "$iseed" "$kind" "$opts" "$what" "$(get 'done')" "$(get syncs)" "$(get prefix)" "$(get nsmax)" \
+	printf 'iteration %d: seed %d, %s, %s, %s; %s ops (%s syncs; native: %s writes, %s fsyncs), recovered the state after %s..%s (last sync #%s); %s files checked (%s fsynced exactly, %s earlier); slowest op %s ms; %d s:%s\n' \
+		"$it" "$iseed" "$kind" "$opts" "$what" "$(get 'done')" "$(get syncs)" "$(get native_writes)" \
+		"$(get native_syncs)" "$(get prefix)" "$(get nsmax)" \
 		"$(($(get lo) - 1))" "$(($(get files) + $(get old)))" "$(get exact)" "$(get old)" "$(get slowms)" \
 		$((SECONDS - t0)) "$laps"
 done
 
 row() { # NAME KIND...
-	local name=$1 k a=0 b=0 c=0 d=0 e=0 f=0
+	local name=$1 k a=0 b=0 c=0 d=0 e=0 f=0 g=0 h=0
 	shift
 	for k; do
 		a=$((a + n_it[$k])) b=$((b + n_ops[$k])) c=$((c + n_syncs[$k]))
 		d=$((d + n_files[$k])) e=$((e + n_exact[$k])) f=$((f + n_old[$k]))
+		g=$((g + n_nw[$k])) h=$((h + n_ns[$k]))
 	done
-	printf '%-11s %10d %10d %8d %14d %14d %16d %9d\n' "$name" $a $b $c $d $e $f 0
+	printf '%-11s %10d %10d %8d %13d %12d %14d %14d %16d %9d\n' "$name" $a $b $c $g $h $d $e $f 0
 }
 echo
-printf '%-11s %10s %10s %8s %14s %14s %16s %9s\n' "crash" iterations operations syncs \
-	"files verified" "fsynced exact" "earlier rechecked" failures
+printf '%-11s %10s %10s %8s %13s %12s %14s %14s %16s %9s\n' "crash" iterations operations syncs \
+	"native writes" "native syncs" "files verified" "fsynced exact" "earlier rechecked" failures
 row "kill -9" kill
 row "power loss" power
 row total kill power
 echo "($n_prefix_short iterations recovered fewer operations than had completed; $n_double" \
 	"replayed volumes were killed again and came back the same; in $n_early the" \
-	"workload had stopped before the crash; $n_nopower power losses did not happen and were" \
+	"workload had stopped before the crash, in $n_native_stop it stopped in a native call;" \
+	"$n_nopower power losses did not happen and were" \
 	"kills; $((SECONDS - t_start)) s)"
 echo "seed $seed: all $iters iterations passed"

@@ -3,12 +3,15 @@
 """The workload and the checker of scripts/crash-torture.sh.
 
 usage:
-  torture.py run ROOT MANIFEST SEED   seeded random single-threaded workload
+  torture.py run ROOT MANIFEST SEED [LIBNVMEFS]
+                                      seeded random single-threaded workload
                                       in a fresh directory ROOT/w<time>-<seed>
                                       until the filesystem goes away (exit 0,
                                       "stopped by crash"), an op cap is reached
                                       (exit 0, "done") or an unexpected error
-                                      (exit 3)
+                                      (exit 3); with LIBNVMEFS (the path of
+                                      libnvmefs.so) a share of the writes and
+                                      fsyncs go through the native client
   torture.py verify ROOT MANIFEST     check the volume, mounted again after
                                       the crash, against MANIFEST: exit 0 if
                                       it is a state nvmefs may recover to, 1
@@ -33,6 +36,12 @@ verify checks:
  (c) Any other file: every 512-byte piece is zeros or the file's OWN data
      (bytes some write of this very file put at this very offset), never
      another file's data or garbage; its size is not checked.
+
+A write through the native client (libnvmefs: nvmefs_pwrite or a batch of
+nvmefs_submit, waited for) is a data change like any other, and
+nvmefs_fsync a sync like any other (it commits the journal as fsync(2)
+does): the rules above hold for them unchanged, and verify cannot tell
+them apart.
 
 Besides, verify checks what follows from those: link counts agree with the
 tree (a file's st_nlink = its names, a directory's = 2 + its subdirectories),
@@ -80,6 +89,18 @@ directories), fsync, fdatasync, fsyncdir, and keeping up to 4 files open
 last name is gone). Each file has a size class (256 KiB, 1 MiB or 4 MiB);
 live data stays under TORTURE_BUDGET_MIB (32); how often it syncs is drawn
 per run (from every few operations to almost never).
+
+With LIBNVMEFS, a share of the writes (drawn per run: 0.1 to 0.9) goes
+through the native client, on a descriptor held open or opened for it
+(read-write or write-only) and registered: from its shared buffer (at
+block offset 0, at the file offset's place in a block, so that the
+aligned middle moves with no copy, or anywhere), from ordinary memory
+(the library's bounce buffers), or as a batch of pieces submitted at once
+and waited for; and a share of the fsyncs (0.2 to 0.9) are nvmefs_fsync.
+A native call that finds its daemon gone (the connection dropped; after an
+emulated power cut the door answers nothing until the daemon exits) stops
+the run as ENOTCONN from the mount does, once the mount answers ENOTCONN
+too.
 """
 import ctypes
 import errno
@@ -209,11 +230,125 @@ def renameat2_exchange(a, b):
         raise OSError(e, os.strerror(e), a)
 
 
+class NativeError(OSError):
+    """A libnvmefs call failed (errno is its -ret)."""
+
+
+class Native:
+    """The few calls of libnvmefs (include/libnvmefs.h) the workload makes,
+    through ctypes: one client (attached to the mount that holds ROOT) and
+    one shared buffer. Every failure raises NativeError."""
+
+    class Io(ctypes.Structure):  # struct nvmefs_io
+        _fields_ = [('fd', ctypes.c_int), ('op', ctypes.c_int), ('buf', ctypes.c_void_p),
+                    ('len', ctypes.c_size_t), ('off', ctypes.c_uint64),
+                    ('user_data', ctypes.c_uint64)]
+
+    class Cqe(ctypes.Structure):  # struct nvmefs_cqe
+        _fields_ = [('user_data', ctypes.c_uint64), ('res', ctypes.c_int64)]
+
+    class Stats(ctypes.Structure):  # struct nvmefs_client_stats
+        _fields_ = [(n, ctypes.c_uint64) for n in
+                    ('requests', 'bytes', 'bounced', 'bounce_bytes', 'shared_bytes')]
+
+    OP_WRITE = 2
+    BUF = (1 << 20) + 2 * 4096  # the largest write, at any offset in a block
+
+    def __init__(self, lib, root):
+        P, I = ctypes.c_void_p, ctypes.c_int
+        L = ctypes.CDLL(lib)
+        for name, res, args in [
+                ('nvmefs_attach', I, [ctypes.c_char_p, ctypes.POINTER(P)]),
+                ('nvmefs_detach', None, [P]),
+                ('nvmefs_client_error', ctypes.c_char_p, [P]),
+                ('nvmefs_buf_alloc', I, [P, ctypes.c_size_t, I, ctypes.POINTER(P)]),
+                ('nvmefs_reg_fd', I, [P, I]),
+                ('nvmefs_unreg_fd', I, [P, I]),
+                ('nvmefs_submit', I, [P, ctypes.POINTER(self.Io), ctypes.c_uint]),
+                ('nvmefs_wait', I, [P, ctypes.POINTER(self.Cqe), ctypes.c_uint,
+                                    ctypes.c_uint, I]),
+                ('nvmefs_pwrite', ctypes.c_ssize_t, [P, I, P, ctypes.c_size_t,
+                                                     ctypes.c_uint64]),
+                ('nvmefs_fsync', I, [P, I]),
+                ('nvmefs_client_stats', None, [P, ctypes.POINTER(self.Stats)])]:
+            f = getattr(L, name)
+            f.restype, f.argtypes = res, args
+        self.L = L
+        self.c = P()
+        self.check(L.nvmefs_attach(root.encode(), ctypes.byref(self.c)), 'nvmefs_attach')
+        buf = P()
+        self.check(L.nvmefs_buf_alloc(self.c, self.BUF, -1, ctypes.byref(buf)),
+                   'nvmefs_buf_alloc')
+        self.buf = buf.value
+
+    def check(self, ret, what):
+        if ret < 0:
+            msg = self.L.nvmefs_client_error(self.c).decode(errors='replace')
+            raise NativeError(-ret, '%s: %s (%s)' % (what, os.strerror(-ret), msg))
+        return ret
+
+    def reg(self, fd):
+        self.check(self.L.nvmefs_reg_fd(self.c, fd), 'nvmefs_reg_fd')
+
+    def unreg(self, fd):
+        self.check(self.L.nvmefs_unreg_fd(self.c, fd), 'nvmefs_unreg_fd')
+
+    def fsync(self, fd):
+        self.check(self.L.nvmefs_fsync(self.c, fd), 'nvmefs_fsync')
+
+    def pwrite(self, fd, data, off, how, moff=0):
+        """Write data at off: how is 'memory' (from the caller's memory,
+        through the library's bounce buffers), 'shared' (from the shared
+        buffer at moff) or 'batch' (from there too, in pieces submitted
+        together and waited for)."""
+        if how == 'memory':
+            keep = ctypes.create_string_buffer(data, len(data))  # ordinary memory
+            src = ctypes.addressof(keep)
+        else:
+            ctypes.memmove(self.buf + moff, data, len(data))
+            src = self.buf + moff
+        if how != 'batch':
+            done = 0
+            while done < len(data):
+                n = self.check(self.L.nvmefs_pwrite(self.c, fd, src + done, len(data) - done,
+                                                    off + done), 'nvmefs_pwrite')
+                if n == 0:
+                    raise NativeError(errno.EIO, 'nvmefs_pwrite: wrote nothing')
+                done += n
+            return
+        cuts = sorted(set([0, len(data)] + [x * len(data) // 4 for x in (1, 2, 3)]))
+        ios = (self.Io * (len(cuts) - 1))()
+        for k in range(len(ios)):
+            ios[k] = self.Io(fd, self.OP_WRITE, src + cuts[k], cuts[k + 1] - cuts[k],
+                             off + cuts[k], k)
+        n = self.check(self.L.nvmefs_submit(self.c, ios, len(ios)), 'nvmefs_submit')
+        if n != len(ios):
+            raise NativeError(errno.EIO, 'nvmefs_submit took %d of %d' % (n, len(ios)))
+        cq, res = (self.Cqe * len(ios))(), {}
+        while len(res) < len(ios):
+            n = self.check(self.L.nvmefs_wait(self.c, cq, len(ios), 1, -1), 'nvmefs_wait')
+            res.update((q.user_data, q.res) for q in cq[:n])
+        for k, r in sorted(res.items()):
+            self.check(r, 'a batched write of %d bytes' % ios[k].len)
+            if r != ios[k].len:
+                raise NativeError(errno.EIO, 'a batched write of %d bytes completed with %d' %
+                                  (ios[k].len, r))
+
+    def stats(self):
+        st = self.Stats()
+        self.L.nvmefs_client_stats(self.c, ctypes.byref(st))
+        return st
+
+    def detach(self):
+        self.L.nvmefs_detach(self.c)
+        self.c = None
+
+
 # --------------------------------------------------------------------------
 # The workload.
 
 class Workload:
-    def __init__(self, root, manifest, seed):
+    def __init__(self, root, manifest, seed, native=None):
         self.root = root
         self.seed = seed & 0xffffffffffffffff
         self.rnd = random.Random(seed)
@@ -228,9 +363,20 @@ class Workload:
         self.held = {}  # nid -> fd (kept open; the file may be unlinked)
         self.count = {}
         self.nsyncs = 0
+        self.nnative = {'write': 0, 'fsync': 0}
         # How often this run syncs: from every few operations to rarely
         # (then the periodic commit and the 1 MiB threshold decide).
         self.sync_rate = self.rnd.choice([1, 1, 0.3, 0.1, 0.02])
+        # With libnvmefs (the path of libnvmefs.so): the share of the writes
+        # and of the fsyncs that go through it. Drawn only then, so that a
+        # run without it makes the choices it always made.
+        self.lib = native
+        self.nat = None  # the Native client, once attached
+        self.nreg = set()  # held descriptors registered with it
+        self.native_w = self.native_s = 0
+        if native:
+            self.native_w = self.rnd.choice([0.1, 0.3, 0.6, 0.9])
+            self.native_s = self.rnd.choice([0.2, 0.5, 0.9])
 
     def log(self, rec):
         os.write(self.mfd, (json.dumps(rec, separators=(',', ':')) + '\n').encode())
@@ -288,13 +434,57 @@ class Workload:
             base = '%s%d' % (prefix, self.uniq)
         return os.path.join(d, base) if d else base
 
-    def io_target(self, nid):
+    def io_target(self, nid, mode=os.O_RDWR):
         """(fd, close?, path or None) to do I/O on file nid."""
         paths = sorted(p for p, n in self.m.paths.items() if n == nid)
         if nid in self.held and (not paths or self.rnd.random() < 0.5):
             return self.held[nid], False, None
         p = self.rnd.choice(paths)
-        return os.open(self.path(p), os.O_RDWR), True, p
+        return os.open(self.path(p), mode), True, p
+
+    def native_target(self, nid):
+        """(fd, path or None, done) for a native request on file nid: a
+        held descriptor (registered at its first native request, until it
+        is released), or one opened now (read-write or write-only, which
+        may write and fsync too) and registered; done() unregisters and
+        closes the latter."""
+        mode = os.O_WRONLY if self.rnd.random() < 0.3 else os.O_RDWR
+        fd, close, p = self.io_target(nid, mode)
+        if not close:
+            if fd not in self.nreg:
+                self.nat.reg(fd)
+                self.nreg.add(fd)
+            return fd, p, lambda: None
+        try:
+            self.nat.reg(fd)
+        except OSError:
+            os.close(fd)
+            raise
+
+        def done():
+            try:
+                self.nat.unreg(fd)
+            finally:
+                os.close(fd)
+        return fd, p, done
+
+    def native_write(self, nid, off, data):
+        """A write through libnvmefs: from its shared buffer (at an offset
+        in a block that is 0, the file offset's or any), from ordinary
+        memory, or from the shared buffer in pieces submitted together."""
+        how = self.rnd.choice(['shared', 'shared', 'memory', 'batch'])
+        moff = 0
+        if how != 'memory':
+            r = self.rnd.random()
+            moff = 0 if r < 0.5 else (off % 4096 if r < 0.75 else self.rnd.randrange(4096))
+        fd, p, done = self.native_target(nid)
+
+        def fn():
+            try:
+                self.nat.pwrite(fd, data, off, how, moff)
+            finally:
+                done()
+        return p, {'via': 'native', 'how': how, 'moff': moff}, fn
 
     # -- operations
 
@@ -351,6 +541,12 @@ class Workload:
         gen = self.gen
         self.gen += 1
         data = stamp(self.seed, nid, gen, off, ln)
+        if self.nat and self.rnd.random() < self.native_w:
+            p, extra, fn = self.native_write(nid, off, data)
+            self.do(dict({'op': 'write', 'nid': nid, 'path': p, 'off': off, 'len': ln,
+                          'gen': gen}, **extra), fn)
+            self.nnative['write'] += 1
+            return
         fd, close, p = self.io_target(nid)
 
         def fn():
@@ -487,6 +683,18 @@ class Workload:
 
     def op_fsync(self, files, dirs, kind='fsync'):
         nid = self.rnd.choice(sorted(self.live_nids()))
+        if kind == 'fsync' and self.nat and self.rnd.random() < self.native_s:
+            # nvmefs_fsync: a sync like fsync(2), of everything completed.
+            fd, p, done = self.native_target(nid)
+
+            def nfn():
+                try:
+                    self.nat.fsync(fd)
+                finally:
+                    done()
+            self.do({'op': kind, 'nid': nid, 'path': p, 'via': 'native'}, nfn)
+            self.nnative['fsync'] += 1
+            return
         fd, close, p = self.io_target(nid)
 
         def fn():
@@ -522,7 +730,11 @@ class Workload:
         nid = self.rnd.choice(sorted(self.held))
 
         def fn():
-            os.close(self.held.pop(nid))
+            fd = self.held.pop(nid)
+            if fd in self.nreg:  # unregistered first: the number is free after the close
+                self.nreg.discard(fd)
+                self.nat.unreg(fd)
+            os.close(fd)
         self.do({'op': 'release', 'nid': nid}, fn)
 
     WEIGHTS = [('create', 10), ('write', 24), ('trunc', 6), ('rename', 6), ('exchange', 1),
@@ -572,9 +784,12 @@ class Workload:
     def run(self):
         t0 = time.time()
         self.log({'t': 'hdr', 'seed': self.seed, 'dir': self.name, 'root': self.root,
-                  'budget': BUDGET, 'sync_rate': self.sync_rate, 'pid': os.getpid(), 'time': t0})
+                  'budget': BUDGET, 'sync_rate': self.sync_rate, 'native_writes': self.native_w,
+                  'native_fsyncs': self.native_s, 'pid': os.getpid(), 'time': t0})
         why = 'done'
         try:
+            if self.lib:
+                self.nat = Native(self.lib, self.root)
             self.prune()
 
             def mk():
@@ -586,18 +801,20 @@ class Workload:
             while self.k < MAX_OPS and time.time() - t0 < MAX_SECONDS:
                 self.step()
         except OSError as e:
-            crash = e.errno in CRASH_ERRNOS
+            # A native call that lost its daemon (the connection dropped, or
+            # refused) counts when the mount is gone too: the process exits
+            # in a moment, closing its socket and its FUSE device one after
+            # the other.
+            native = isinstance(e, NativeError)
+            crash = e.errno in CRASH_ERRNOS and not native
             if not crash:
-                try:
-                    os.statvfs(self.root)
-                except OSError as e2:
-                    crash = e2.errno in CRASH_ERRNOS
+                crash = self.mount_gone(10 if native else 0)
             why = 'crash' if crash else 'error'
             self.log({'t': 'end', 'why': why, 'errno': e.errno, 'err': str(e), 'n': self.k,
                       'time': time.time()})
-            print('run: stopped by %s after %d ops (%d syncs) in %.2f s; %s' %
-                  (errno.errorcode.get(e.errno, e.errno), self.k, self.nsyncs,
-                   time.time() - t0, self.summary()))
+            print('run: stopped by %s%s after %d ops (%d syncs) in %.2f s; %s' %
+                  (errno.errorcode.get(e.errno, e.errno), ' (native: %s)' % e if native else '',
+                   self.k, self.nsyncs, time.time() - t0, self.summary()))
             if not crash:
                 import traceback
                 traceback.print_exc()
@@ -608,10 +825,33 @@ class Workload:
         self.log({'t': 'end', 'why': 'done', 'n': self.k, 'time': time.time()})
         print('run: done: %d ops (%d syncs) in %.2f s; %s' %
               (self.k, self.nsyncs, time.time() - t0, self.summary()))
+        if self.nat:
+            self.nat.detach()
         return 0
 
+    def mount_gone(self, wait):
+        """Whether the mount answers ENOTCONN or ECONNABORTED (its daemon
+        is gone), asking for up to wait seconds."""
+        end = time.monotonic() + wait
+        while True:
+            try:
+                os.statvfs(self.root)
+            except OSError as e:
+                if e.errno in CRASH_ERRNOS:
+                    return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.05)
+
     def summary(self):
-        return ' '.join('%s=%d' % kv for kv in sorted(self.count.items()))
+        out = ' '.join('%s=%d' % kv for kv in sorted(self.count.items()))
+        if self.nat:
+            st = self.nat.stats()
+            out += ('; native (shares %.1f of writes, %.1f of fsyncs): %d writes, %d fsyncs, '
+                    '%d requests, %d bounced' % (self.native_w, self.native_s,
+                                                 self.nnative['write'], self.nnative['fsync'],
+                                                 st.requests, st.bounced))
+        return out
 
 
 # --------------------------------------------------------------------------
@@ -1075,6 +1315,8 @@ class Checker:
         nexact = len(set(disk[q][1] for q, n in paths.items()
                          if disk[q][0] == 'f' and n in self.exact)) if disk else 0
         syncs = sum(1 for k, op in enumerate(self.ops) if op['op'] in SYNCS and k in self.done)
+        native = [op['op'] for k, op in enumerate(self.ops)
+                  if op.get('via') == 'native' and k in self.done]
         print('verify: %s: %d ops (%d completed syncs, the last #%d), %s; recovered the state '
               'after %d ops (%d candidates); %d files (%d fsynced exactly, %d own data or zeros), '
               '%d dirs; %d files of earlier iterations unchanged' % (
@@ -1094,8 +1336,9 @@ class Checker:
             print('verify: the workload ran %.2f s' % (self.end['time'] - self.hdr['time']))
         print('verify: %.2f s' % (time.time() - self.t0))
         print('TORTURE-STATS ops=%d done=%d syncs=%d files=%d exact=%d old=%d prefix=%d lo=%d '
-              'nsmax=%d slowms=%d' % (N, len(self.done), syncs, nfiles, nexact, nold, p, lo,
-                                      cands[-1][0], slow[0]))
+              'nsmax=%d slowms=%d native_writes=%d native_syncs=%d' % (
+                  N, len(self.done), syncs, nfiles, nexact, nold, p, lo, cands[-1][0], slow[0],
+                  native.count('write'), len(native) - native.count('write')))
         # The state is exact now (a clean unmount follows): a snapshot for
         # the next iterations.
         if disk is not None:
@@ -1119,8 +1362,8 @@ class Checker:
 
 
 def main(argv):
-    if len(argv) == 5 and argv[1] == 'run':
-        return Workload(argv[2], argv[3], int(argv[4])).run()
+    if len(argv) in (5, 6) and argv[1] == 'run':
+        return Workload(argv[2], argv[3], int(argv[4]), argv[5] if len(argv) == 6 else None).run()
     if len(argv) == 4 and argv[1] == 'verify':
         return Checker(argv[2], argv[3]).verify()
     print(__doc__.split('\n\n')[1], file=sys.stderr)
