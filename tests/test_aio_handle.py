@@ -9,7 +9,7 @@ results, in a scratch directory made under DIR:
  - a grid of sizes and file offsets that are not multiples of the block
    size or of 4096 (0, 1, 7, 4095, 4096, 4097, 1 MiB+3, 5 MiB+1234), with 1
    and 3 threads and odd block sizes, every kind of buffer (locked tensors,
-   ordinary tensors, numpy arrays, bytearray, memoryview, bytes):
+   ordinary tensors, numpy arrays, bytearray, memoryview, mmap, bytes):
    what the handle writes is what open().read() reads, what open().write()
    wrote is what the handle reads, and no byte around a buffer is touched;
  - asynchronous operations: several outstanding, then wait() returning
@@ -73,7 +73,7 @@ KiB, MiB = 1 << 10, 1 << 20
 # alignment of zero copy and O_DIRECT, around the block sizes, and big.
 SIZES = (0, 1, 7, 4095, 4096, 4097, MiB + 3, 5 * MiB + 1234)
 OFFSETS = (0, 1, 7, 4095, 4097, MiB + 3)
-KINDS = ("locked", "tensor", "numpy", "bytearray", "memoryview", "bytes")
+KINDS = ("locked", "tensor", "numpy", "bytearray", "memoryview", "mmap", "bytes")
 NOBODY = 65534
 
 ARGS = argparse.Namespace(dir=None, native="none", mount=None, faults=False)
@@ -580,6 +580,32 @@ class Buffers(Base):
         raw = arr.tobytes()
         self.roundtrip(h, arr, raw, "array")
         self.assertSameBytes(arr.tobytes(), raw[::-1], "array read")
+        m = mmap.mmap(-1, 2 * 4096)
+        m[:] = data_at(5, 2 * 4096)
+        raw = bytes(m)
+        self.roundtrip(h, m, raw, "mmap")
+        self.assertSameBytes(bytes(m), raw[::-1], "mmap read")
+        m.close()
+
+    def test_buffer_let_go_after_wait(self):
+        """Once an operation is waited for, the handle holds nothing of its
+        buffer: a bytearray may grow, an mmap close."""
+        h = self.handle(num_threads=2)
+        p = self.path("g")
+        put_file(p, data_at(9, 3 * 4096))
+        ba = bytearray(3 * 4096)
+        h.sync_pread(ba, p)
+        ba.extend(b"more")  # BufferError while an export is held
+        m = mmap.mmap(-1, 3 * 4096)
+        self.assertEqual(h.async_pread(m, p), 0)
+        self.assertEqual(h.wait(), 1)
+        self.assertEqual(m[:], data_at(9, 3 * 4096))
+        m.close()
+        m = mmap.mmap(-1, 3 * 4096)  # also after a failure
+        with mock.patch.object(handle_mod._Worker, "move", lambda *a: None), \
+                self.assertRaises(OSError):
+            h.pwrite(m, p, True, False, 5)  # nothing written: validation fails
+        m.close()
 
     def test_bytes_for_writes(self):
         h = self.handle()

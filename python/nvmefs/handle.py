@@ -62,13 +62,19 @@ class _Op:
             self.done.set()
 
     def finish(self):
-        """After every part: close what the op opened, check, raise."""
-        if self.own_fd:
-            os.close(self.fd)
-        if self.error is not None:
-            raise self.error
-        if self.validate:
-            _validate(self)
+        """After every part: close what the op opened, check, raise. Then
+        let go of the buffer: a worker still holds the op (its last task),
+        and a bytearray could not grow, nor an mmap close, while the op
+        holds an export of it."""
+        try:
+            if self.own_fd:
+                os.close(self.fd)
+            if self.error is not None:
+                raise self.error
+            if self.validate:
+                _validate(self)
+        finally:
+            self.keep = None
 
 
 def _validate(op):
