@@ -645,7 +645,7 @@ class Buffers(Base):
 class LockedTensors(Base):
     DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
               "float64", "bool", "complex64")
-    COUNTS = (1, 7, 1001, 4097, 256 * KiB + 3)
+    COUNTS = (0, 1, 7, 1001, 4097, 256 * KiB + 3)
 
     def fill(self, t, seed):
         g = torch.Generator().manual_seed(seed)
@@ -705,6 +705,39 @@ class LockedTensors(Base):
         self.assertGreaterEqual(held - before, 4 * MiB // KiB, "VmLck did not grow by 4 MiB")
         self.assertTrue(h.free_cpu_locked_tensor(t))
         self.assertLessEqual(vm_locked_kib(), held - 4 * MiB // KiB, "VmLck did not drop")
+
+    def test_no_elements(self):
+        h = self.handle()
+        for example in (torch.empty(0, dtype=torch.float16), np.empty(0, dtype=np.int32)):
+            with self.subTest(example=type(example)):
+                t = h.new_cpu_locked_tensor(0, example)
+                self.assertEqual((type(t), t.dtype, t.shape[0]),
+                                 (type(example), example.dtype, 0))
+                p = self.path("empty")
+                self.assertEqual(h.sync_pwrite(t, p), 1)
+                self.assertEqual(os.stat(p).st_size, 0)
+                self.assertEqual(h.sync_pread(t, p), 1)
+                self.assertFalse(h.free_cpu_locked_tensor(example), "not the handle's")
+                self.assertTrue(h.free_cpu_locked_tensor(t))
+                self.assertFalse(h.free_cpu_locked_tensor(t), "freed twice")
+        with self.assertRaises(ValueError):
+            h.new_cpu_locked_tensor(-1, torch.empty(0))
+
+    def test_address_used_again(self):
+        """A locked tensor freed and allocated again (at the same address,
+        as a rule) moves the new tensor's bytes, through every thread."""
+        h = self.handle(block_size=MiB, num_threads=3)
+        p = self.path("again")
+        for i in range(6):
+            t = h.new_cpu_locked_tensor(3 * MiB, torch.empty(0, dtype=torch.uint8))
+            t.fill_(i)
+            self.assertEqual(h.sync_pwrite(t, p), 1)
+            self.assertSameBytes(file_bytes(p), bytes([i]) * 3 * MiB, f"round {i} written")
+            put_file(p, bytes([100 + i]) * 3 * MiB)
+            self.assertEqual(h.sync_pread(t, p), 1)
+            self.assertSameBytes(t.numpy().tobytes(), bytes([100 + i]) * 3 * MiB,
+                                 f"round {i} read")
+            self.assertTrue(h.free_cpu_locked_tensor(t))
 
     def test_free(self):
         h, other = self.handle(), self.handle()

@@ -191,6 +191,7 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         self._workers = [_Worker(self) for _ in range(num_threads)]
         self._pending = []
         self._locked = {}  # data_ptr -> nbytes of new_cpu_locked_tensor
+        self._empty = {}  # id -> its empty tensors (num_elem 0), kept alive
 
     # -- getters, as DeepNVMe's --
     def get_block_size(self):
@@ -308,27 +309,45 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     def new_cpu_locked_tensor(self, num_elem, example_tensor):
         """A tensor of num_elem elements of example_tensor's dtype in
         page-aligned, mlocked memory shared with nvmefs daemons (no copy
-        through them). A numpy array as the example gives a numpy array."""
+        through them). A numpy array as the example gives a numpy array.
+        num_elem 0 gives an empty one, which holds no memory."""
         import ctypes
 
-        itemsize = (example_tensor.element_size() if hasattr(example_tensor, "element_size")
-                    else example_tensor.itemsize)
-        nbytes = max(int(num_elem) * itemsize, 1)
-        addr = buf_alloc(nbytes)
-        raw = (ctypes.c_uint8 * nbytes).from_address(addr)
-        self._locked[addr] = nbytes
+        num_elem = int(num_elem)
+        if num_elem < 0:
+            raise ValueError(f"num_elem must be 0 or more, not {num_elem}")
         if hasattr(example_tensor, "element_size"):
-            import torch
-            return torch.frombuffer(raw, dtype=example_tensor.dtype, count=int(num_elem))
-        import numpy
-        return numpy.frombuffer(raw, dtype=example_tensor.dtype, count=int(num_elem))
+            import torch as mod
+            itemsize = example_tensor.element_size()
+        else:
+            import numpy as mod
+            itemsize = example_tensor.itemsize
+        dtype = example_tensor.dtype
+        if num_elem == 0:
+            # torch.frombuffer takes no count of 0, and an empty tensor's
+            # data_ptr() is 0: known by its identity instead.
+            t = mod.empty(0, dtype=dtype)
+            self._empty[id(t)] = t
+            return t
+        nbytes = num_elem * itemsize
+        addr = buf_alloc(nbytes)
+        try:
+            t = mod.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=dtype,
+                               count=num_elem)
+        except BaseException:
+            buf_free(addr)
+            raise
+        self._locked[addr] = nbytes
+        return t
 
     def free_cpu_locked_tensor(self, tensor):
         """Free a tensor of new_cpu_locked_tensor: True, or False when it is
         not one (of this handle). The tensor must not be used afterwards."""
+        if self._empty.pop(id(tensor), None) is not None:
+            return True
         addr = (tensor.data_ptr() if hasattr(tensor, "data_ptr")
                 else tensor.__array_interface__["data"][0])
-        if self._locked.pop(addr, None) is None:
+        if not addr or self._locked.pop(addr, None) is None:
             return False
         buf_free(addr)
         return True
