@@ -505,6 +505,20 @@ class Methods(Base):
             os.close(fd)
         self.assertSameBytes(file_bytes(self.src)[:8], self.content[:1] + b"ABCDEFG", "by fd")
 
+    def test_descriptor_with_o_append(self):
+        """Explicit offsets also on an O_APPEND descriptor (as the native
+        client's requests): pwrite(2) there would append."""
+        fd = os.open(self.src, os.O_WRONLY | os.O_APPEND)
+        try:
+            self.assertEqual(self.h.sync_pwrite(b"0123456", fd, 3), 1)
+            self.assertEqual(self.h.sync_pwrite(data_at(12, 4096), fd, 4096), 1)
+        finally:
+            os.close(fd)
+        want = bytearray(self.content)
+        want[3:10] = b"0123456"
+        want[4096:8192] = data_at(12, 4096)
+        self.assertSameBytes(file_bytes(self.src), bytes(want), "written at the offsets")
+
     def test_no_descriptor_left(self):
         # Every thread of the handle makes its connections (on nvmefs) first.
         self.h.sync_pwrite(bytearray(self.N), self.path("warm"))

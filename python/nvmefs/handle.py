@@ -28,6 +28,7 @@ reported, and do not change how requests are sent (the native client
 always batches its submissions and reaps completions as they come).
 """
 import errno
+import fcntl
 import os
 import queue
 import stat
@@ -148,6 +149,11 @@ def _fallback(op, start, length, block):
     import ctypes
 
     mem = memoryview((ctypes.c_char * length).from_address(op.addr + start)).cast("B")
+    plain = op.fd
+    if not op.read and fcntl.fcntl(op.fd, fcntl.F_GETFL) & os.O_APPEND:
+        # pwrite(2) on an O_APPEND descriptor (one the caller gave) appends,
+        # whatever the offset; the native client writes at the offset.
+        plain = os.open(f"/proc/self/fd/{op.fd}", os.O_WRONLY | os.O_CLOEXEC)
     direct = _direct_fd(op)
     try:
         pos = 0
@@ -155,7 +161,7 @@ def _fallback(op, start, length, block):
             n = min(block, length - pos)
             off = op.offset + start + pos
             aligned = not ((op.addr + start + pos) | off | n) % ALIGN
-            fd = direct if (direct is not None and aligned) else op.fd
+            fd = direct if (direct is not None and aligned) else plain
             got = (os.preadv(fd, [mem[pos:pos + n]], off) if op.read
                    else os.pwrite(fd, mem[pos:pos + n], off))
             if got != n:
@@ -165,6 +171,8 @@ def _fallback(op, start, length, block):
     finally:
         if direct is not None:
             os.close(direct)
+        if plain != op.fd:
+            os.close(plain)
 
 
 def _direct_fd(op):
