@@ -4,17 +4,19 @@
 # freshly formatted and mounted volume, mounted -o mode=MODE: everything
 # the handle does must give the same bytes as plain file I/O, through the
 # native client (the daemon's counters say so); then fsck -n is clean.
+# MODE writeback (cached,writeback): the daemon refuses native writes
+# there, so the handle's writes go through the mount, its reads native.
 # MODE direct runs the test daemon tests/nvmefs-fi (the same daemon with
 # fault injection) when it is built, and device errors are injected under
 # the native client too.
-# usage: test_aio_handle.sh BUILD_DIR cached|direct
+# usage: test_aio_handle.sh BUILD_DIR cached|direct|writeback
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib_mount.sh source-path=SCRIPTDIR
 . "$here/lib_mount.sh"
 
 if [ $# != 2 ]; then
-	echo "usage: test_aio_handle.sh BUILD_DIR cached|direct" >&2
+	echo "usage: test_aio_handle.sh BUILD_DIR cached|direct|writeback" >&2
 	exit 2
 fi
 build=$1
@@ -23,6 +25,10 @@ case $mode in
 cached | direct)
 	opts=mode=$mode
 	native=all
+	;;
+writeback)
+	opts=mode=cached,writeback
+	native=reads
 	;;
 *) mnt_die "unknown mode $mode" ;;
 esac

@@ -132,10 +132,19 @@ class _Worker(threading.Thread):
 
     def move(self, op, start, length):
         c = self.client(op)
+        if c is not None:
+            try:
+                c.reg_fd(op.fd, op.filename)
+            except OSError as e:
+                # A writer on a mount with -o writeback, whose kernel owns
+                # sizes and times: the daemon takes no native writes, the
+                # mount takes them as from any program.
+                if e.errno != errno.EOPNOTSUPP:
+                    raise
+                c = None
         if c is None:
             _fallback(op, start, length, self.h.block_size)
             return
-        c.reg_fd(op.fd, op.filename)
         try:
             c.transfer(op.read, op.fd, op.addr + start, length, op.offset + start,
                        self.h.block_size, self.h.queue_depth)
