@@ -26,9 +26,13 @@ results, in a scratch directory made under DIR:
    handle falls back to O_DIRECT (buffered where that is refused);
  - --faults (the mount's daemon is tests/nvmefs-fi): device errors under
    the native client raise EIO naming the file;
+ - --install: `cmake --install BUILD --prefix TMP` gives a package that
+   imports with PYTHONPATH=TMP/lib/python3.X/dist-packages and loads TMP's
+   libnvmefs.
 
 usage: test_aio_handle.py --dir DIR [--native all|reads|none] [--mount MOUNT]
                           [--faults] [-k PATTERN]...
+       test_aio_handle.py --install BUILD
 The package comes from PYTHONPATH (build/python for the build tree's);
 tests/test_aio_handle.sh mounts a volume and runs this there.
 """
@@ -65,7 +69,7 @@ try:
 except ImportError:
     torch = None
 
-nvmefs = None  # imported in main(), after the arguments
+nvmefs = None  # imported in main(), after the arguments: --install needs none
 handle_mod = None
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -76,7 +80,7 @@ OFFSETS = (0, 1, 7, 4095, 4097, MiB + 3)
 KINDS = ("locked", "tensor", "numpy", "bytearray", "memoryview", "mmap", "bytes")
 NOBODY = 65534
 
-ARGS = argparse.Namespace(dir=None, native="none", mount=None, faults=False)
+ARGS = argparse.Namespace(dir=None, native="none", mount=None, faults=False, install=None)
 POOL = os.urandom(8 * MiB)  # random bytes every test slices its data from
 
 
@@ -1168,6 +1172,46 @@ class Fallback(Base):
         self.assertSameBytes(got[:], m[:], "read buffered")
 
 
+class Install(unittest.TestCase):
+    """cmake --install into a scratch prefix: an importable package that
+    loads the prefix's libnvmefs (not the build tree's, nor another)."""
+
+    def test_install_prefix(self):
+        prefix = tempfile.mkdtemp(prefix="nvmefs_install.")
+        try:
+            r = subprocess.run(["cmake", "--install", ARGS.install, "--prefix", prefix],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            site = os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2],
+                                "dist-packages")
+            self.assertTrue(os.path.isfile(os.path.join(site, "nvmefs", "handle.py")),
+                            f"no package in {site}")
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("NVMEFS_LIBRARY", "LD_LIBRARY_PATH", "PYTHONPATH")}
+            env["PYTHONPATH"] = site
+            code = ("import nvmefs, os, sys\n"
+                    "h = nvmefs.aio_handle()\n"
+                    "p = os.path.join(sys.argv[1], 'f')\n"
+                    "assert h.sync_pwrite(b'installed', p, 3) == 1\n"
+                    "b = bytearray(9)\n"
+                    "assert h.sync_pread(b, p, 3) == 1 and b == b'installed', b\n"
+                    "maps = [l.split()[-1] for l in open('/proc/self/maps') if 'libnvmefs' in l]\n"
+                    "print(nvmefs.__file__)\n"
+                    "import json\n"
+                    "print(json.dumps(sorted(set(os.path.realpath(m) for m in maps))))\n")
+            r = subprocess.run([sys.executable, "-c", code, prefix], capture_output=True,
+                               text=True, timeout=60, env=env, cwd="/")
+            self.assertEqual(r.returncode, 0, f"importing the installed package: {r.stderr}")
+            pkg, libs = r.stdout.splitlines()
+            self.assertTrue(pkg.startswith(site + "/"), f"imported {pkg}, not from {site}")
+            libs = json.loads(libs)
+            real_prefix = os.path.realpath(prefix)
+            self.assertTrue(libs and all(lib.startswith(real_prefix + "/") for lib in libs),
+                            f"libnvmefs loaded from {libs}, not from {prefix}")
+        finally:
+            shutil.rmtree(prefix)
+
+
 def main():
     global nvmefs, handle_mod
     if AS_USER:  # the child of test_read_only_directory: --as-user RO RW SECRET
@@ -1184,11 +1228,12 @@ def main():
     ap.add_argument("--mount", help="the nvmefs mount point (its .nvmefs/stats)")
     ap.add_argument("--faults", action="store_true",
                     help="the daemon of --mount is tests/nvmefs-fi: inject device errors")
+    ap.add_argument("--install", metavar="BUILD", help="test cmake --install of BUILD")
     ap.add_argument("-k", action="append", dest="patterns", metavar="PATTERN",
                     help="only the tests whose names match (as unittest's -k)")
     args = ap.parse_args()
-    if not args.dir:
-        ap.error("--dir is needed")
+    if not args.dir and not args.install:
+        ap.error("--dir or --install")
     if (args.native != "none" or args.faults) and not args.mount:
         ap.error("--native all|reads and --faults need --mount")
     ARGS.__dict__.update(vars(args))
@@ -1207,6 +1252,8 @@ def main():
         for cls in (Constructor, Grid, Methods, Buffers, LockedTensors, Async, Errors, Native,
                     Faults, Fallback):
             suite.addTests(loader.loadTestsFromTestCase(cls))
+    if args.install:
+        suite.addTests(loader.loadTestsFromTestCase(Install))
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     return 0 if result.wasSuccessful() else 1
 
