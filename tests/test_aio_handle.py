@@ -504,10 +504,16 @@ class Methods(Base):
             self.assertEqual(self.h.sync_pread(got, fd, 4095), 1)
             self.assertSameBytes(bytes(got), self.content[4095:4095 + 4097], "read by fd")
             self.assertEqual(self.h.sync_pwrite(b"ABCDEFG", fd, 1), 1)
+            got = bytearray(len(self.content) - 3)
+            self.assertEqual(self.h.read(got, fd, False, 3), 0)
+            with self.assertRaises(OSError) as cm:
+                self.h.read(bytearray(10), fd, False)
+            self.assertOSError(cm, errno.EINVAL, f"/proc/self/fd/{fd}")
             os.fstat(fd)  # still open
         finally:
             os.close(fd)
         self.assertSameBytes(file_bytes(self.src)[:8], self.content[:1] + b"ABCDEFG", "by fd")
+        self.assertSameBytes(bytes(got[:5]), b"CDEFG", "read() by fd")
 
     def test_descriptor_with_o_append(self):
         """Explicit offsets also on an O_APPEND descriptor (as the native

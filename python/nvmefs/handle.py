@@ -193,6 +193,11 @@ def _direct_fd(op):
         return None
 
 
+def _name(filename):
+    """The name errors give for a file argument: a path or a descriptor."""
+    return f"/proc/self/fd/{filename}" if isinstance(filename, int) else os.fsdecode(filename)
+
+
 class aio_handle:  # noqa: N801 - DeepNVMe's name
     """DeepNVMe's aio_handle over nvmefs's native client (module docstring)."""
 
@@ -233,10 +238,10 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         addr, nbytes, keep = buffer_view(buffer, writable=read)
         if file_offset < 0:
             raise OSError(errno.EINVAL, f"file_offset {file_offset} < 0", filename)
+        name = _name(filename)
         if isinstance(filename, int):  # DeepNVMe's async_pwrite(buffer, fd, offset)
-            fd, own, name = filename, False, f"/proc/self/fd/{filename}"
+            fd, own = filename, False
         else:
-            name = os.fsdecode(filename)
             fd = os.open(name, (os.O_RDONLY if read else os.O_WRONLY | os.O_CREAT)
                          | os.O_CLOEXEC, 0o600)
             own = True
@@ -313,7 +318,7 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         size = os.stat(filename).st_size - file_offset
         if size != nbytes:
             raise OSError(errno.EINVAL, f"the buffer holds {nbytes} bytes, the file "
-                          f"{size} from offset {file_offset}", os.fsdecode(filename))
+                          f"{size} from offset {file_offset}", _name(filename))
         self.pread(buffer, filename, validate, False, file_offset)
         return 0
 
