@@ -26,12 +26,14 @@ results, in a scratch directory made under DIR:
    handle falls back to O_DIRECT (buffered where that is refused);
  - --faults (the mount's daemon is tests/nvmefs-fi): device errors under
    the native client raise EIO naming the file;
+ - --remount: a handle goes on working after its volume is remounted;
  - --install: `cmake --install BUILD --prefix TMP` gives a package that
    imports with PYTHONPATH=TMP/lib/python3.X/dist-packages and loads TMP's
    libnvmefs.
 
 usage: test_aio_handle.py --dir DIR [--native all|reads|none] [--mount MOUNT]
-                          [--faults] [-k PATTERN]...
+                          [--faults] [--remount DAEMON DEVICES OPTIONS LOG]
+                          [-k PATTERN]...
        test_aio_handle.py --install BUILD
 The package comes from PYTHONPATH (build/python for the build tree's);
 tests/test_aio_handle.sh mounts a volume and runs this there.
@@ -80,7 +82,8 @@ OFFSETS = (0, 1, 7, 4095, 4097, MiB + 3)
 KINDS = ("locked", "tensor", "numpy", "bytearray", "memoryview", "mmap", "bytes")
 NOBODY = 65534
 
-ARGS = argparse.Namespace(dir=None, native="none", mount=None, faults=False, install=None)
+ARGS = argparse.Namespace(dir=None, native="none", mount=None, faults=False, remount=None,
+                          install=None)
 POOL = os.urandom(8 * MiB)  # random bytes every test slices its data from
 
 
@@ -1218,6 +1221,58 @@ class Install(unittest.TestCase):
             shutil.rmtree(prefix)
 
 
+class Remount(Base):
+    """--remount DAEMON DEVICES OPTIONS LOG: a handle outlives a remount of
+    its volume. Its threads' connections were to the old daemon, and the
+    new mount has the old one's st_dev (an unmount frees the number)."""
+
+    def setUp(self):
+        if not ARGS.remount:
+            self.skipTest("no --remount")
+        super().setUp()
+
+    def remount(self):
+        daemon, devices, options, log = ARGS.remount
+        with open(os.path.join(ARGS.mount, ".nvmefs", "config")) as f:
+            pid = next(int(line.split("=")[1]) for line in f if line.startswith("pid ="))
+        subprocess.run(["fusermount3", "-u", ARGS.mount], check=True, timeout=60)
+        end = time.monotonic() + 30
+        while os.path.exists(f"/proc/{pid}"):  # it lets go of the devices
+            self.assertLess(time.monotonic(), end, f"daemon {pid} still there 30 s after unmounting")
+            time.sleep(0.05)
+        with open(log, "a") as out:  # a file: a pipe kept open by the daemon hangs ctest
+            subprocess.run([daemon, devices, ARGS.mount, "-o", options], check=True, timeout=30,
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        while not os.path.ismount(ARGS.mount):
+            self.assertLess(time.monotonic(), end + 30, f"{ARGS.mount} not mounted again")
+            time.sleep(0.05)
+
+    def test_handle_outlives_a_remount(self):
+        h = self.handle(num_threads=2)
+        p = self.path("r")
+        old, new = data_at(50, 3 * MiB + 5), data_at(51, 3 * MiB + 5)
+        self.assertEqual(h.sync_pwrite(old, p), 1)
+        dev = os.stat(ARGS.mount).st_dev
+        self.remount()
+        now = os.stat(ARGS.mount).st_dev
+        if now != dev:
+            # Another mount took the number meanwhile (other tests run
+            # too). What a reused number gives, made sure of: the threads'
+            # clients for this st_dev are those of the daemon that is gone.
+            for w in h._workers:
+                w.clients[now] = w.clients.pop(dev)
+        s0 = native_stats()
+        got = bytearray(len(old))
+        self.assertEqual(h.sync_pread(got, p), 1)
+        self.assertSameBytes(bytes(got), old, "read after the remount")
+        self.assertEqual(h.sync_pwrite(new, p), 1)
+        self.assertSameBytes(file_bytes(p), new, "written after the remount")
+        d = stats_delta(s0, native_stats())
+        self.assertEqual(d["read_bytes"], len(old), f"native reads after the remount: {d}")
+        if ARGS.native == "all":
+            self.assertEqual(d["write_bytes"], len(new), f"native writes after the remount: {d}")
+
+
 def main():
     global nvmefs, handle_mod
     if AS_USER:  # the child of test_read_only_directory: --as-user RO RW SECRET
@@ -1234,14 +1289,17 @@ def main():
     ap.add_argument("--mount", help="the nvmefs mount point (its .nvmefs/stats)")
     ap.add_argument("--faults", action="store_true",
                     help="the daemon of --mount is tests/nvmefs-fi: inject device errors")
+    ap.add_argument("--remount", nargs=4, metavar=("DAEMON", "DEVICES", "OPTIONS", "LOG"),
+                    help="how --mount was mounted: the remount test unmounts and runs "
+                    "DAEMON DEVICES MOUNT -o OPTIONS, its output appended to LOG")
     ap.add_argument("--install", metavar="BUILD", help="test cmake --install of BUILD")
     ap.add_argument("-k", action="append", dest="patterns", metavar="PATTERN",
                     help="only the tests whose names match (as unittest's -k)")
     args = ap.parse_args()
     if not args.dir and not args.install:
         ap.error("--dir or --install")
-    if (args.native != "none" or args.faults) and not args.mount:
-        ap.error("--native all|reads and --faults need --mount")
+    if (args.native != "none" or args.faults or args.remount) and not args.mount:
+        ap.error("--native all|reads, --faults and --remount need --mount")
     ARGS.__dict__.update(vars(args))
     loader = unittest.TestLoader()
     if args.patterns:
@@ -1256,7 +1314,7 @@ def main():
         print(f"nvmefs from {os.path.dirname(mod.__file__)}; scratch under {args.dir} "
               f"({fstype}); native: {args.native}", flush=True)
         for cls in (Constructor, Grid, Methods, Buffers, LockedTensors, Async, Errors, Native,
-                    Faults, Fallback):
+                    Faults, Fallback, Remount):
             suite.addTests(loader.loadTestsFromTestCase(cls))
     if args.install:
         suite.addTests(loader.loadTestsFromTestCase(Install))

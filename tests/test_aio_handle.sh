@@ -3,7 +3,8 @@
 # tests/test_aio_handle.py (the Python package's aio_handle, issue 22) on a
 # freshly formatted and mounted volume, mounted -o mode=MODE: everything
 # the handle does must give the same bytes as plain file I/O, through the
-# native client (the daemon's counters say so); then fsck -n is clean.
+# native client (the daemon's counters say so), also after the volume is
+# unmounted and mounted again under a live handle; then fsck -n is clean.
 # MODE writeback (cached,writeback): the daemon refuses native writes
 # there, so the handle's writes go through the mount, its reads native.
 # MODE direct runs the test daemon tests/nvmefs-fi (the same daemon with
@@ -46,7 +47,8 @@ mnt_mount "$opts"
 chmod 0711 "$MNT_TMP"
 check "test_aio_handle.py on a $mode mount" \
 	env PYTHONPATH="$build/python" /usr/bin/python3 "$here/test_aio_handle.py" \
-	--dir "$MNT" --native "$native" --mount "$MNT" "${faults[@]}"
+	--dir "$MNT" --native "$native" --mount "$MNT" "${faults[@]}" \
+	--remount "$build/$MNT_DAEMON" "$MNT_DEVS" "$opts" "$MNT_TMP/nvmefs.log"
 check "nothing left behind by the run" test -z "$(find "$MNT" -mindepth 1 -maxdepth 1 ! -name .nvmefs)"
 mnt_umount
 check "fsck -n clean after the run" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"

@@ -130,18 +130,31 @@ class _Worker(threading.Thread):
                 self.clients[op.dev] = None
         return self.clients[op.dev]
 
-    def move(self, op, start, length):
-        c = self.client(op)
-        if c is not None:
+    def registered(self, op):
+        """This thread's client with op.fd registered, or None when the
+        part goes through the filesystem: not nvmefs, or a writer on a
+        mount with -o writeback, whose kernel owns sizes and times (the
+        daemon takes no native writes; the mount takes them as from any
+        program)."""
+        for again in (False, True):
+            c = self.client(op)
+            if c is None:
+                return None
             try:
                 c.reg_fd(op.fd, op.filename)
+                return c
             except OSError as e:
-                # A writer on a mount with -o writeback, whose kernel owns
-                # sizes and times: the daemon takes no native writes, the
-                # mount takes them as from any program.
-                if e.errno != errno.EOPNOTSUPP:
+                if e.errno == errno.EOPNOTSUPP:
+                    return None
+                # The daemon this thread connected to is gone, and the
+                # filesystem mounted since has its st_dev (an unmount frees
+                # the number): look again, once.
+                if e.errno not in (errno.ENOTCONN, errno.EXDEV) or again:
                     raise
-                c = None
+                self.clients.pop(op.dev).close()
+
+    def move(self, op, start, length):
+        c = self.registered(op)
         if c is None:
             _fallback(op, start, length, self.h.block_size)
             return
@@ -150,7 +163,6 @@ class _Worker(threading.Thread):
                        self.h.block_size, self.h.queue_depth)
         finally:
             c.unreg_fd(op.fd)
-
 
 def _fallback(op, start, length, block):
     """Any other filesystem: O_DIRECT for aligned blocks when the filesystem
