@@ -28,6 +28,7 @@ reported, and do not change how requests are sent (the native client
 always batches its submissions and reaps completions as they come).
 """
 import errno
+import fcntl
 import os
 import queue
 import stat
@@ -62,13 +63,19 @@ class _Op:
             self.done.set()
 
     def finish(self):
-        """After every part: close what the op opened, check, raise."""
-        if self.own_fd:
-            os.close(self.fd)
-        if self.error is not None:
-            raise self.error
-        if self.validate:
-            _validate(self)
+        """After every part: close what the op opened, check, raise. Then
+        let go of the buffer: a worker still holds the op (its last task),
+        and a bytearray could not grow, nor an mmap close, while the op
+        holds an export of it."""
+        try:
+            if self.own_fd:
+                os.close(self.fd)
+            if self.error is not None:
+                raise self.error
+            if self.validate:
+                _validate(self)
+        finally:
+            self.keep = None
 
 
 def _validate(op):
@@ -123,18 +130,39 @@ class _Worker(threading.Thread):
                 self.clients[op.dev] = None
         return self.clients[op.dev]
 
+    def registered(self, op):
+        """This thread's client with op.fd registered, or None when the
+        part goes through the filesystem: not nvmefs, or a writer on a
+        mount with -o writeback, whose kernel owns sizes and times (the
+        daemon takes no native writes; the mount takes them as from any
+        program)."""
+        for again in (False, True):
+            c = self.client(op)
+            if c is None:
+                return None
+            try:
+                c.reg_fd(op.fd, op.filename)
+                return c
+            except OSError as e:
+                if e.errno == errno.EOPNOTSUPP:
+                    return None
+                # The daemon this thread connected to is gone, and the
+                # filesystem mounted since has its st_dev (an unmount frees
+                # the number): look again, once.
+                if e.errno not in (errno.ENOTCONN, errno.EXDEV) or again:
+                    raise
+                self.clients.pop(op.dev).close()
+
     def move(self, op, start, length):
-        c = self.client(op)
+        c = self.registered(op)
         if c is None:
             _fallback(op, start, length, self.h.block_size)
             return
-        c.reg_fd(op.fd, op.filename)
         try:
             c.transfer(op.read, op.fd, op.addr + start, length, op.offset + start,
                        self.h.block_size, self.h.queue_depth)
         finally:
             c.unreg_fd(op.fd)
-
 
 def _fallback(op, start, length, block):
     """Any other filesystem: O_DIRECT for aligned blocks when the filesystem
@@ -142,6 +170,11 @@ def _fallback(op, start, length, block):
     import ctypes
 
     mem = memoryview((ctypes.c_char * length).from_address(op.addr + start)).cast("B")
+    plain = op.fd
+    if not op.read and fcntl.fcntl(op.fd, fcntl.F_GETFL) & os.O_APPEND:
+        # pwrite(2) on an O_APPEND descriptor (one the caller gave) appends,
+        # whatever the offset; the native client writes at the offset.
+        plain = os.open(f"/proc/self/fd/{op.fd}", os.O_WRONLY | os.O_CLOEXEC)
     direct = _direct_fd(op)
     try:
         pos = 0
@@ -149,7 +182,7 @@ def _fallback(op, start, length, block):
             n = min(block, length - pos)
             off = op.offset + start + pos
             aligned = not ((op.addr + start + pos) | off | n) % ALIGN
-            fd = direct if (direct is not None and aligned) else op.fd
+            fd = direct if (direct is not None and aligned) else plain
             got = (os.preadv(fd, [mem[pos:pos + n]], off) if op.read
                    else os.pwrite(fd, mem[pos:pos + n], off))
             if got != n:
@@ -159,6 +192,8 @@ def _fallback(op, start, length, block):
     finally:
         if direct is not None:
             os.close(direct)
+        if plain != op.fd:
+            os.close(plain)
 
 
 def _direct_fd(op):
@@ -168,6 +203,11 @@ def _direct_fd(op):
         return os.open(f"/proc/self/fd/{op.fd}", flags)
     except OSError:
         return None
+
+
+def _name(filename):
+    """The name errors give for a file argument: a path or a descriptor."""
+    return f"/proc/self/fd/{filename}" if isinstance(filename, int) else os.fsdecode(filename)
 
 
 class aio_handle:  # noqa: N801 - DeepNVMe's name
@@ -185,6 +225,7 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         self._workers = [_Worker(self) for _ in range(num_threads)]
         self._pending = []
         self._locked = {}  # data_ptr -> nbytes of new_cpu_locked_tensor
+        self._empty = {}  # id -> its empty tensors (num_elem 0), kept alive
 
     # -- getters, as DeepNVMe's --
     def get_block_size(self):
@@ -209,10 +250,10 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         addr, nbytes, keep = buffer_view(buffer, writable=read)
         if file_offset < 0:
             raise OSError(errno.EINVAL, f"file_offset {file_offset} < 0", filename)
+        name = _name(filename)
         if isinstance(filename, int):  # DeepNVMe's async_pwrite(buffer, fd, offset)
-            fd, own, name = filename, False, f"/proc/self/fd/{filename}"
+            fd, own = filename, False
         else:
-            name = os.fsdecode(filename)
             fd = os.open(name, (os.O_RDONLY if read else os.O_WRONLY | os.O_CREAT)
                          | os.O_CLOEXEC, 0o600)
             own = True
@@ -289,7 +330,7 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         size = os.stat(filename).st_size - file_offset
         if size != nbytes:
             raise OSError(errno.EINVAL, f"the buffer holds {nbytes} bytes, the file "
-                          f"{size} from offset {file_offset}", os.fsdecode(filename))
+                          f"{size} from offset {file_offset}", _name(filename))
         self.pread(buffer, filename, validate, False, file_offset)
         return 0
 
@@ -302,27 +343,45 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     def new_cpu_locked_tensor(self, num_elem, example_tensor):
         """A tensor of num_elem elements of example_tensor's dtype in
         page-aligned, mlocked memory shared with nvmefs daemons (no copy
-        through them). A numpy array as the example gives a numpy array."""
+        through them). A numpy array as the example gives a numpy array.
+        num_elem 0 gives an empty one, which holds no memory."""
         import ctypes
 
-        itemsize = (example_tensor.element_size() if hasattr(example_tensor, "element_size")
-                    else example_tensor.itemsize)
-        nbytes = max(int(num_elem) * itemsize, 1)
-        addr = buf_alloc(nbytes)
-        raw = (ctypes.c_uint8 * nbytes).from_address(addr)
-        self._locked[addr] = nbytes
+        num_elem = int(num_elem)
+        if num_elem < 0:
+            raise ValueError(f"num_elem must be 0 or more, not {num_elem}")
         if hasattr(example_tensor, "element_size"):
-            import torch
-            return torch.frombuffer(raw, dtype=example_tensor.dtype, count=int(num_elem))
-        import numpy
-        return numpy.frombuffer(raw, dtype=example_tensor.dtype, count=int(num_elem))
+            import torch as mod
+            itemsize = example_tensor.element_size()
+        else:
+            import numpy as mod
+            itemsize = example_tensor.itemsize
+        dtype = example_tensor.dtype
+        if num_elem == 0:
+            # torch.frombuffer takes no count of 0, and an empty tensor's
+            # data_ptr() is 0: known by its identity instead.
+            t = mod.empty(0, dtype=dtype)
+            self._empty[id(t)] = t
+            return t
+        nbytes = num_elem * itemsize
+        addr = buf_alloc(nbytes)
+        try:
+            t = mod.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=dtype,
+                               count=num_elem)
+        except BaseException:
+            buf_free(addr)
+            raise
+        self._locked[addr] = nbytes
+        return t
 
     def free_cpu_locked_tensor(self, tensor):
         """Free a tensor of new_cpu_locked_tensor: True, or False when it is
         not one (of this handle). The tensor must not be used afterwards."""
+        if self._empty.pop(id(tensor), None) is not None:
+            return True
         addr = (tensor.data_ptr() if hasattr(tensor, "data_ptr")
                 else tensor.__array_interface__["data"][0])
-        if self._locked.pop(addr, None) is None:
+        if not addr or self._locked.pop(addr, None) is None:
             return False
         buf_free(addr)
         return True
