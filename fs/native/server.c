@@ -645,7 +645,7 @@ static int do_unreg_mem(struct nclient *c, int64_t id)
 	if (r->inflight)
 		return -EBUSY;
 	munmap(r->base, r->size);
-	r->base = NULL;
+	*r = (struct nregion){0};
 	return 0;
 }
 
@@ -654,7 +654,10 @@ static int check_sqe(struct nclient *c, const struct nvmefs_wire_sqe *e)
 {
 	unsigned may =
 		e->handle < c->nfiles && c->files[e->handle].in ? c->files[e->handle].may : 0;
-	uint64_t rsize = e->region < c->nregions ? c->regions[e->region].size : 0;
+	/* A region given back (UNREG_MEM) has no size: nothing is inside it. */
+	uint64_t rsize = e->region < c->nregions && c->regions[e->region].base
+				 ? c->regions[e->region].size
+				 : 0;
 	int ret =
 		nvmefs_wire_check_sqe(e, may, rsize, NVMEFS_WIRE_MAX_REGION, NVMEFS_MAX_FILE_SIZE);
 
