@@ -181,7 +181,8 @@ static int queue_cq(struct nclient *c)
 			break;
 		i += n;
 	}
-	memmove(c->cq, c->cq + i, (c->ncq - i) * sizeof(*c->cq));
+	if (i) /* before the first completion c->cq is NULL */
+		memmove(c->cq, c->cq + i, (c->ncq - i) * sizeof(*c->cq));
 	c->ncq -= i;
 	return ret;
 }
