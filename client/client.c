@@ -1045,7 +1045,14 @@ static int64_t sync_io(struct nvmefs_client *c, int op, int fd, void *buf, size_
 		ret = submit(c, &io, 1, true);
 		if (ret != -EAGAIN)
 			break;
-		ret = pump(c, -1); /* room comes with a completion */
+		/* Room comes with a completion, unless every slot holds one
+		 * already: then only the caller's nvmefs_wait makes room. */
+		if (!c->sent)
+			return fail(c, -EAGAIN,
+				    "%u completions wait to be reaped (nvmefs_wait): no room for "
+				    "a synchronous request",
+				    c->nready);
+		ret = pump(c, -1);
 		if (ret < 0)
 			return ret;
 	}

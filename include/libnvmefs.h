@@ -168,8 +168,9 @@ unsigned nvmefs_client_max_inflight(const struct nvmefs_client *c);
  * Synchronous helpers: one request, waited for (other completions that
  * arrive meanwhile stay for nvmefs_wait). pread returns the bytes read
  * (short at the end of the file), pwrite the bytes written, fsync 0; or
- * -errno. fsync makes every write that completed durable, as fsync(2)
- * through the mount does.
+ * -errno (-EAGAIN when nvmefs_client_max_inflight() completions wait to be
+ * reaped by nvmefs_wait: no room for the request). fsync makes every write
+ * that completed durable, as fsync(2) through the mount does.
  */
 ssize_t nvmefs_pread(struct nvmefs_client *c, int fd, void *buf, size_t len, uint64_t off);
 ssize_t nvmefs_pwrite(struct nvmefs_client *c, int fd, const void *buf, size_t len, uint64_t off);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Coverage-guided fuzzing (libFuzzer + ASan + UBSan) of the on-disk metadata
-# parsers and of replay (tests/fuzz/, see its README.md): build the fuzz
+# parsers, of replay and of the native protocol's checks (tests/fuzz/, see
+# its README.md): build the fuzz
 # project with clang, copy the committed seed corpus to a scratch directory
 # (runs never write into the repository), run each target in turn for
 # SECONDS, and fail if any found a crash, a leak, a timeout or a broken
@@ -11,7 +12,7 @@
 #   SECONDS_PER_TARGET  fuzzing time per target (default 30); 0 only replays
 #                       the committed corpus (seeds and the regression inputs
 #                       of fixed findings), each input once (fast: for CI)
-#   TARGET              label, journal, ckpt, load (default: all of them)
+#   TARGET              label, journal, ckpt, load, wire (default: all of them)
 # environment: NVMEFS_FUZZ_BUILD  build directory (default build-fuzz at the
 #                                 top of the repository)
 #              NVMEFS_FUZZ_WORK   scratch directory (default: a new one under
@@ -26,11 +27,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . scripts/lib.sh
 
-all_targets=(label journal ckpt load)
+all_targets=(label journal ckpt load wire)
 # -max_len per target: what its harness reads (tests/fuzz/fuzz_vol.h):
 # one block; a mode byte and an 8-block ring; a mode byte, a length and a
-# 3-block checkpoint slot; the 64 KiB metadata area.
-declare -A max_len=([label]=4096 [journal]=32769 [ckpt]=12293 [load]=65536)
+# 3-block checkpoint slot; the 64 KiB metadata area; a registration table
+# (35 bytes, tests/fuzz/fuzz_wire.h) and the largest native message.
+declare -A max_len=([label]=4096 [journal]=32769 [ckpt]=12293 [load]=65536 [wire]=12355)
 
 usage() {
 	sed -n '/^# usage:/,/^# exit:/p' "$0" | sed 's/^# \{0,1\}//'

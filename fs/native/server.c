@@ -181,7 +181,8 @@ static int queue_cq(struct nclient *c)
 			break;
 		i += n;
 	}
-	memmove(c->cq, c->cq + i, (c->ncq - i) * sizeof(*c->cq));
+	if (i) /* before the first completion c->cq is NULL */
+		memmove(c->cq, c->cq + i, (c->ncq - i) * sizeof(*c->cq));
 	c->ncq -= i;
 	return ret;
 }
@@ -645,7 +646,7 @@ static int do_unreg_mem(struct nclient *c, int64_t id)
 	if (r->inflight)
 		return -EBUSY;
 	munmap(r->base, r->size);
-	r->base = NULL;
+	*r = (struct nregion){0};
 	return 0;
 }
 
@@ -654,7 +655,10 @@ static int check_sqe(struct nclient *c, const struct nvmefs_wire_sqe *e)
 {
 	unsigned may =
 		e->handle < c->nfiles && c->files[e->handle].in ? c->files[e->handle].may : 0;
-	uint64_t rsize = e->region < c->nregions ? c->regions[e->region].size : 0;
+	/* A region given back (UNREG_MEM) has no size: nothing is inside it. */
+	uint64_t rsize = e->region < c->nregions && c->regions[e->region].base
+				 ? c->regions[e->region].size
+				 : 0;
 	int ret =
 		nvmefs_wire_check_sqe(e, may, rsize, NVMEFS_WIRE_MAX_REGION, NVMEFS_MAX_FILE_SIZE);
 

@@ -10,7 +10,11 @@
  * Block-structured inputs are cut after their last non-zero byte (the
  * harnesses pad with zeros), so the corpus stays small.
  *
- * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load}/)
+ * For fuzz_wire: messages of the native protocol, each after a table of
+ * registrations (fuzz_wire.h): every message type either side receives,
+ * true requests of each op, one entry failing each check, a full batch.
+ *
+ * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire}/)
  */
 #include <dirent.h>
 #include <endian.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "fuzz_vol.h"
+#include "fuzz_wire.h"
 
 #define MAX_RECS    256
 #define MANY_FILES  12
@@ -613,6 +618,90 @@ static void gen_load(void)
 	fuzz_vol_destroy(vol);
 }
 
+/* ---- the native protocol (fuzz_wire) ---- */
+
+/* Handles 0-3: read-write, write-only, read-only, read-write; regions 0-2
+ * of 64 KiB, 4 KiB and 1 MiB (cut to 64 KiB by the harness), region 3 of
+ * 1 TiB. */
+static const unsigned wire_may[FUZZ_WIRE_HANDLES] = {3, 2, 1, 3};
+static const uint64_t wire_size[FUZZ_WIRE_REGIONS] = {64 * KIB, 4 * KIB, MIB, 1ull << 40};
+
+static void save_wire(const char *name, uint8_t flags, uint16_t type, int64_t arg, const void *body,
+		      uint32_t count, size_t blen)
+{
+	static uint8_t buf[FUZZ_WIRE_PREFIX + NVMEFS_WIRE_MAX_MSG];
+	struct nvmefs_wire_hdr h = {.magic = NVMEFS_WIRE_MAGIC,
+				    .version = NVMEFS_WIRE_VERSION,
+				    .type = type,
+				    .count = count,
+				    .arg = arg};
+
+	fuzz_wire_prefix(buf, flags, wire_may, wire_size);
+	memcpy(buf + FUZZ_WIRE_PREFIX, &h, sizeof(h));
+	if (blen)
+		memcpy(buf + FUZZ_WIRE_PREFIX + sizeof(h), body, blen);
+	save_file("wire", name, buf, FUZZ_WIRE_PREFIX + sizeof(h) + blen, false);
+}
+
+static struct nvmefs_wire_sqe sqe(uint32_t op, uint32_t handle, uint32_t region, uint64_t off,
+				  uint64_t len, uint64_t mem_off)
+{
+	return (struct nvmefs_wire_sqe){.user_data = off ^ len,
+					.off = off,
+					.len = len,
+					.mem_off = mem_off,
+					.handle = handle,
+					.region = region,
+					.op = op};
+}
+
+static void gen_wire(void)
+{
+	const uint8_t d = FUZZ_WIRE_TO_DAEMON;
+	struct nvmefs_wire_sqe ok[] = {
+		sqe(NVMEFS_WIRE_READ, 0, 0, 0, 4096, 0),
+		sqe(NVMEFS_WIRE_WRITE, 1, 1, 4096, 4096, 0),
+		sqe(NVMEFS_WIRE_READ, 2, 0, 7, 8193, 4096 + 7),
+		sqe(NVMEFS_WIRE_WRITE, 3, 3, 1ull << 40, 1 * MIB, (1ull << 40) - MIB),
+		sqe(NVMEFS_WIRE_FSYNC, 2, 0, 0, 0, 0),
+	};
+	struct nvmefs_wire_sqe bad[] = {
+		sqe(NVMEFS_WIRE_WRITE, 2, 0, 0, 4096, 0),		/* read-only handle */
+		sqe(NVMEFS_WIRE_READ, 1, 0, 0, 4096, 0),		/* write-only handle */
+		sqe(NVMEFS_WIRE_READ, 7, 0, 0, 4096, 0),		/* no such handle */
+		sqe(NVMEFS_WIRE_READ, 0, 0, 0, 4096, 64 * KIB - 4095),	/* past the region */
+		sqe(NVMEFS_WIRE_READ, 0, 0, 0, 4096, UINT64_MAX - 10),	/* mem_off + len wraps */
+		sqe(NVMEFS_WIRE_WRITE, 0, 0, UINT64_MAX - 10, 4096, 0), /* off + len wraps */
+		sqe(NVMEFS_WIRE_WRITE, 0, 3, 0, (1ull << 40) + 1, 0),	/* above max_len */
+		sqe(NVMEFS_WIRE_READ, 0, 9, 0, 4096, 0),		/* no such region */
+		sqe(9, 0, 0, 0, 4096, 0),				/* no such op */
+	};
+	struct nvmefs_wire_sqe full[NVMEFS_WIRE_MAX_BATCH];
+	struct nvmefs_wire_cqe cq[3] = {{1, 4096}, {2, -EBADF}, {3, 0}};
+	struct nvmefs_wire_hello hello = {.block = 4096,
+					  .max_inflight = NVMEFS_WIRE_MAX_INFLIGHT,
+					  .max_batch = NVMEFS_WIRE_MAX_BATCH,
+					  .max_len = NVMEFS_WIRE_MAX_REGION};
+
+	for (unsigned i = 0; i < NVMEFS_WIRE_MAX_BATCH; i++)
+		full[i] = sqe(NVMEFS_WIRE_READ, i % 4 == 1 ? 0 : i % 4, 0, i * 4096ull, 4096,
+			      (i % 16) * 4096ull);
+	save_wire("hello", d, NVMEFS_WIRE_HELLO, 0, NULL, 0, 0);
+	save_wire("reg_fd", d, NVMEFS_WIRE_REG_FD, 0, NULL, 0, 0);
+	save_wire("unreg_fd", d, NVMEFS_WIRE_UNREG_FD, 3, NULL, 0, 0);
+	save_wire("reg_mem", d, NVMEFS_WIRE_REG_MEM, (int64_t)MIB, NULL, 0, 0);
+	save_wire("unreg_mem", d, NVMEFS_WIRE_UNREG_MEM, 1, NULL, 0, 0);
+	save_wire("submit_ok", d, NVMEFS_WIRE_SUBMIT, 0, ok, 5, sizeof(ok));
+	save_wire("submit_bad", d, NVMEFS_WIRE_SUBMIT, 0, bad, 9, sizeof(bad));
+	save_wire("submit_full", d | FUZZ_WIRE_MAX_LEN_SMALL, NVMEFS_WIRE_SUBMIT, 0, full,
+		  NVMEFS_WIRE_MAX_BATCH, sizeof(full));
+	save_wire("submit_max_off", d | FUZZ_WIRE_MAX_OFF_2_64, NVMEFS_WIRE_SUBMIT, 0, bad + 5, 1,
+		  sizeof(bad[0]));
+	save_wire("reply", 0, NVMEFS_WIRE_REPLY, -EBADMSG, NULL, 0, 0);
+	save_wire("reply_hello", 0, NVMEFS_WIRE_REPLY, 0, &hello, 0, sizeof(hello));
+	save_wire("complete", 0, NVMEFS_WIRE_COMPLETE, 0, cq, 3, sizeof(cq));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -626,6 +715,7 @@ int main(int argc, char **argv)
 	gen_labels();
 	gen_journal();
 	gen_ckpt();
+	gen_wire();
 	gen_load();
 	return 0;
 }
