@@ -1533,6 +1533,36 @@ static void test_coh_mount_write(void)
 }
 
 /*
+ * A native read keeps atime as a READ through the mount does (relatime:
+ * an atime older than the mtime moves), and the mount shows it at once
+ * though it had the attributes cached; a native write leaves atime alone.
+ */
+static void test_coh_atime(void)
+{
+	struct nvmefs_client *c = attach();
+	uint8_t *buf = balloc(c, 64 * KIB);
+	struct timespec times[2] = {{Y2001, 0}, {UTIME_OMIT, 0}};
+	time_t t0 = time(NULL);
+	struct stat st;
+	int fd;
+
+	make_file("coh-atime", 64 * KIB, 33);
+	fd = mopen("coh-atime", O_RDWR);
+	reg(c, fd);
+	if (futimens(fd, times))
+		die("futimens: %s", strerror(errno));
+	CHECK(!fstat(fd, &st) && st.st_atime == Y2001, "atime before: %ld", (long)st.st_atime);
+	CHECK_EQ(nvmefs_pwrite(c, fd, buf, 4 * KIB, 0), 4 * KIB, "native write");
+	CHECK(!fstat(fd, &st) && st.st_atime == Y2001, "a native write leaves atime: %ld",
+	      (long)st.st_atime);
+	CHECK_EQ(nvmefs_pread(c, fd, buf, 64 * KIB, 0), 64 * KIB, "native read");
+	CHECK(!fstat(fd, &st) && st.st_atime >= t0 - 1, "a native read moves atime: %ld (was %d)",
+	      (long)st.st_atime, Y2001);
+	nvmefs_detach(c);
+	close(fd);
+}
+
+/*
  * Bytes written into a shared mapping and not synced (dirty pages in the
  * kernel) are what a native read of the range gets: the read has the
  * kernel write them back first.
@@ -2296,6 +2326,7 @@ static const struct test tests[] = {
 	{"api", "detach_inflight", test_detach_inflight},
 	{"coherence", "coh_native_write", test_coh_native_write},
 	{"coherence", "coh_mount_write", test_coh_mount_write},
+	{"coherence", "coh_atime", test_coh_atime},
 	{"coherence", "coh_mmap_dirty", test_coh_mmap_dirty},
 	{"writeback", "writeback", test_writeback},
 	{"hostile", "hostile_messages", test_hostile_messages},

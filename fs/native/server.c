@@ -55,8 +55,9 @@
 struct nfile {
 	struct nvmefs_inode *in; /* held open (nvmefs_ns_open); NULL: slot free */
 	uint64_t ino;
-	unsigned may;	   /* NVMEFS_WIRE_MAY_* */
-	unsigned inflight; /* requests naming it (client thread) */
+	unsigned may;		      /* NVMEFS_WIRE_MAY_* */
+	struct nvmefs_read_note note; /* relatime, as a handle of the mount keeps it */
+	unsigned inflight;	      /* requests naming it (client thread) */
 };
 
 struct nregion {
@@ -344,11 +345,15 @@ static void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	}
 	if (wr)
 		ret = nvmefs_ns_read_only(vol) ? -EROFS : nvmefs_ns_kill_privs(vol, f->in, c->uid);
-	else
+	else {
+		/* atime as a READ through the mount keeps it (relatime); the
+		 * kernel's copy goes with the invalidation below. */
+		nvmefs_ns_note_read(vol, f->in, &f->note);
 		/* What the kernel still holds dirty of the range (shared mmap,
 		 * the write-back cache) goes to the daemon first: the read sees
 		 * every write made through the mount before it. */
 		inval(c, f->ino, (int64_t)e->off, (int64_t)e->len);
+	}
 	if (ret) {
 		free(r);
 		complete(c, e->user_data, ret);
