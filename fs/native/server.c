@@ -235,13 +235,18 @@ static void req_put(struct nreq *r)
 	struct nclient *c = r->c;
 	uint64_t one = 1;
 
+	bool first;
+
 	if (atomic_fetch_sub(&r->left, 1) != 1)
 		return;
 	pthread_mutex_lock(&c->mu);
 	r->next = c->done;
+	first = !c->done;
 	c->done = r;
 	pthread_mutex_unlock(&c->mu);
-	if (write(c->wake, &one, sizeof(one)) < 0)
+	/* One wake-up per batch: a list that was not empty has one coming
+	 * (the client's thread reads the eventfd before it takes the list). */
+	if (first && write(c->wake, &one, sizeof(one)) < 0)
 		nvmefs_err("native: cannot wake a client's thread: %s", strerror(errno));
 }
 
@@ -345,15 +350,6 @@ static void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	}
 	if (wr)
 		ret = nvmefs_ns_read_only(vol) ? -EROFS : nvmefs_ns_kill_privs(vol, f->in, c->uid);
-	else {
-		/* atime as a READ through the mount keeps it (relatime); the
-		 * kernel's copy goes with the invalidation below. */
-		nvmefs_ns_note_read(vol, f->in, &f->note);
-		/* What the kernel still holds dirty of the range (shared mmap,
-		 * the write-back cache) goes to the daemon first: the read sees
-		 * every write made through the mount before it. */
-		inval(c, f->ino, (int64_t)e->off, (int64_t)e->len);
-	}
 	if (ret) {
 		free(r);
 		complete(c, e->user_data, ret);
@@ -672,10 +668,39 @@ static int check_sqe(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	return ret;
 }
 
+/*
+ * Before the reads of a SUBMIT start: what the kernel still holds dirty of
+ * their ranges (shared mmap, the write-back cache) goes to the daemon, so
+ * that a read sees every write made through the mount before it; and atime
+ * as a READ through the mount keeps it (relatime), the kernel's copy of the
+ * attributes going with the same invalidation. Once per file and message,
+ * over the union of its ranges: one system call, not one per request.
+ */
+static void before_reads(struct nclient *c, const struct nvmefs_wire_msg *m)
+{
+	struct span spans[MAX_SPANS];
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < m->hdr.count; i++) {
+		struct nvmefs_wire_sqe e;
+
+		nvmefs_wire_sqe_at(m, i, &e);
+		if (e.op == NVMEFS_WIRE_READ && e.len && !check_sqe(c, &e))
+			span_add(c, spans, &n, e.handle, e.off, e.len);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct nfile *f = &c->files[spans[i].handle];
+
+		nvmefs_ns_note_read(c->srv->vol, f->in, &f->note);
+		inval(c, f->ino, (int64_t)spans[i].start, (int64_t)(spans[i].end - spans[i].start));
+	}
+}
+
 static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 {
 	struct nvmefs_vol *vol = c->srv->vol;
 
+	before_reads(c, m);
 	for (uint32_t i = 0; i < m->hdr.count; i++) {
 		struct nvmefs_wire_sqe e;
 		int ret;
