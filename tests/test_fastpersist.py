@@ -6,7 +6,8 @@ and StreamReader), with a recording handle that checks the order of
 operations (a half is rewritten only after wait(), offsets and lengths) and
 with the real nvmefs.aio_handle on a plain directory (its fallback), in
 both of torch's formats and with buffers of a few KiB, so that every path
-of the double buffer and of the tail-first stream runs; and utils.py's
+of the double buffer and of the tail-first stream runs, and the zero-copy
+load (views of the buffer; refused for the legacy format); and utils.py's
 option handling (--aio_config, sizes). Exit 77 without torch.
 
 usage: test_fastpersist.py BUILD_DIR [unittest options]   (exit 0 pass, 1 fail)
@@ -201,6 +202,16 @@ class RealHandle(unittest.TestCase):
                     for stream in (False, True):
                         self.assertTrue(same(sd, fastpersist.load(p, h, rbuf, stream=stream)),
                                         (zf, stream))
+                    if zf:
+                        views = fastpersist.load(p, h, rbuf, zero_copy=True)
+                        self.assertTrue(same(sd, views))
+                        # views of the buffer: its bytes are the tensors'
+                        lo, hi = rbuf.data_ptr(), rbuf.data_ptr() + rbuf.numel()
+                        self.assertTrue(lo <= views["big"].data_ptr() < hi)
+                        del views
+                    else:
+                        with self.assertRaisesRegex(ValueError, "zero_copy needs torch's zip format"):
+                            fastpersist.load(p, h, rbuf, zero_copy=True)
                     h.free_cpu_locked_tensor(rbuf)
                 with self.assertRaisesRegex(ValueError, "do not fit"):
                     fastpersist.load(p, h, torch.zeros(10, dtype=torch.uint8))

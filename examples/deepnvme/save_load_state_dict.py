@@ -83,10 +83,10 @@ def run_torch(args, sd, nbytes, doc):
     path = os.path.join(args.nvme_folder, f"test_sd_torch_{args.mb_size}MB.pt")
     secs, _ = timed(lambda: torch_save(sd, path, args.format), args.loop,
                     before=lambda: unlink(path), warmup=args.warmup)
-    doc["torch_save_gbs"] = report("torch.save", nbytes, secs)
+    doc["torch_save_gbs"], doc["torch_save_secs"] = report("torch.save", nbytes, secs), secs
     secs, got = timed(lambda: torch_load(path), args.loop, before=lambda: drop_caches(path),
                       warmup=args.warmup)
-    doc["torch_load_gbs"] = report("torch.load", nbytes, secs)
+    doc["torch_load_gbs"], doc["torch_load_secs"] = report("torch.load", nbytes, secs), secs
     return path, got
 
 
@@ -102,12 +102,12 @@ def run_aio(args, sd, nbytes, doc):
     zf = args.format == "zip"
     secs, _ = timed(lambda: fastpersist.save(sd, path, h, wbuf, _use_new_zipfile_serialization=zf),
                     args.loop, before=lambda: unlink(path), warmup=args.warmup)
-    doc["aio_save_gbs"] = report("aio save", nbytes, secs)
+    doc["aio_save_gbs"], doc["aio_save_secs"] = report("aio save", nbytes, secs), secs
     h.free_cpu_locked_tensor(wbuf)
     rbuf = h.new_cpu_locked_tensor(os.path.getsize(path), u8)
     secs, got = timed(lambda: fastpersist.load(path, h, rbuf), args.loop,
                       before=lambda: drop_caches(path), warmup=args.warmup)
-    doc["aio_load_gbs"] = report("aio load", nbytes, secs)
+    doc["aio_load_gbs"], doc["aio_load_secs"] = report("aio load", nbytes, secs), secs
     if args.zero_copy:
         if args.validate and not same(sd, got):
             validation(False, "the handle's load equals the state dict saved")
@@ -115,6 +115,7 @@ def run_aio(args, sd, nbytes, doc):
         secs, got = timed(lambda: fastpersist.load(path, h, rbuf, zero_copy=True), args.loop,
                           before=lambda: drop_caches(path), warmup=args.warmup)
         doc["aio_load_zero_copy_gbs"] = report("aio load, zero copy", nbytes, secs)
+        doc["aio_load_zero_copy_secs"] = secs
     return path, got, (h, rbuf)
 
 
