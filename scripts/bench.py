@@ -4,18 +4,22 @@
 the raw devices (fio), on the same emulated drives in one run (issue 5).
 Run it as scripts/bench.sh (a wrapper that execs this program).
 
-Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped] [--quick] [--check]
-                [--pool SIZE] [--no-warm] [-h]
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--quick]
+                [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [-h]
   -b BUILD      build directory with nvmefs and mkfs.nvmefs (default build/)
   -o DIR        results directory (default bench-results/DATE-TIME in the
                 current directory)
-  --only SET    run only the RAM setup (ram) or only the capped ones (capped)
+  --only SET    run only the RAM setup (ram) or only the capped ones (capped);
+                deepnvme: only issue 22's comparison (below; never part of
+                the default run)
   --quick       much smaller sizes and fewer files: a smoke run of the whole
                 script (about 2-3 minutes)
   --check       exit 1 when a target below is missed
   --pool SIZE   nvmefs pinned buffer pool, -o pool= (default 64M)
   --no-warm     do not warm free memory before each measured pass (see
                 "Cold memory" below)
+  --aio-config FILE  --only deepnvme: the handle's settings, from the "aio"
+                object of a JSON file (nvmefs-tune --handle --json)
   -h            print this help
 Needs root, fio, btrfs-progs, gnuplot (gnuplot-nox) for the capped runs
 and python3-torch (Debian's /usr/bin/python3) for the RAM run.
@@ -112,6 +116,26 @@ loop devices over tmpfs, 200 MiB/s = 209.7 MB/s):
    through at once. With --quick (about 1.2 s passes) fio raw reads
    ~1.05 x and nvmefs dd write up to ~1.2 x the cap: --quick capped
    figures are a smoke test, not measurements.
+
+--only deepnvme (issue 22, DeepNVMe's comparison; about 4 minutes, 2 with
+--quick): 4 RAM drives of 1 GiB (512 MiB with --quick), fio raw as above,
+then on nvmefs (direct) and on btrfs raid0, each freshly made, the
+examples of examples/deepnvme run as programs (--json, their last line
+read), each after warm_memory: py_store_cpu_tensor and
+aio_store_cpu_tensor of a 1 GiB tensor, py_load_cpu_tensor and
+aio_load_cpu_tensor of a 1 GiB file (written from /dev/urandom),
+save_load_state_dict of a 1 GiB state dict in torch's zip and legacy
+formats (--engine aio on nvmefs, with --zero_copy for zip; --engine torch
+on btrfs); 1 warmup and 3 timed loops each (2 of 128 MiB with --quick),
+every handle run with --validate and the settings DN_HANDLE (or
+--aio-config). The tensor examples also run the other way round for
+reference (Python on nvmefs, the handle's O_DIRECT fallback on btrfs).
+Targets: the handle on nvmefs stores >= 2 x and loads >= 4 x Python on
+btrfs, both >= 0.8 x fio raw; the state dict saves >= 3 x torch.save and
+loads >= 2 x torch.load on btrfs, judged in each format on both sides
+(zip, zip with the zero-copy load, legacy); the handle's legacy save
+against torch.save's default zip is shown, not judged. report.md holds
+this comparison's table and targets only.
 
 Output, in DIR and the report on stdout: report.md (machine, sizes, a
 markdown table per setup and workload: fio raw, btrfs, nvmefs cached,
@@ -1211,12 +1235,17 @@ class Bench:
         with open(self.work + "/torch_io.py", "w") as f:
             f.write(TORCH_PY)
         log("results in " + self.out)
-        if self.a.only != "capped":
-            self.run_ram()
-        if self.a.only != "ram":
-            for n in CAP_COUNTS:
-                self.run_capped(n)
-        nfail = self.write_report(nvmefs_id, repo_head)
+        if self.a.only == "deepnvme":
+            dn = DeepNVMe(self)
+            dn.run()
+            nfail = dn.report(self.header(nvmefs_id, repo_head))
+        else:
+            if self.a.only != "capped":
+                self.run_ram()
+            if self.a.only != "ram":
+                for n in CAP_COUNTS:
+                    self.run_capped(n)
+            nfail = self.write_report(nvmefs_id, repo_head)
         with open(os.path.join(self.out, "report.md")) as f:
             sys.stdout.write(f.read())
         sys.stdout.flush()
@@ -1230,18 +1259,304 @@ class Bench:
         return 0
 
 
+# ------------------------------------------------- DeepNVMe (issue 22) --
+# --only deepnvme: the must-show comparison of issue 22, on its own (not in
+# the default run). Kept in this section (its sizes, runner and report) so
+# that the issue-5 benchmark above is untouched.
+
+DN_EXAMPLES = os.path.join(TOP, "examples", "deepnvme")
+DN_SETUP = "deepnvme"
+# The handle's settings for every aio_* run (aio_handle(...) arguments);
+# --aio-config FILE (nvmefs-tune --handle --json) replaces them. Sweeps on
+# these drives (docs/PYTHON.md): blocks of 4-16 MiB read at fio raw's
+# speed, 1 MiB ones at 60-80% of it (the native door's cost per request).
+DN_HANDLE = {"block_size": 16 << 20, "queue_depth": 128, "num_threads": 1}
+# (key, label, kind, baseline row on btrfs, handle row on nvmefs, target
+# ratio over the baseline, target ratio over fio raw KIND or None)
+DN_TARGETS = (
+    ("store", "store a CPU tensor (+fsync)", "write", "py_store", "aio_store", 2.0, 0.8),
+    ("load", "load a CPU tensor, cold cache", "read", "py_load", "aio_load", 4.0, 0.8),
+    ("sd_save", "state dict save, zip format (+fsync)", None, "sd_torch_save", "sd_aio_save", 3.0, None),
+    ("sd_load", "state dict load, zip, tensors copied out", None, "sd_torch_load", "sd_aio_load", 2.0,
+     None),
+    ("sd_load_zero_copy", "state dict load, zip, tensors are views of the locked buffer", None,
+     "sd_torch_load", "sd_aio_zc_load", 2.0, None),
+    ("sd_save_legacy", "state dict save, legacy format (+fsync)", None, "sd_torch_legacy_save",
+     "sd_aio_legacy_save", 3.0, None),
+    ("sd_load_legacy", "state dict load, legacy, tensors copied out", None, "sd_torch_legacy_load",
+     "sd_aio_legacy_load", 2.0, None),
+)
+# Shown, not judged: FastPersist's format through the handle against
+# torch.save's default (what switching from one to the other gives).
+DN_EXTRA = (("state dict save: handle legacy vs torch.save zip", "sd_torch_save", "sd_aio_legacy_save"),)
+
+
+class DnSizes:
+    """--only deepnvme's sizes: 4 RAM drives, the tensors and the state
+    dict in MiB, loops per example."""
+
+    def __init__(self, quick):
+        if quick:
+            self.dev, self.tensor_mib, self.sd_mib, self.loops = 512 * MIB, 128, 128, 2
+        else:
+            self.dev, self.tensor_mib, self.sd_mib, self.loops = GIB, 1024, 1024, 3
+
+
+def dn_json(path):
+    """The last JSON object line of an example's log, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def dn_handle_args(cfg):
+    """The examples' options for the handle settings cfg."""
+    return ["--block_size", str(cfg["block_size"]), "--queue_depth", str(cfg["queue_depth"]),
+            "--threads", str(cfg["num_threads"])]
+
+
+def dn_handle_config(path):
+    """The handle settings of an "aio" JSON file (nvmefs-tune --handle
+    --json, or DeepSpeed's configuration); BadArg names what is wrong."""
+    try:
+        with open(path) as f:
+            aio = json.load(f)["aio"]
+        cfg = {k: int(aio[k]) for k in ("block_size", "queue_depth", "num_threads")}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadArg("bad --aio-config '%s' (%s)" % (path, e)) from None
+    if cfg["block_size"] % 4096 or cfg["block_size"] <= 0 or cfg["queue_depth"] < 1 or cfg["num_threads"] < 1:
+        raise BadArg("bad --aio-config '%s' (settings out of range: %s)" % (path, cfg))
+    return cfg
+
+
+class DnReport:
+    """The table and the targets of --only deepnvme from RES {(setup, n,
+    fs, row): value} (GB/s as results.tsv holds them)."""
+
+    def __init__(self, res):
+        self.res = res
+        self.nfail = 0
+
+    def get(self, fs, row):
+        """A figure in GB/s (fio raw's MB/s converted), or ''/ERR."""
+        v = self.res.get((DN_SETUP, str(RAM_NDEV), fs, row), "")
+        if fs == "fio" and isnum(v):
+            return num(float(v) / 1000)
+        return v
+
+    def table(self):
+        g = self.get
+        out = ["| workload | fio raw | Python on btrfs | handle on nvmefs | handle / Python | handle / fio raw | Python on nvmefs | handle on btrfs |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        rows = [(label, kind, base, mine) for _k, label, kind, base, mine, _t, _r in DN_TARGETS]
+        rows += [(label, None, base, mine) for label, base, mine in DN_EXTRA]
+        for label, kind, base, mine in rows:
+            raw = g("fio", "raw_" + kind) if kind else "-"
+            b, d = g("btrfs", base), g("direct", mine)
+            cells = [label, fmt(raw, "GB/s"), fmt(b, "GB/s"), fmt(d, "GB/s"), div(d, b, 2),
+                     div(d, raw, 2) if kind else "-", fmt(g("direct", base), "GB/s"),
+                     fmt(g("btrfs", mine), "GB/s")]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def target(self, ok, line, out):
+        out.append(("PASS " if ok else "FAIL ") + line)
+        if not ok:
+            self.nfail += 1
+
+    def targets(self):
+        g = self.get
+        out = []
+        for key, label, kind, base, mine, t_base, t_raw in DN_TARGETS:
+            b, d = g("btrfs", base), g("direct", mine)
+            raw = g("fio", "raw_" + kind) if kind else ""
+            if not (isnum(b) and isnum(d)) or (t_raw is not None and not isnum(raw)):
+                self.target(False, "deepnvme %s: no figure (handle %s, baseline %s%s)"
+                            % (key, d or "?", b or "?", ", fio raw %s" % (raw or "?") if t_raw else ""), out)
+                continue
+            r = float(d) / float(b)
+            ok = r >= t_base
+            line = "deepnvme %s: handle on nvmefs %s GB/s = %.2f x %s on btrfs (%s); target >= %.1f" % (
+                key, fmt(d, "GB/s"), r, base, fmt(b, "GB/s"), t_base)
+            if t_raw is not None:
+                rr = float(d) / float(raw)
+                ok = ok and rr >= t_raw
+                line += "; %.2f x fio raw %s (%s GB/s); target >= %.1f" % (rr, kind, fmt(raw, "GB/s"), t_raw)
+            self.target(ok, line, out)
+        return out
+
+
+class DeepNVMe:
+    """One --only deepnvme run inside a Bench (its devices, mounts, runner,
+    results): 4 RAM drives; fio raw; on btrfs raid0 the Python examples
+    (py_store, py_load, torch.save/torch.load) and, for reference, the
+    handle's fallback; on nvmefs (direct) the handle's examples and, for
+    reference, Python through the mount."""
+
+    def __init__(self, bench):
+        self.b = bench
+        self.sz = DnSizes(bench.a.quick)
+        self.handle = bench.a.aio_config or dict(DN_HANDLE)
+        self.pypath = os.path.join(bench.a.build, "python")
+
+    def record(self, fs, row, doc, key="gbs"):
+        v = doc.get(key) if doc else None
+        self.b.record(DN_SETUP, RAM_NDEV, fs, row, "%.3f" % v if isinstance(v, (int, float)) else "ERR")
+
+    def example(self, fs, label, script, args, warm):
+        """Run examples/deepnvme/SCRIPT ARGS --json (memory warmed first):
+        its JSON line, or None (an error recorded)."""
+        b = self.b
+        b.warm_memory(warm)
+        lg = b.newlog("%s-x%d-%s-%s" % (DN_SETUP, RAM_NDEV, fs, label))
+        argv = ["env", "PYTHONPATH=" + self.pypath, PY, os.path.join(DN_EXAMPLES, script)] + \
+            [str(x) for x in args] + ["--json"]
+        if b.run(1800, lg, argv):
+            b.error("%s %s: %s failed (see %s)" % (DN_SETUP, fs, script, lg))
+            return None
+        doc = dn_json(lg)
+        if doc is None:
+            b.error("%s %s: %s printed no JSON line (see %s)" % (DN_SETUP, fs, script, lg))
+        return doc
+
+    def tensors(self, fs):
+        """Store and load a tensor: Python and the handle."""
+        sz, mnt = self.sz, self.b.mnt
+        t = sz.tensor_mib * MIB
+        h = dn_handle_args(self.handle)
+        common = ["--loop", sz.loops]
+        doc = self.example(fs, "py-store", "py_store_cpu_tensor.py",
+                           ["--nvme_folder", mnt, "--mb_size", sz.tensor_mib] + common, 2 * t)
+        self.record(fs, "py_store", doc)
+        doc = self.example(fs, "aio-store", "aio_store_cpu_tensor.py",
+                           ["--nvme_folder", mnt, "--mb_size", sz.tensor_mib, "--no_python",
+                            "--validate"] + h + common, 2 * t)
+        self.record(fs, "aio_store", doc)
+        inp = os.path.join(mnt, "input.bin")
+        if self.b.run(tlimit(t), self.b.misc, ["dd", "if=/dev/urandom", "of=" + inp, "bs=1M",
+                                                "count=%d" % sz.tensor_mib, "conv=fsync"]):
+            self.b.error("%s %s: writing the input file failed" % (DN_SETUP, fs))
+            self.record(fs, "py_load", None)
+            self.record(fs, "aio_load", None)
+            return
+        doc = self.example(fs, "py-load", "py_load_cpu_tensor.py",
+                           ["--input_file", inp] + common, 2 * t)
+        self.record(fs, "py_load", doc)
+        doc = self.example(fs, "aio-load", "aio_load_cpu_tensor.py",
+                           ["--input_file", inp, "--no_python", "--validate"] + h + common, 2 * t)
+        self.record(fs, "aio_load", doc)
+        self.b.remove(inp)
+
+    def state_dicts(self, fs):
+        """torch.save/torch.load on btrfs; the handle on nvmefs; both
+        formats."""
+        sz = self.sz
+        engine = "torch" if fs == "btrfs" else "aio"
+        for form, suffix in (("zip", ""), ("legacy", "_legacy")):
+            args = ["--nvme_folder", self.b.mnt, "--mb_size", sz.sd_mib, "--loop", sz.loops,
+                    "--engine", engine, "--format", form]
+            if engine == "aio":
+                args += ["--validate"] + dn_handle_args(self.handle)
+                if form == "zip":
+                    args.append("--zero_copy")
+            doc = self.example(fs, "sd-%s-%s" % (engine, form), "save_load_state_dict.py", args,
+                               3 * sz.sd_mib * MIB)
+            self.record(fs, "sd_%s%s_save" % (engine, suffix), doc, engine + "_save_gbs")
+            self.record(fs, "sd_%s%s_load" % (engine, suffix), doc, engine + "_load_gbs")
+            if engine == "aio" and form == "zip":
+                self.record(fs, "sd_aio_zc_load", doc, "aio_load_zero_copy_gbs")
+
+    def run(self):
+        b, sz = self.b, self.sz
+        t0 = time.monotonic()
+        need = RAM_NDEV * sz.dev + 3 * sz.sd_mib * MIB + 2 * GIB
+        memav = emu.meminfo_kib("MemAvailable") * 1024
+        if need > memav:
+            raise Die("not enough memory for --only deepnvme: %d MiB of images, tensors and caches, MemAvailable %d MiB"
+                      % (need // MIB, memav // MIB))
+        log("=== DeepNVMe: %d drives of %d MiB, no cap; tensors of %d MiB, a state dict of %d MiB, %d loops; handle %s"
+            % (RAM_NDEV, sz.dev // MIB, sz.tensor_mib, sz.sd_mib, sz.loops, self.handle))
+        b.runner.log_line("# setup: DeepNVMe, %d drives, no cap" % RAM_NDEV)
+        b.setup_devices(RAM_NDEV, sz.dev)
+        b.fio_raw(DN_SETUP, sz.dev, 1)
+        for fs in ("direct", "btrfs"):
+            self.run_fs(fs)
+        b.drives.teardown()
+        log("=== DeepNVMe: %d s" % (time.monotonic() - t0))
+
+    def run_fs(self, fs):
+        b = self.b
+        log("== %s x%d: %s" % (DN_SETUP, RAM_NDEV, fs))
+        if not b.fs_mount(fs):
+            b.error("%s: mkfs or mount of %s failed (see %s/logs)" % (DN_SETUP, fs, b.out))
+            b.force_umount()
+            return
+        self.tensors(fs)
+        self.state_dicts(fs)
+        if not b.fs_umount(DN_SETUP, RAM_NDEV):
+            b.error("%s: unmounting %s failed" % (DN_SETUP, fs))
+            b.force_umount()
+
+    def report(self, header):
+        """report.md and targets.txt; the count of missed targets."""
+        b = self.b
+        rep = DnReport(load_results(b.results))
+        targets = rep.targets()
+        with open(os.path.join(b.out, "targets.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in targets))
+        sz = self.sz
+        r = header + [
+            "",
+            "DeepNVMe's comparison (issue 22): %d RAM drives of %s (image files in /dev/shm on loop devices, no cap)."
+            % (RAM_NDEV, emu.human_iec(sz.dev)),
+            "Python: examples/deepnvme/py_store_cpu_tensor.py (f.write(t.numpy()) + fsync) and py_load_cpu_tensor.py",
+            "(torch.frombuffer(f.read()), caches dropped), %d MiB, --loop %d; torch.save (+fsync) / torch.load of a %d MiB"
+            % (sz.tensor_mib, sz.loops, sz.sd_mib),
+            "state dict of 16 float32 tensors (save_load_state_dict.py --engine torch). Handle: aio_store/aio_load_cpu_tensor.py",
+            "with a locked tensor, save_load_state_dict.py --engine aio --zero_copy (FastPersist-style), all with --validate",
+            "and %s (%s)." % (" ".join(dn_handle_args(self.handle)),
+                              "--aio-config %s" % b.a.aio_config_path if b.a.aio_config else "bench.py's DN_HANDLE"),
+            "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard; nvmefs: mkfs.nvmefs -f -K, -o mode=direct,pool=%s."
+            % b.a.pool,
+            "fio raw: libaio direct bs=1M iodepth=32, one job per device. GB = 1e9 bytes; one run on a shared 2-core machine.",
+            "Memory warmed before every example (\"Cold memory\" in bench.py)." if b.a.warm else "--no-warm: cold memory.",
+            "",
+        ] + rep.table() + ["", "Targets (issue 22):", "", "```"] + targets + ["```"]
+        if b.errors:
+            with open(os.path.join(b.out, "errors.txt")) as f:
+                errs = f.read().splitlines()
+            r += ["", "The benchmark itself failed %d time(s):" % b.errors, "", "```"] + errs + ["```"]
+        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (b.out, b.out)]
+        with open(os.path.join(b.out, "report.md"), "w") as f:
+            f.write("\n".join(r) + "\n")
+        return rep.nfail
+
+
 # ---------------------------------------------------------------- checks --
 
-USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped] [--quick] [--check] [--pool SIZE]
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--quick] [--check] [--pool SIZE]
+       [--no-warm] [--aio-config FILE]
 Benchmark nvmefs (cached and direct) against btrfs raid0 and fio on the raw
 devices, on 4 RAM drives and on 1, 2 and 4 drives capped at {cap} MiB/s.
   -b BUILD      build directory with nvmefs, mkfs.nvmefs (default {top}/build)
   -o DIR        results directory (default bench-results/DATE-TIME)
-  --only SET    ram or capped: run only those setups
+  --only SET    ram or capped: run only those setups; deepnvme: only issue 22's
+                comparison (not part of the default run)
   --quick       small sizes: a smoke run of the whole script (2-3 minutes)
   --check       exit 1 if a target is missed
   --pool SIZE   nvmefs -o pool=SIZE (default 64M)
   --no-warm     do not warm free memory before each measured pass
+  --aio-config FILE  with --only deepnvme: the handle's settings from an "aio"
+                JSON file (nvmefs-tune --handle --json writes one)
   -h            show this help
 Needs root, fio, btrfs-progs, gnuplot, python3-torch.
 """
@@ -1268,11 +1583,17 @@ def parse_args(argv):
     p.add_argument("--check", action="store_true")
     p.add_argument("--pool", default="64M")
     p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--aio-config", dest="aio_config", default=None)
     a = p.parse_args(argv)
     if a.help:
         return a
-    if a.only not in ("all", "ram", "capped"):
-        raise BadArg("bad --only '%s' (want ram or capped)" % a.only)
+    if a.only not in ("all", "ram", "capped", "deepnvme"):
+        raise BadArg("bad --only '%s' (want ram, capped or deepnvme)" % a.only)
+    if a.aio_config is not None:
+        if a.only != "deepnvme":
+            raise BadArg("--aio-config goes with --only deepnvme")
+        a.aio_config_path = a.aio_config
+        a.aio_config = dn_handle_config(a.aio_config)
     if emu.parse_size(a.pool) is None:
         raise BadArg("bad --pool '%s' (want bytes or a number with K, M or G)" % a.pool)
     lim = os.environ.get("NVMEFS_BENCH_TIME_LIMIT")
@@ -1290,7 +1611,7 @@ def check_host(a):
     missing = []
     need = [("fio", "fio"), ("losetup", "util-linux"), ("fallocate", "util-linux"),
             ("fusermount3", "fuse3"), ("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
-    if a.only != "ram":
+    if a.only in ("all", "capped"):
         need.append(("gnuplot", "gnuplot-nox"))
     for cmd, pkg in need:
         if shutil.which(cmd) is None:
@@ -1306,11 +1627,13 @@ def check_host(a):
     for b in ("nvmefs", "mkfs.nvmefs", "tests/fuse_null"):
         if not os.access(os.path.join(a.build, b), os.X_OK):
             raise Die("%s/%s not found (build it, e.g. scripts/build.sh, or give -b BUILD)" % (a.build, b))
+    if a.only == "deepnvme" and not os.path.isfile(os.path.join(a.build, "python", "nvmefs", "handle.py")):
+        raise Die("%s/python/nvmefs not found (the Python package: build it, or give -b BUILD)" % a.build)
     a.build = os.path.realpath(a.build)
     if not os.path.exists("/dev/fuse"):
         raise Die("no /dev/fuse")
     blkio = emu.BLKIO
-    if a.only != "ram" and not (os.access(blkio + "/blkio.throttle.read_bps_device", os.W_OK)
+    if a.only in ("all", "capped") and not (os.access(blkio + "/blkio.throttle.read_bps_device", os.W_OK)
                                 and os.access(blkio + "/cgroup.procs", os.W_OK)):
         raise Die("no cgroup v1 blkio throttling at %s (needed for the capped runs; try --only ram)" % blkio)
     # Throttling under v1 is flat (see the top comment): everything we start

@@ -15,6 +15,8 @@
 #            mount point put in): a file written through the mount reads
 #            back after dropping caches, the tuner refuses the mounted
 #            images as in use, fsck.nvmefs -n is clean after unmounting;
+#  handle    --handle on the mounted volume: 4 trials of nvmefs.aio_handle
+#            settings through the native client, the best call, the JSON;
 #  dd        a 2-trial sweep with --dd (the fallback when fio is missing).
 #  installed the tuner from cmake --install finds its module and runs.
 # Exit 77 (skip) without root, /dev/fuse, fusermount3, /usr/bin/python3 or
@@ -275,6 +277,33 @@ check "mounted images refused" refused "the mounted images" "in use" -y "${MNT_D
 check "second member of the mount refused" refused "the mount's second member" \
 	"${MNT_DEV_LIST[1]}: in use" -y "${MNT_DEV_LIST[1]}"
 check "file still there after the refusals" cmp "$MNT_TMP/data" "$MNT/data"
+
+# --handle on the mounted volume: nvmefs.dsio's sweep through the native
+# client (the volume's native read counter grows), its table, the best
+# aio_handle call and the JSON the examples take, the scratch file gone.
+hjson=$MNT_TMP/handle.json
+native_reads() {
+	/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["native"]["reads"])' "$MNT/.nvmefs/stats"
+}
+reads0=$(native_reads)
+rc=0
+tune 180 "$out" "$err" --handle "$MNT" --block-sizes 256K,1M --qd 8 --threads 1,2 -s 8M \
+	--json "$hjson" || rc=$?
+cat "$out"
+[ "$rc" = 0 ] || cat "$err" >&2
+check "--handle: exit status 0" [ "$rc" = 0 ]
+hrow='^ +[0-9]+ +(256K|1M) +8 +[12] +[0-9]+\.[0-9]{2} +[0-9]+\.[0-9]{2} +[0-9]+\.[0-9]{2}$'
+check "--handle: 4 table rows" [ "$(grep -cE "$hrow" "$out")" = 4 ]
+check "--handle: the best aio_handle call" grep -q '^Best: nvmefs\.aio_handle(block_size=' "$out"
+check "--handle: JSON with the best's aio configuration" /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["results"]) == 4 and all(r["error"] is None for r in d["results"]), d
+assert d["aio"]["block_size"] == d["best"]["block_size"] and d["best"]["score"] == max(r["score"] for r in d["results"]), d
+' "$hjson"
+check "--handle: through the native client" [ "$(native_reads)" -gt "$reads0" ]
+check "--handle: scratch file removed" [ ! -e "$MNT/_nvmefs_dsio.dat" ]
+check "file still there after --handle" cmp "$MNT_TMP/data" "$MNT/data"
 mnt_umount
 if [ -x "$build/fsck.nvmefs" ]; then
 	check "fsck.nvmefs -n clean" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"

@@ -156,7 +156,7 @@ class _Worker(threading.Thread):
     def move(self, op, start, length):
         c = self.registered(op)
         if c is None:
-            _fallback(op, start, length, self.h.block_size)
+            _fallback(op, start, length, self.h.block_size, self.h.queue_depth)
             return
         try:
             c.transfer(op.read, op.fd, op.addr + start, length, op.offset + start,
@@ -164,9 +164,12 @@ class _Worker(threading.Thread):
         finally:
             c.unreg_fd(op.fd)
 
-def _fallback(op, start, length, block):
+
+def _fallback(op, start, length, block, depth):
     """Any other filesystem: O_DIRECT for aligned blocks when the filesystem
-    takes it, buffered otherwise."""
+    takes it, buffered otherwise. One system call moves up to depth blocks:
+    the kernel splits a large O_DIRECT request into that many in flight,
+    where calls of one block each would keep one in flight."""
     import ctypes
 
     mem = memoryview((ctypes.c_char * length).from_address(op.addr + start)).cast("B")
@@ -179,8 +182,11 @@ def _fallback(op, start, length, block):
     try:
         pos = 0
         while pos < length:
-            n = min(block, length - pos)
+            # At most 1 GiB: the kernel moves at most 2 GiB - 4 KiB a call.
+            n = min(block * depth, 1 << 30, length - pos)
             off = op.offset + start + pos
+            if n > ALIGN and n % ALIGN and not ((op.addr + start + pos) | off) % ALIGN:
+                n -= n % ALIGN  # the aligned part directly, the tail next round
             aligned = not ((op.addr + start + pos) | off | n) % ALIGN
             fd = direct if (direct is not None and aligned) else plain
             got = (os.preadv(fd, [mem[pos:pos + n]], off) if op.read

@@ -1,0 +1,306 @@
+# SPDX-License-Identifier: MIT
+"""torch.save and torch.load through an nvmefs.aio_handle, FastPersist's
+way (DeepSpeed's deepspeed/io FastFileWriter): serialization goes into
+locked memory and the handle moves it.
+
+save(obj, path, handle, locked): torch.save writes into HandleWriter, which
+copies what it is given into one half of a locked buffer while the handle
+writes the other half (asynchronously, as DeepSpeed's double buffer does),
+then writes the rest and fsyncs. The file is an ordinary torch file:
+torch.load reads it.
+
+load(path, handle, locked): the handle reads the whole file into a locked
+buffer, and torch.load unpickles from that memory (MemReader); each tensor
+gets memory of its own (one copy out of the buffer, as torch.load from any
+file makes), so the buffer can be reused at once.
+
+The memory copies run with the GIL released (ctypes.memmove), so the
+handle's threads keep their requests flowing meanwhile.
+"""
+import ctypes
+import io
+import os
+import threading
+import warnings
+
+
+def _address(buf):
+    """The address of a bytes-like object's memory (read-only ones too)."""
+    import numpy
+
+    return numpy.frombuffer(buf, dtype=numpy.uint8).ctypes.data
+
+
+class HandleWriter(io.RawIOBase):
+    """A write-only file object over path, backed by locked (a uint8 tensor
+    of new_cpu_locked_tensor, at least 8 KiB): bytes written are copied
+    into one half of it; a full half goes to the handle's async_pwrite
+    while the other half fills. close() writes what is left, waits and
+    fsyncs (flush() does nothing: torch.save calls it before the end)."""
+
+    def __init__(self, path, handle, locked):
+        super().__init__()
+        half = locked.numel() // 2 // 4096 * 4096
+        if half == 0 or locked.element_size() != 1:
+            raise ValueError("the buffer must be a uint8 tensor of at least 8 KiB")
+        with open(path, "wb"):
+            pass  # created, or emptied of a previous save
+        self.path, self.h, self.half = path, handle, half
+        self.bufs = [locked[:half], locked[half:2 * half]]
+        self.addrs = [b.data_ptr() for b in self.bufs]
+        self.cur = self.fill = 0  # the half being filled, and how far
+        self.off = 0  # the file offset of that half
+        self.pending = False  # the other half is being written
+        self.nbytes = 0
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        n = memoryview(b).nbytes
+        src, done = _address(b) if n else 0, 0
+        while done < n:
+            k = min(n - done, self.half - self.fill)
+            ctypes.memmove(self.addrs[self.cur] + self.fill, src + done, k)
+            self.fill += k
+            done += k
+            if self.fill == self.half:
+                self._drain()
+        self.nbytes += n
+        return n
+
+    def _drain(self):
+        """Send the full half; before that, let the other one finish."""
+        if self.pending:
+            self.h.wait()
+        self.h.async_pwrite(self.bufs[self.cur], self.path, self.off)
+        self.pending = True
+        self.off += self.fill
+        self.cur ^= 1
+        self.fill = 0
+
+    def flush(self):
+        pass
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            if self.pending:
+                self.h.wait()
+                self.pending = False
+            if self.fill:
+                self.h.sync_pwrite(self.bufs[self.cur][:self.fill], self.path, self.off)
+                self.off += self.fill
+                self.fill = 0
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            super().close()
+
+
+class MemReader(io.RawIOBase):
+    """A read-only, seekable file object over the first nbytes of a uint8
+    tensor (no copy until read)."""
+
+    def __init__(self, tensor, nbytes):
+        super().__init__()
+        self.addr, self.size, self.pos = tensor.data_ptr(), nbytes, 0
+        self.keep = tensor
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, off, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        if base + off < 0:
+            raise OSError(22, f"seek to {base + off}")
+        self.pos = base + off
+        return self.pos
+
+    def readinto(self, b):
+        n = max(0, min(memoryview(b).nbytes, self.size - self.pos))
+        if n:
+            ctypes.memmove(_address(b), self.addr + self.pos, n)
+            self.pos += n
+        return n
+
+
+def save(obj, path, handle, locked, **save_args):
+    """torch.save(obj, **save_args) to path through the handle, fsynced.
+    Returns the file's size."""
+    import torch
+
+    w = HandleWriter(path, handle, locked)
+    try:
+        torch.save(obj, w, **save_args)
+    finally:
+        w.close()
+    return w.nbytes
+
+
+class StreamReader(MemReader):
+    """MemReader over a file the handle is still reading into tensor: a
+    thread of this reader reads the file's last chunk first (where a zip's
+    directory is), then the rest in order, chunk by chunk; readinto waits
+    for the bytes it needs. torch.load copies tensors out of the first
+    chunks while the handle brings in the next ones."""
+
+    def __init__(self, path, handle, tensor, nbytes, chunk=64 << 20, tail=4 << 20):
+        super().__init__(tensor, nbytes)
+        self.path, self.h, self.chunk = path, handle, max(4096, chunk // 4096 * 4096)
+        self.tail = max(0, nbytes - tail) // 4096 * 4096  # [tail, nbytes) is read first
+        self.head = 0  # [0, head) and, once tail_done, [tail, nbytes) are in memory
+        self.tail_done = False
+        self.error = None
+        self.cv = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="nvmefs-load", daemon=True)
+        self.thread.start()
+
+    def _read(self, start, end):
+        self.h.sync_pread(self.keep[start:end], self.path, start)
+
+    def _run(self):
+        try:
+            if self.tail < self.size:
+                self._read(self.tail, self.size)
+            with self.cv:
+                self.tail_done = True
+                self.cv.notify_all()
+            pos = 0
+            while pos < self.tail:
+                end = min(pos + self.chunk, self.tail)
+                self._read(pos, end)
+                with self.cv:
+                    self.head = pos = end
+                    self.cv.notify_all()
+        except BaseException as e:  # noqa: B902 - handed to the reader
+            with self.cv:
+                self.error = e
+                self.cv.notify_all()
+
+    def _ready(self, start, end):
+        if end <= self.head:
+            return True
+        if not self.tail_done:
+            return False
+        return start >= self.tail or (self.head >= self.tail)
+
+    def readinto(self, b):
+        n = max(0, min(memoryview(b).nbytes, self.size - self.pos))
+        with self.cv:
+            while self.error is None and not self._ready(self.pos, self.pos + n):
+                self.cv.wait()
+            if self.error is not None:
+                raise self.error
+        return super().readinto(b)
+
+    def finish(self):
+        """Wait for the reading thread; raise what it met."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class _Records:
+    """What torch.serialization._load asks of a zip archive (torch 1.13:
+    get_record, get_storage_from_record), answered from the archive in
+    memory at addr: storages are views of that memory, not copies."""
+
+    def __init__(self, reader):
+        import zipfile
+
+        self.reader, self.records = reader, {}
+        with zipfile.ZipFile(reader) as z:
+            for info in z.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise ValueError(f"{info.filename}: a compressed record")
+                reader.seek(info.header_offset + 26)  # the local header's name and extra lengths
+                lengths = reader.read(4)
+                start = (info.header_offset + 30 + int.from_bytes(lengths[:2], "little")
+                         + int.from_bytes(lengths[2:], "little"))
+                # torch names records "ARCHIVE/data.pkl", "ARCHIVE/data/0", ...
+                self.records[info.filename.split("/", 1)[-1]] = (start, info.file_size)
+
+    def get_record(self, name):
+        start, n = self.records[name]
+        return ctypes.string_at(self.reader.addr + start, n)
+
+    def get_storage_from_record(self, name, numel, _storage_type):
+        import torch
+
+        start, n = self.records[name]
+        if n != numel:
+            raise ValueError(f"record {name}: {n} bytes, the pickle says {numel}")
+        mem = (ctypes.c_uint8 * n).from_address(self.reader.addr + start)
+        mem.keep = self.reader.keep  # the buffer outlives the storage's reference
+        return torch.frombuffer(mem, dtype=torch.uint8) if n else torch.empty(0, dtype=torch.uint8)
+
+
+def _load_views(reader, load_args):
+    """torch.load of a zip archive in memory whose tensors are views of it
+    (torch 1.13's private serialization._load); None when this torch's
+    _load is not the one known here, or the file is not a zip archive."""
+    import inspect
+    import pickle
+
+    import torch
+    from torch import serialization
+
+    fn = getattr(serialization, "_load", None)
+    try:
+        params = list(inspect.signature(fn).parameters)[:4] if fn else []
+    except (TypeError, ValueError):
+        params = []
+    if params != ["zip_file", "map_location", "pickle_module", "pickle_file"]:
+        return None
+    reader.seek(0)
+    if reader.read(4) != b"PK\x03\x04":
+        return None
+    args = dict(load_args)
+    map_location = args.pop("map_location", None)
+    pickle_module = args.pop("pickle_module", pickle)
+    args.setdefault("encoding", "utf-8")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return fn(_Records(reader), map_location, pickle_module, **args)
+
+
+def load(path, handle, locked, stream=True, zero_copy=False, **load_args):
+    """torch.load of path, read by the handle into locked (a uint8 tensor
+    of new_cpu_locked_tensor at least as large as the file). stream: begin
+    unpickling while the handle still reads (StreamReader); else read all
+    first. zero_copy: the tensors are views of locked (no copy, no memory
+    of their own, as torch.load(mmap=True) of later torch gives views of
+    the file): locked must then be neither freed nor reused while they are
+    in use; for torch's zip format with torch 1.13's serialization, else
+    ValueError."""
+    import torch
+
+    size = os.path.getsize(path)
+    if size > locked.numel():
+        raise ValueError(f"{path}: {size} bytes do not fit the {locked.numel()}-byte buffer")
+    if zero_copy:
+        handle.sync_pread(locked[:size], path)
+        obj = _load_views(MemReader(locked, size), load_args)
+        if obj is None:
+            raise ValueError(f"{path}: zero_copy needs torch's zip format and torch 1.13's "
+                             f"serialization (this is torch {torch.__version__})")
+        return obj
+    if not stream:
+        handle.sync_pread(locked[:size], path)
+        return torch.load(MemReader(locked, size), **load_args)
+    r = StreamReader(path, handle, locked, size)
+    try:
+        return torch.load(r, **load_args)
+    finally:
+        r.finish()

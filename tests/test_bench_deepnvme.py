@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Unit tests (no root, nothing mounted) of scripts/bench.py's --only
+deepnvme section (issue 22): its options, the examples' JSON lines, the
+handle's settings from an "aio" file, the table and the targets (fio raw's
+MB/s turned into GB/s, ratios against the baseline and fio raw, a missing
+figure failing its target).
+
+usage: test_bench_deepnvme.py [unittest options]   (exit 0 pass, 1 fail)
+"""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+
+import bench  # noqa: E402
+
+N = str(bench.RAM_NDEV)
+
+
+def results(**rows):
+    """{(setup, n, fs, row): value} from fs__row=value keywords."""
+    out = {}
+    for key, v in rows.items():
+        fs, row = key.split("__", 1)
+        out[(bench.DN_SETUP, N, fs, row)] = v
+    return out
+
+
+class Options(unittest.TestCase):
+    def test_only_and_config(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = bench.parse_args(["--only", "deepnvme", "-o", d + "/out"])
+            self.assertEqual((a.only, a.aio_config), ("deepnvme", None))
+            cfg = os.path.join(d, "aio.json")
+            with open(cfg, "w") as f:
+                json.dump({"aio": {"block_size": 4 << 20, "queue_depth": 32, "num_threads": 2,
+                                   "single_submit": False, "overlap_events": False}}, f)
+            a = bench.parse_args(["--only", "deepnvme", "--aio-config", cfg, "-o", d + "/out"])
+            self.assertEqual(a.aio_config, {"block_size": 4 << 20, "queue_depth": 32, "num_threads": 2})
+            self.assertEqual(bench.dn_handle_args(a.aio_config),
+                             ["--block_size", str(4 << 20), "--queue_depth", "32", "--threads", "2"])
+            with self.assertRaisesRegex(bench.BadArg, "--aio-config goes with --only deepnvme"):
+                bench.parse_args(["--aio-config", cfg])
+            with open(cfg, "w") as f:
+                json.dump({"aio": {"block_size": 1000, "queue_depth": 32, "num_threads": 2}}, f)
+            with self.assertRaisesRegex(bench.BadArg, "out of range"):
+                bench.parse_args(["--only", "deepnvme", "--aio-config", cfg])
+            with open(cfg, "w") as f:
+                f.write("{}")
+            with self.assertRaisesRegex(bench.BadArg, "bad --aio-config"):
+                bench.parse_args(["--only", "deepnvme", "--aio-config", cfg])
+        with self.assertRaisesRegex(bench.BadArg, "want ram, capped or deepnvme"):
+            bench.parse_args(["--only", "dn"])
+
+    def test_sizes(self):
+        q, full = bench.DnSizes(True), bench.DnSizes(False)
+        self.assertEqual((full.dev, full.tensor_mib, full.sd_mib, full.loops), (bench.GIB, 1024, 1024, 3))
+        self.assertLess(q.tensor_mib * bench.MIB * 2, q.dev * bench.RAM_NDEV)
+
+
+class JsonLine(unittest.TestCase):
+    def test_last_object_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "log")
+            with open(p, "w") as f:
+                f.write('noise\n{"gbs": 1.0}\nmore\n{"gbs": 2.5, "x": [1]}\ntrailing text\n')
+            self.assertEqual(bench.dn_json(p), {"gbs": 2.5, "x": [1]})
+            with open(p, "w") as f:
+                f.write("no json here\n")
+            self.assertIsNone(bench.dn_json(p))
+            with open(p, "w") as f:
+                f.write("{broken\n")
+            self.assertIsNone(bench.dn_json(p))
+            self.assertIsNone(bench.dn_json(os.path.join(d, "missing")))
+
+
+class Report(unittest.TestCase):
+    def full(self):
+        return results(fio__raw_write="4000", fio__raw_read="6000",
+                       btrfs__py_store="1.000", direct__aio_store="3.500",
+                       btrfs__py_load="1.000", direct__aio_load="4.500",
+                       btrfs__sd_torch_save="0.500", direct__sd_aio_save="1.000",
+                       btrfs__sd_torch_load="1.000", direct__sd_aio_load="1.100",
+                       direct__sd_aio_zc_load="4.000",
+                       btrfs__sd_torch_legacy_save="0.600", direct__sd_aio_legacy_save="2.400",
+                       btrfs__sd_torch_legacy_load="0.800", direct__sd_aio_legacy_load="0.900",
+                       direct__py_store="1.200", btrfs__aio_store="0.800")
+
+    def test_targets(self):
+        rep = bench.DnReport(self.full())
+        t = rep.targets()
+        self.assertEqual(len(t), len(bench.DN_TARGETS))
+        by = {line.split()[2].rstrip(":"): line for line in t}
+        # store: 3.5 x Python and 3.5 / 4.0 = 0.875 x fio raw: both met
+        self.assertTrue(by["store"].startswith("PASS"), by["store"])
+        self.assertIn("3.50 x py_store", by["store"])
+        self.assertIn("0.88 x fio raw write (4.00 GB/s)", by["store"])
+        # load: 4.5 x Python but 4.5 / 6.0 = 0.75 x fio raw: missed
+        self.assertTrue(by["load"].startswith("FAIL"), by["load"])
+        self.assertTrue(by["sd_save"].startswith("FAIL"))  # 2.0 x < 3
+        self.assertTrue(by["sd_load"].startswith("FAIL"))  # 1.1 x < 2
+        self.assertTrue(by["sd_load_zero_copy"].startswith("PASS"))  # 4.0 x
+        self.assertTrue(by["sd_save_legacy"].startswith("PASS"))  # 4.0 x
+        self.assertTrue(by["sd_load_legacy"].startswith("FAIL"))
+        self.assertEqual(rep.nfail, 4)
+
+    def test_missing_figure(self):
+        res = self.full()
+        res[(bench.DN_SETUP, N, "direct", "aio_load")] = "ERR"
+        del res[(bench.DN_SETUP, N, "fio", "raw_write")]
+        rep = bench.DnReport(res)
+        by = {line.split()[2].rstrip(":"): line for line in rep.targets()}
+        self.assertRegex(by["load"], r"^FAIL .*no figure \(handle ERR")
+        self.assertRegex(by["store"], r"^FAIL .*no figure .*fio raw \?")
+
+    def test_table(self):
+        rows = bench.DnReport(self.full()).table()
+        self.assertEqual(len(rows), 2 + len(bench.DN_TARGETS) + len(bench.DN_EXTRA))
+        store = rows[2].strip("| ").split(" | ")
+        self.assertEqual(store[1:8], ["4.00", "1.00", "3.50", "3.50", "0.88", "1.20", "0.80"])
+        extra = rows[-1].strip("| ").split(" | ")
+        self.assertEqual(extra[2:5], ["0.50", "2.40", "4.80"])
+
+
+if __name__ == "__main__":
+    unittest.main()
