@@ -1,17 +1,23 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""bench.py: nvmefs (cached and direct mode) against btrfs raid0 and against
-the raw devices (fio), on the same emulated drives in one run (issue 5).
-Run it as scripts/bench.sh (a wrapper that execs this program).
+"""bench.py: nvmefs (cached and direct mode, and its native client) against
+btrfs raid0 and against the raw devices (fio), on the same emulated drives in
+one run (issues 5 and 21). Run it as scripts/bench.sh (a wrapper that execs
+this program).
 
-Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--quick]
-                [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [-h]
-  -b BUILD      build directory with nvmefs and mkfs.nvmefs (default build/)
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only]
+                [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [-h]
+  -b BUILD      build directory with nvmefs, mkfs.nvmefs and nvmefs-bench
+                (default build/)
   -o DIR        results directory (default bench-results/DATE-TIME in the
                 current directory)
   --only SET    run only the RAM setup (ram) or only the capped ones (capped);
                 deepnvme: only issue 22's comparison (below; never part of
                 the default run)
+  --native-only only what the native client's targets (issue 21) compare:
+                RAM: fio raw, dd and fio through the mount (cached, direct)
+                and the native client; capped: fio raw and the native
+                client. No btrfs, no other workload, no FUSE ceiling.
   --quick       much smaller sizes and fewer files: a smoke run of the whole
                 script (about 2-3 minutes)
   --check       exit 1 when a target below is missed
@@ -41,13 +47,27 @@ deleted afterwards:
       stat, drop caches, read (content checked), unlink (+syncfs).
    6. torch.save of a 1 GiB state dict (16 float32 tensors) to the mount,
       with fsync; drop caches; torch.load (tensors compared after timing).
+   7. the native client (issue 21), on a fresh nvmefs in direct mode (the
+      default; its own mount, so the file system is as new as for the
+      others): nvmefs-bench --client FILE --write, then, after dropping
+      caches, --read, of one 4 GiB file: NATIVE_THREADS threads, each its
+      own libnvmefs client, shared pinned buffers and contiguous slice,
+      NATIVE_QD requests of NATIVE_BS in flight each. The write is timed
+      up to its final nvmefs_fsync (as dd's conv=fsync: fio raw needs
+      none and fio through the mount has none; the commit took about
+      1 ms of a 4 GiB write). Also recorded: the bytes the daemon copied
+      (data.copied_bytes + native.copied_bytes of .nvmefs/stats over both
+      passes: aligned native I/O must copy none).
    plus fio on the raw devices (the limit): one job per device, libaio,
-   direct=1, bs=1M, iodepth=32, group_reporting, write then read; and
+   direct=1, bs=1M, iodepth=32, group_reporting, write then read (in RAM
+   once more just before workload 7, on the devices as the file systems
+   left them: the native client is held to that pass, seconds and not
+   minutes away on this shared machine); and
    workloads 1 and 2 on tests/fuse_null in its cached and direct modes:
    the same FUSE settings as nvmefs, no data kept, no device touched, so
    what the FUSE transport alone allows here ("The FUSE ceiling" table).
  - capped: 1, 2 and 4 drives of 3 GiB capped at 200 MiB/s each (read and
-   write). Only fio raw and workloads 1 and 2, moving 2 GiB per drive per
+   write). Only fio raw and workloads 1, 2 and 7, moving 2 GiB per drive per
    pass (dd: 2, 4, 8 GiB; about 10 s per pass whatever the drive count,
    so the throttle's start-up slack weighs the same everywhere; the
    1-drive dd is therefore 2 GiB, not 4).
@@ -156,7 +176,15 @@ Targets (issue 5), each a PASS/FAIL line with its figures:
  RAM: sequential read and write (dd and fio) >= 1.0 x btrfs and >= 0.5 x
    fio raw; torch.save and torch.load >= 1.0 x btrfs; small files (all
    four phases) >= 0.5 x btrfs.
-Both nvmefs modes are checked.
+Both nvmefs modes are checked. (Not with --native-only.)
+Targets of the native client (issue 21), in their own table ("Native
+client") and PASS/FAIL lines, write and read each:
+ RAM: >= 0.85 x fio raw; above every figure of the mount in that run for
+   the same direction (dd and fio, cached and direct); >= 1.5 x the
+   mount's dd (the better of cached and direct);
+ capped: >= 0.97 x the cap at 1, 2 and 4 drives; within 5% of linear
+   from 1 to 2 and to 4 drives;
+ every setup: the daemon copied no byte for the (aligned) native I/O.
 
 Exit status: 0 when the benchmark ran, even if targets were missed (1 with
 --check and a missed target); 1 when the benchmark itself failed (a tool,
@@ -175,7 +203,8 @@ killed with SIGKILL cannot clean up: a later run clears throttle rules it
 finds on the loop devices it attaches.
 
 Time (2 cores, shared): --quick about 2 minutes (115 s through ctest);
-a full run about 10 minutes (RAM 2 min, each capped drive count 2.5-3).
+a full run about 10 minutes (RAM 2 min, each capped drive count 2.5-3);
+--native-only: RAM about 1.5 minutes, capped about 1.5 per drive count.
 """
 
 import argparse
@@ -203,6 +232,12 @@ CAP_MIBPS = 200
 CAP_COUNTS = (1, 2, 4)
 RAM_NDEV = 4
 SMALL_SIZE = 4096
+# The native client's run (workload 7): threads, requests in flight per
+# thread, bytes per request: as many bytes in flight as fio raw's 4 jobs x
+# QD 32 x 1 MiB (docs/PERFORMANCE.md, "The native client").
+NATIVE_THREADS = 4
+NATIVE_QD = 32
+NATIVE_BS = MIB
 
 # Rows each workload records (for ERR marks when it fails).
 WL_ROWS = {
@@ -212,8 +247,30 @@ WL_ROWS = {
     "shared": ["shared_write"],
     "small": ["small_create", "small_stat", "small_read", "small_delete", "small_total"],
     "torch": ["torch_save", "torch_load"],
+    "native": ["native_write", "native_read", "native_copied"],
 }
 SEQ = ("dd_write", "dd_read", "fio_write", "fio_read")
+NATIVE = ("native_write", "native_read")
+ALL_WL = ["dd", "fioseq", "files4", "shared", "small", "torch"]
+
+
+def ram_plan(native_only):
+    """The RAM setup's file systems in order, each with its workloads;
+    "fio-again": fio raw once more, just before the native client, whose
+    ratio to it is then not a ratio between minutes of a shared machine."""
+    native = [("fio-again", []), ("native", ["native"])]
+    if native_only:
+        return [("cached", ["dd", "fioseq"]), ("direct", ["dd", "fioseq"])] + native
+    # The FUSE ceiling last: the same transport, no devices (Report.ceiling).
+    return ([(fs, ALL_WL) for fs in ("btrfs", "cached", "direct")] + native
+            + [(fs, ["dd", "fioseq"]) for fs in ("null-cached", "null-direct")])
+
+
+def capped_plan(native_only):
+    """A capped setup's file systems in order, each with its workloads."""
+    if native_only:
+        return [("native", ["native"])]
+    return [(fs, ["dd", "fioseq"]) for fs in ("btrfs", "cached", "direct")] + [("native", ["native"])]
 
 
 def log(msg):
@@ -391,6 +448,20 @@ def small_rates(line):
     return out
 
 
+def native_figures(line, want):
+    """MB/s ('%.1f') and the daemon's copied bytes from nvmefs-bench
+    --client --json's last line, which must say WANT bytes; None if it
+    does not."""
+    try:
+        j = json.loads(line)
+        if int(j["bytes"]) != want or float(j["seconds"]) <= 0:
+            return None
+        return {"mbps": "%.1f" % (j["bytes"] / j["seconds"] / 1e6),
+                "copied": int(j["daemon_copied_bytes"])}
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def torch_rates(line):
     """GB/s of save and load (3 decimals, as jq numbers) from torch_io.py's
     last line; None if it is not there."""
@@ -443,6 +514,10 @@ def cap_mbps(n):
     return calc(n * CAP_MIBPS * 1.048576)
 
 
+def setup_name(s, n):
+    return "RAM x%d" % n if s == "ram" else "%d MiB/s x%d" % (CAP_MIBPS, n)
+
+
 def model(null, raw):
     """The throughput of a daemon that costs what fuse_null does plus one
     device copy at fio raw's speed, both on the same CPUs: the times per
@@ -453,14 +528,18 @@ def model(null, raw):
 
 
 class Report:
-    """Tables, targets and caps from RES {(setup, n, fs, row): value}."""
+    """Tables, targets and caps from RES {(setup, n, fs, row): value}.
+    NATIVE: the native client ran (its table and targets); ISSUE5: the
+    whole issue-5 set ran (else --native-only: its targets are left out)."""
 
-    def __init__(self, res, sizes, pool, ran_ram, ran_capped):
+    def __init__(self, res, sizes, pool, ran_ram, ran_capped, native=False, issue5=True):
         self.res = res
         self.sz = sizes
         self.pool = pool
         self.ran_ram = ran_ram
         self.ran_capped = ran_capped
+        self.native = native
+        self.issue5 = issue5
         self.nfail = 0
 
     def get(self, s, n, fs, row):
@@ -469,9 +548,11 @@ class Report:
     def table_rows(self, s, n, specs):
         """One markdown line per (key, label, unit, kind); kind w/r: a
         sequential write/read, compared with fio raw."""
-        setup = "RAM x%d" % n if s == "ram" else "%d MiB/s x%d" % (CAP_MIBPS, n)
+        setup = setup_name(s, n)
         cap = cap_mbps(n) if s == "cap" else None
         lines = []
+        if not self.issue5:
+            specs = [sp for sp in specs if sp[0] in SEQ]
         for key, label, unit, kind in specs:
             raw = "-"
             if kind == "w":
@@ -563,11 +644,105 @@ class Report:
 
     def targets(self):
         out = []
-        if self.ran_capped:
+        if self.ran_capped and self.issue5:
             self.capped_targets(out)
-        if self.ran_ram:
+        if self.ran_ram and self.issue5:
             self.ram_targets(out)
+        if self.native:
+            self.native_targets(out)
         return out
+
+    # ------------------------------------------------- the native client --
+    def mount_figures(self, s, n, op):
+        """The mount's figures for OP (write, read) in setup S x N: {label:
+        value} for dd and fio in cached and direct mode, as recorded."""
+        return {"%s %s_%s" % (mode, w, op): self.get(s, n, mode, "%s_%s" % (w, op))
+                for mode in ("cached", "direct") for w in ("dd", "fio")}
+
+    def native_raw(self, s, n, op):
+        """fio raw for the native client: the pass just before it when the
+        setup made one (fio-again; RAM), else the setup's first."""
+        return self.get(s, n, "fio-again", "raw_" + op) or self.get(s, n, "fio", "raw_" + op)
+
+    def native_setups(self):
+        return (([("ram", RAM_NDEV)] if self.ran_ram else [])
+                + ([("cap", n) for n in CAP_COUNTS] if self.ran_capped else []))
+
+    def native_table(self):
+        """One row per setup and direction: the native client against fio
+        raw, the best figure of the mount, the mount's dd and the cap."""
+        out = ["| setup | native client | MB/s | fio raw | native / fio raw | best of the mount | native / best of the mount | native / mount's dd | native / cap | daemon copies (bytes) |",
+               "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+        for s, n in self.native_setups():
+            for op in ("write", "read"):
+                v = self.get(s, n, "native", "native_" + op)
+                raw = self.native_raw(s, n, op)
+                figs = self.mount_figures(s, n, op)
+                best = best_figure(figs)
+                dd = best_figure({k: x for k, x in figs.items() if "dd_" in k})
+                cap = num(cap_mbps(n)) if s == "cap" else None
+                cells = [setup_name(s, n), "seq " + op, fmt(v, "MB/s"), fmt(raw, "MB/s"), div(v, raw, 2),
+                         "%s %s" % (best[0], fmt(best[1], "MB/s")) if best else "-",
+                         div(v, best[1], 2) if best else "-", div(v, dd[1], 2) if dd else "-",
+                         div(v, cap, 3) if cap else "-", self.get(s, n, "native", "native_copied") or "-"]
+                out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def native_targets(self, out):
+        if self.ran_ram:
+            for op in ("write", "read"):
+                self.native_ram_targets(RAM_NDEV, op, out)
+        if self.ran_capped:
+            for op in ("write", "read"):
+                self.native_capped_targets(op, out)
+        for s, n in self.native_setups():
+            c = self.get(s, n, "native", "native_copied")
+            self.target(c == "0", "%s native: the daemon copied %s bytes for aligned native I/O; target 0"
+                        % (setup_name(s, n), c or "? (no figure)"), out)
+
+    def native_ram_targets(self, n, op, out):
+        key = "native_" + op
+        v = self.get("ram", n, "native", key)
+        raw = self.native_raw("ram", n, op)
+        figs = self.mount_figures("ram", n, op)
+        head = "RAM x%d native %s: %s MB/s" % (n, op, fmt(v, "MB/s"))
+        if isnum(v) and isnum(raw):
+            self.target(float(v) >= calc(0.85 * float(raw)), "%s = %s x fio raw (%s); target >= 0.85"
+                        % (head, div(v, raw, 2), fmt(raw, "MB/s")), out)
+        else:
+            self.target(False, "%s: no figure (fio raw %s); target >= 0.85 x fio raw" % (head, raw or "?"), out)
+        missing = [k for k, x in figs.items() if not isnum(x)]
+        if isnum(v) and not missing:
+            best = best_figure(figs)
+            self.target(float(v) > float(best[1]), "%s = %s x the best figure of the mount (%s, %s MB/s); target > 1.0 (dd and fio, cached and direct)"
+                        % (head, div(v, best[1], 2), best[0], fmt(best[1], "MB/s")), out)
+            dd = best_figure({k: x for k, x in figs.items() if "dd_" in k})
+            self.target(float(v) >= calc(1.5 * float(dd[1])), "%s = %s x the mount's dd (%s, %s MB/s); target >= 1.5"
+                        % (head, div(v, dd[1], 2), dd[0], fmt(dd[1], "MB/s")), out)
+        else:
+            why = "no figure of %s" % ", ".join(missing) if missing else "no native figure"
+            self.target(False, "%s: %s; target > every figure of the mount" % (head, why), out)
+            self.target(False, "%s: %s; target >= 1.5 x the mount's dd" % (head, why), out)
+
+    def native_capped_targets(self, op, out):
+        key = "native_" + op
+        for n in CAP_COUNTS:
+            v = self.get("cap", n, "native", key)
+            cap = num(cap_mbps(n))
+            if isnum(v):
+                self.target(float(v) >= calc(0.97 * float(cap)), "capped x%d native %s: %s MB/s = %s x cap (%s MB/s); target >= 0.97"
+                            % (n, op, fmt(v, "MB/s"), div(v, cap, 3), fmt(cap, "MB/s")), out)
+            else:
+                self.target(False, "capped x%d native %s: no figure (%s); target >= 0.97 x cap" % (n, op, v or "not run"), out)
+        v1 = self.get("cap", 1, "native", key)
+        for n in (2, 4):
+            v = self.get("cap", n, "native", key)
+            if isnum(v) and isnum(v1):
+                lin = calc(float(v) / (n * float(v1)))
+                self.target(0.95 <= lin <= 1.05, "capped x1->x%d native %s: %s -> %s MB/s = %s x linear; target 0.95..1.05"
+                            % (n, op, fmt(v1, "MB/s"), fmt(v, "MB/s"), div(v, num(calc(n * float(v1))), 3)), out)
+            else:
+                self.target(False, "capped x1->x%d native %s: no figure; target 0.95..1.05 x linear" % (n, op), out)
 
     def capped_targets(self, out):
         cap = cap_mbps(4)
@@ -634,8 +809,8 @@ class Report:
         for n in CAP_COUNTS:
             cap = num(cap_mbps(n))
             line = "x%d (cap %s MB/s):" % (n, fmt(cap, "MB/s"))
-            for fs in ("fio", "btrfs", "cached", "direct"):
-                for key in ("raw_write", "raw_read") + SEQ:
+            for fs in ("fio", "btrfs", "cached", "direct", "native"):
+                for key in ("raw_write", "raw_read") + SEQ + NATIVE:
                     v = self.get("cap", n, fs, key)
                     if isnum(v):
                         line += " %s %s %s;" % (fs, key, div(v, cap, 3))
@@ -645,15 +820,26 @@ class Report:
     def plot_data(self):
         """capped.dat: drives, cap, fio raw write, read, then dd write, dd
         read, fio write, fio read for btrfs, nvmefs cached, nvmefs direct."""
-        out = ["# drives, MB/s: cap, fio raw write, read, then dd write, dd read, fio write, fio read for btrfs, nvmefs cached, nvmefs direct (- = no figure)"]
+        out = ["# drives, MB/s: cap, fio raw write, read, then dd write, dd read, fio write, fio read for btrfs, nvmefs cached, nvmefs direct, then the native client's write, read (- = no figure)"]
         for n in CAP_COUNTS:
             row = [str(n), num(cap_mbps(n)), self.get("cap", n, "fio", "raw_write"),
                    self.get("cap", n, "fio", "raw_read")]
             for fs in ("btrfs", "cached", "direct"):
                 row += [self.get("cap", n, fs, key) for key in SEQ]
+            row += [self.get("cap", n, "native", key) for key in NATIVE]
             # Anything not a number (ERR, missing) becomes "-".
             out.append(" ".join(v if re.fullmatch(r"[0-9.]+", v or "") else "-" for v in row))
         return out
+
+
+def best_figure(figs):
+    """(label, value) of the highest number in FIGS {label: value}, or
+    None when none is a number."""
+    nums = [(float(v), k, v) for k, v in figs.items() if isnum(v)]
+    if not nums:
+        return None
+    _, k, v = max(nums)
+    return (k, v)
 
 
 def load_results(path):
@@ -686,7 +872,8 @@ do for [o=0:1] {{
 	     '' u 1:(column(9+o)) w lp pt 9 lw 2 lc 'red' t 'nvmefs cached dd', \\
 	     '' u 1:(column(11+o)) w lp pt 8 dt 3 lw 2 lc 'red' t 'nvmefs cached fio', \\
 	     '' u 1:(column(13+o)) w lp pt 11 lw 2 lc 'dark-green' t 'nvmefs direct dd', \\
-	     '' u 1:(column(15+o)) w lp pt 10 dt 3 lw 2 lc 'dark-green' t 'nvmefs direct fio'
+	     '' u 1:(column(15+o)) w lp pt 10 dt 3 lw 2 lc 'dark-green' t 'nvmefs direct fio', \\
+	     '' u 1:(column(17+o)) w lp pt 13 lw 2 lc 'orange' t 'nvmefs native client'
 }}
 unset multiplot
 """
@@ -711,7 +898,7 @@ class Bench:
         self.mnt = os.path.join(self.work, "mnt")
         os.mkdir(self.mnt)
         self.drives = emu.Drives(log)
-        self.cur_fs = None  # btrfs, cached, direct, null-cached or null-direct while mounted
+        self.cur_fs = None  # btrfs, cached, direct, native, null-cached or null-direct while mounted
         self.daemon = None  # the FUSE daemon: nvmefs or fuse_null (our child, -f)
         self.errors = 0
         self.last_fail = None  # the last command run() saw fail, with its last line of output
@@ -833,11 +1020,12 @@ class Bench:
                 f.write("%s: %s\n" % (PROG, e))
             return None
 
-    def fio_raw(self, setup, per, loops):
-        """The limit, write then read on the raw devices."""
+    def fio_raw(self, setup, per, loops, fs="fio"):
+        """The limit, write then read on the raw devices; recorded as FS
+        (fio, or fio-again for the pass before the native client)."""
         n = len(self.drives.devs)
         for op in ("write", "read"):
-            lg = self.newlog("%s-x%d-raw-%s" % (setup, n, op))
+            lg = self.newlog("%s-x%d-%s-%s" % (setup, n, "raw" if fs == "fio" else fs, op))
             v = None
             if self.run(tlimit(per * loops), lg, [
                     "fio", "--output-format=json", "--output=%s.json" % lg, "--ioengine=libaio",
@@ -846,7 +1034,7 @@ class Bench:
                 v = self.fio_mbps(lg, op, n * per * loops)
             if v is None:
                 self.error("%s x%d: fio raw %s failed (see %s)" % (setup, n, op, lg))
-            self.record(setup, n, "fio", "raw_" + op, v or "ERR")
+            self.record(setup, n, fs, "raw_" + op, v or "ERR")
 
     # ------------------------------------------------------ filesystems --
     def fs_mount(self, fs):
@@ -862,12 +1050,14 @@ class Bench:
             self.cur_fs = "btrfs"
             if self.run(120, lg, ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
                 return False
-        elif fs in ("cached", "direct"):
+        elif fs in ("cached", "direct", "native"):
+            # The native client's runs are on the default mode, direct.
+            mode = "direct" if fs == "native" else fs
             if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
                 return False
             if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
                     build + "/nvmefs", ",".join(devs), self.mnt, "-o",
-                    "mode=%s,pool=%s" % (fs, self.a.pool), "-f"]):
+                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
                 return False
         else:
             if not self.start_daemon(fs, self.newlog(fs), [
@@ -965,14 +1155,20 @@ class Bench:
         except (OSError, emu.ParseError):
             return None
 
+    def before_pass(self, op, nbytes):
+        """Before a measured sequential pass of NBYTES: a write gets warm
+        memory, a read dropped caches (then warm memory); False when the
+        caches could not be dropped."""
+        if op == "read":
+            return self.drop_caches(nbytes)
+        self.warm_memory(nbytes)
+        return True
+
     def wl_fioseq(self, s, n, fs):
         f = self.mnt + "/fio-seq.bin"
         for op in ("write", "read"):
-            if op == "read":
-                if not self.drop_caches(self.sz_fio):
-                    return False
-            else:
-                self.warm_memory(self.sz_fio)
+            if not self.before_pass(op, self.sz_fio):
+                return False
             lg = self.newlog("%s-x%d-%s-fio-%s" % (s, n, fs, op))
             if self.run(tlimit(self.sz_fio), lg, [
                     "fio", "--output-format=json", "--output=%s.json" % lg, "--name=seq",
@@ -1053,6 +1249,28 @@ class Bench:
             self.record(s, n, fs, "torch_" + op, rates[op])
         return self.remove(self.mnt + "/state.pt")
 
+    def wl_native(self, s, n, fs):
+        """nvmefs-bench --client: write then read one file of sz_fio bytes
+        (workload 7); the daemon's copies over both passes."""
+        f = self.mnt + "/native.bin"
+        copied = 0
+        for op in ("write", "read"):
+            if not self.before_pass(op, self.sz_fio):
+                return False
+            lg = self.newlog("%s-x%d-%s-%s" % (s, n, fs, op))
+            if self.run(tlimit(self.sz_fio), lg, [
+                    self.a.build + "/nvmefs-bench", "--client", f, "--" + op, "--size", str(self.sz_fio),
+                    "--block-size", str(NATIVE_BS), "--queue-depth", str(NATIVE_QD),
+                    "--threads", str(NATIVE_THREADS), "--loops", "1", "--json"]):
+                return False
+            fig = native_figures(emu.last_line(lg), self.sz_fio)
+            if fig is None:
+                return False
+            self.record(s, n, fs, "native_" + op, fig["mbps"])
+            copied += fig["copied"]
+        self.record(s, n, fs, "native_copied", str(copied))
+        return self.remove(f)
+
     def mark_err(self, s, n, fs, rows):
         """ERR for every row not recorded yet."""
         for row in rows:
@@ -1100,11 +1318,11 @@ class Bench:
         self.setup_devices(RAM_NDEV, sz.ram_dev)
         self.fio_raw("ram", sz.ram_dev, sz.ram_raw_loops)
         self.sz_dd, self.sz_fio, self.sz_w4 = sz.ram_dd, sz.ram_fio, sz.ram_w4
-        for fs in ("btrfs", "cached", "direct"):
-            self.run_fs("ram", RAM_NDEV, fs, ["dd", "fioseq", "files4", "shared", "small", "torch"])
-        # The FUSE ceiling: the same transport, no devices (see Report.ceiling).
-        for fs in ("null-cached", "null-direct"):
-            self.run_fs("ram", RAM_NDEV, fs, ["dd", "fioseq"])
+        for fs, workloads in ram_plan(self.a.native_only):
+            if fs == "fio-again":
+                self.fio_raw("ram", sz.ram_dev, sz.ram_raw_loops, fs)
+            else:
+                self.run_fs("ram", RAM_NDEV, fs, workloads)
         self.drives.teardown()
         log("=== RAM: %d s" % (time.monotonic() - t0))
 
@@ -1121,8 +1339,8 @@ class Bench:
         log("capped %s at %d MiB/s each (root blkio group)" % (" ".join(self.drives.devs), CAP_MIBPS))
         self.fio_raw("cap", sz.cap_per_drive, 1)
         self.sz_dd = self.sz_fio = n * sz.cap_per_drive
-        for fs in ("btrfs", "cached", "direct"):
-            self.run_fs("cap", n, fs, ["dd", "fioseq"])
+        for fs, workloads in capped_plan(self.a.native_only):
+            self.run_fs("cap", n, fs, workloads)
         self.drives.teardown()
         log("=== capped x%d: %d s" % (n, time.monotonic() - t0))
 
@@ -1175,7 +1393,8 @@ class Bench:
     def write_report(self, nvmefs_id, repo_head):
         a, sz = self.a, self.sz
         ran_ram, ran_capped = a.only != "capped", a.only != "ram"
-        rep = Report(load_results(self.results), sz, a.pool, ran_ram, ran_capped)
+        rep = Report(load_results(self.results), sz, a.pool, ran_ram, ran_capped, native=True,
+                     issue5=not a.native_only)
         if ran_capped:
             self.write_plot(rep)
         targets = rep.targets()
@@ -1187,16 +1406,28 @@ class Bench:
               "Emulated drives: image files in /dev/shm on loop devices. RAM: %d x %s, no cap." % (RAM_NDEV, h(sz.ram_dev)),
               "Capped: 1, 2, 4 x %s at %d MiB/s each (read and write, blkio throttle" % (h(sz.cap_dev), CAP_MIBPS),
               "rules in the v1 root group, which also hold btrfs's writeback), %s per drive per pass;" % h(sz.cap_per_drive),
-              "the capped runs measure only fio raw and the sequential workloads (dd, fio).",
+              "the capped runs measure only fio raw, the sequential workloads (dd, fio) and the native client.",
               "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard. MB = 1e6 bytes, GB = 1e9.",
               "fio raw: libaio direct bs=1M iodepth=32, one job per device, group_reporting.",
+              "Native client: nvmefs-bench --client on nvmefs direct, %d threads x QD %d x %s requests, write timed with its fsync."
+              % (NATIVE_THREADS, NATIVE_QD, emu.human_unit(NATIVE_BS)),
               "Each figure is one run on a shared 2-core machine: compare within a row."]
+        if a.native_only:
+            r.append("--native-only: btrfs, the other workloads and the FUSE ceiling were not run; nor were the issue-5 targets checked.")
         if a.warm:
             r.append("Memory warmed before every measured pass, for every file system (\"Cold memory\" in bench.py).")
         else:
             r.append("--no-warm: passes ran on cold memory (\"Cold memory\" in bench.py).")
         r += [""] + rep.table() + [""]
-        if ran_ram:
+        r += ["Native client (issue 21): nvmefs-bench --client, %d threads x QD %d x %s, against fio raw (in RAM the"
+              % (NATIVE_THREADS, NATIVE_QD, emu.human_unit(NATIVE_BS)),
+              "pass run again just before the client: %s write, %s read) and the mount's figures of the same run and"
+              % (fmt(rep.get("ram", RAM_NDEV, "fio-again", "raw_write"), "MB/s"),
+                 fmt(rep.get("ram", RAM_NDEV, "fio-again", "raw_read"), "MB/s")),
+              "direction (best of dd and fio, cached and direct); daemon copies = data.copied_bytes +",
+              "native.copied_bytes of .nvmefs/stats over the write and the read.",
+              ""] + rep.native_table() + [""]
+        if ran_ram and not a.native_only:
             r += ["The FUSE ceiling, RAM x%d (MB/s): FUSE null is tests/fuse_null, a daemon on the same" % RAM_NDEV,
                   "FUSE settings as nvmefs that stores nothing (no device); model = 1 / (1 / FUSE null + 1 / fio raw),",
                   "the transport's cost plus one device copy on the same CPUs. A target above model / btrfs",
@@ -1208,7 +1439,7 @@ class Bench:
                   "Caps (figure / (drives x %d MiB/s)):" % CAP_MIBPS,
                   "",
                   "```"] + rep.caps() + ["```", ""]
-        r += ["Targets (issue 5):", "", "```"] + targets + ["```"]
+        r += ["Targets (%s):" % ("issue 21" if a.native_only else "issues 5 and 21"), "", "```"] + targets + ["```"]
         if self.errors:
             with open(os.path.join(self.out, "errors.txt")) as f:
                 errs = f.read().splitlines()
@@ -1543,14 +1774,19 @@ class DeepNVMe:
 
 # ---------------------------------------------------------------- checks --
 
-USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--quick] [--check] [--pool SIZE]
-       [--no-warm] [--aio-config FILE]
-Benchmark nvmefs (cached and direct) against btrfs raid0 and fio on the raw
-devices, on 4 RAM drives and on 1, 2 and 4 drives capped at {cap} MiB/s.
-  -b BUILD      build directory with nvmefs, mkfs.nvmefs (default {top}/build)
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only] [--quick]
+       [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
+Benchmark nvmefs (cached, direct and its native client) against btrfs raid0
+and fio on the raw devices, on 4 RAM drives and on 1, 2 and 4 drives capped
+at {cap} MiB/s.
+  -b BUILD      build directory with nvmefs, mkfs.nvmefs, nvmefs-bench
+                (default {top}/build)
   -o DIR        results directory (default bench-results/DATE-TIME)
   --only SET    ram or capped: run only those setups; deepnvme: only issue 22's
                 comparison (not part of the default run)
+  --native-only only what the native client's targets compare (RAM: fio raw,
+                dd and fio through the mount, the client; capped: fio raw,
+                the client)
   --quick       small sizes: a smoke run of the whole script (2-3 minutes)
   --check       exit 1 if a target is missed
   --pool SIZE   nvmefs -o pool=SIZE (default 64M)
@@ -1580,6 +1816,7 @@ def parse_args(argv):
     p.add_argument("-o", dest="out", default="")
     p.add_argument("--only", default="all")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--native-only", dest="native_only", action="store_true")
     p.add_argument("--check", action="store_true")
     p.add_argument("--pool", default="64M")
     p.add_argument("--no-warm", dest="warm", action="store_false")
@@ -1610,13 +1847,15 @@ def check_host(a):
         raise Die("must run as root (loop devices, mounts, cgroups, drop_caches)")
     missing = []
     need = [("fio", "fio"), ("losetup", "util-linux"), ("fallocate", "util-linux"),
-            ("fusermount3", "fuse3"), ("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
+            ("fusermount3", "fuse3")]
+    if not a.native_only:
+        need += [("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
     if a.only in ("all", "capped"):
         need.append(("gnuplot", "gnuplot-nox"))
     for cmd, pkg in need:
         if shutil.which(cmd) is None:
             missing.append("%s (Debian package %s)" % (cmd, pkg))
-    if a.only != "capped":
+    if a.only != "capped" and not a.native_only:
         if not os.access(PY, os.X_OK):
             missing.append("%s (Debian package python3)" % PY)
         elif subprocess.run([PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
@@ -1624,7 +1863,7 @@ def check_host(a):
             missing.append("torch for %s (Debian package python3-torch)" % PY)
     if missing:
         raise Die("missing: " + " ".join(missing))
-    for b in ("nvmefs", "mkfs.nvmefs", "tests/fuse_null"):
+    for b in ("nvmefs", "mkfs.nvmefs", "nvmefs-bench", "tests/fuse_null"):
         if not os.access(os.path.join(a.build, b), os.X_OK):
             raise Die("%s/%s not found (build it, e.g. scripts/build.sh, or give -b BUILD)" % (a.build, b))
     if a.only == "deepnvme" and not os.path.isfile(os.path.join(a.build, "python", "nvmefs", "handle.py")):

@@ -15,16 +15,22 @@
  * lane, so every device keeps its own queue depth full, as fio's job per
  * device does. With one global window instead, a device that falls behind
  * gathers the window's slots and starves the others.
+ *
+ * With --client FILE the passes go through libnvmefs to a file of a
+ * mounted volume instead (client/bench_client.c, which knows files): the
+ * same options, loops and figures, so that the two compare line by line.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_client_i.h"
 #include "nvmefs/bufpool.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/engine.h"
@@ -44,6 +50,8 @@ struct bench_opts {
 	bool validate;
 	bool json;
 	uint64_t seed;
+	const char *client; /* --client FILE, else NULL: the devices */
+	unsigned threads;   /* --threads, with --client */
 };
 
 enum pass_mode {
@@ -93,21 +101,30 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nvmefs-bench --write|--read [options] DEV...\n"
+		"       nvmefs-bench --client FILE --write|--read [options]\n"
 		"Measure the striped libaio engine on raw devices (DATA ON THEM IS OVERWRITTEN\n"
-		"by --write and --validate).\n\n"
+		"by --write and --validate), or with --client the native client (libnvmefs) on\n"
+		"FILE, a file inside a mounted nvmefs volume (--write creates or truncates it).\n\n"
 		"  -w, --write             sequential or random writes\n"
 		"  -r, --read              sequential or random reads\n"
 		"  -b, --block-size SIZE   bytes per request (default 1M)\n"
 		"  -c, --chunk SIZE        stripe chunk (default: the block size)\n"
-		"  -q, --queue-depth N     blocks in flight per device (default 32)\n"
+		"  -q, --queue-depth N     blocks in flight per device, with --client per thread\n"
+		"                          (default 32)\n"
 		"  -s, --size SIZE         bytes per loop over all devices (default 1G)\n"
 		"  -o, --offset SIZE       start of the region on each device (default 0)\n"
 		"  -l, --loops N           measured loops (default 3)\n"
-		"      --warmup N          unmeasured loops first (default 1)\n"
+		"      --warmup N          unmeasured loops first (default 1; 0 with --client, "
+		"whose\n"
+		"                          measured write is the one that lays the file out)\n"
 		"      --random            visit the blocks in a random order\n"
 		"      --validate          write a pattern, read it back and compare first\n"
 		"      --seed N            seed for --random and the pattern (default 1)\n"
 		"      --json              print one JSON object as the last line of stdout\n"
+		"      --client FILE       through libnvmefs on FILE instead of devices; each\n"
+		"                          thread has its own client, shared buffers and slice of\n"
+		"                          FILE; a write pass ends with nvmefs_fsync (timed)\n"
+		"  -t, --threads N         with --client: clients, one per thread (default 1)\n"
 		"  -h, --help              this text\n\n"
 		"SIZE takes K, M, G, T suffixes (powers of 1024). GB/s figures are 1e9 bytes/s.\n");
 }
@@ -256,7 +273,59 @@ static int parse_sz(const char *name, const char *s, uint64_t *out)
 	return err;
 }
 
-enum { OPT_WARMUP = 256, OPT_RANDOM, OPT_VALIDATE, OPT_SEED, OPT_JSON };
+enum { OPT_WARMUP = 256, OPT_RANDOM, OPT_VALIDATE, OPT_SEED, OPT_JSON, OPT_CLIENT };
+
+/* What the devices alone mean: refused with --client. */
+static int check_client_opts(const struct bench_opts *o, int ndev)
+{
+	const char *bad = ndev		? "device arguments"
+			  : o->chunk	? "--chunk"
+			  : o->offset	? "--offset"
+			  : o->random	? "--random"
+			  : o->validate ? "--validate"
+					: NULL;
+
+	if (bad) {
+		nvmefs_err("%s: with devices only, not with --client %s", bad, o->client);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The checks of the options together, once all are parsed. */
+static int check_opts(struct bench_opts *o, int ndev)
+{
+	if (o->op == -1) {
+		nvmefs_err("give --read or --write");
+		return -EINVAL;
+	}
+	if (o->client && check_client_opts(o, ndev))
+		return -EINVAL;
+	if (!o->client && o->threads) {
+		nvmefs_err("--threads goes with --client (on devices, --queue-depth per device)");
+		return -EINVAL;
+	}
+	if (!o->client && ndev == 0) {
+		nvmefs_err("no devices given");
+		return -EINVAL;
+	}
+	if (o->warmup == UINT_MAX)
+		o->warmup = o->client ? 0 : 1;
+	if (o->client && !o->threads)
+		o->threads = 1;
+	if (!o->chunk && !o->client)
+		o->chunk = o->block_size < NVMEFS_CHUNK_MIN ? NVMEFS_CHUNK_MIN : o->block_size;
+	if (o->block_size < 512 || o->block_size % 512 || o->qd == 0 || o->loops == 0) {
+		nvmefs_err("--block-size must be a positive multiple of 512, --queue-depth and "
+			   "--loops at least 1");
+		return -EINVAL;
+	}
+	if (o->size < o->block_size) {
+		nvmefs_err("--size %llu is smaller than one block", (unsigned long long)o->size);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
@@ -274,6 +343,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{"validate", no_argument, NULL, OPT_VALIDATE},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"client", required_argument, NULL, OPT_CLIENT},
+		{"threads", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -284,9 +355,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				 .size = 1ull << 30,
 				 .qd = 32,
 				 .loops = 3,
-				 .warmup = 1,
+				 .warmup = UINT_MAX, /* 1, or 0 with --client */
 				 .seed = 1};
-	while (!err && (c = getopt_long(argc, argv, "wrb:c:q:s:o:l:h", longopts, NULL)) != -1) {
+	while (!err && (c = getopt_long(argc, argv, "wrb:c:q:s:o:l:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 		case 'r':
@@ -329,6 +400,16 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case OPT_JSON:
 			o->json = true;
 			break;
+		case OPT_CLIENT:
+			o->client = optarg;
+			break;
+		case 't':
+			err = parse_u("--threads", optarg, &o->threads);
+			if (!err && !o->threads) {
+				nvmefs_err("--threads must be at least 1");
+				err = -EINVAL;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -336,28 +417,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			return -EINVAL;
 		}
 	}
-	if (err)
-		return err;
-	if (o->op == -1) {
-		nvmefs_err("give --read or --write");
-		return -EINVAL;
-	}
-	if (optind >= argc) {
-		nvmefs_err("no devices given");
-		return -EINVAL;
-	}
-	if (!o->chunk)
-		o->chunk = o->block_size < NVMEFS_CHUNK_MIN ? NVMEFS_CHUNK_MIN : o->block_size;
-	if (o->block_size < 512 || o->block_size % 512 || o->qd == 0 || o->loops == 0) {
-		nvmefs_err("--block-size must be a positive multiple of 512, --queue-depth and "
-			   "--loops at least 1");
-		return -EINVAL;
-	}
-	if (o->size < o->block_size) {
-		nvmefs_err("--size %llu is smaller than one block", (unsigned long long)o->size);
-		return -EINVAL;
-	}
-	return 0;
+	return err ? err : check_opts(o, argc - optind);
 }
 
 /* xorshift64*: the shuffle needs speed and a seed, not quality. */
@@ -523,18 +583,46 @@ static int validate(struct bench *b)
 	return err;
 }
 
-static void report(struct bench *b, double seconds)
+/* The total line, and the JSON fields both modes print (NULL without
+ * --json: the caller adds its own and hands it to print_json). */
+static struct json_object *report_common(const struct bench_opts *o, uint64_t bytes, double seconds)
 {
-	uint64_t per_loop = b->nblocks * b->o.block_size;
-	uint64_t bytes = per_loop * b->o.loops;
 	double gbps = (double)bytes / seconds / 1e9;
-	struct json_object *j = json_object_new_object();
-	struct json_object *jd = json_object_new_array();
+	struct json_object *j;
 	char sz[32];
 
 	printf("total: %.3f GB/s (%.3f GiB/s), %s in %.3f s; GB = 1e9 bytes, GiB = 2^30\n", gbps,
 	       (double)bytes / seconds / (1 << 30), nvmefs_fmt_size(bytes, sz, sizeof(sz)),
 	       seconds);
+	if (!o->json)
+		return NULL;
+	j = json_object_new_object();
+	json_object_object_add(j, "op", json_object_new_string(op_name(o->op)));
+	json_object_object_add(j, "pattern",
+			       json_object_new_string(o->random ? "random" : "sequential"));
+	json_object_object_add(j, "bytes", json_object_new_int64((int64_t)bytes));
+	json_object_object_add(j, "seconds", json_object_new_double(seconds));
+	json_object_object_add(j, "gbps", json_object_new_double(gbps));
+	json_object_object_add(j, "block_size", json_object_new_int64((int64_t)o->block_size));
+	json_object_object_add(j, "queue_depth", json_object_new_int((int)o->qd));
+	json_object_object_add(j, "loops", json_object_new_int((int)o->loops));
+	return j;
+}
+
+/* The JSON object as the last line of stdout; j is consumed. */
+static void print_json(struct json_object *j)
+{
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+								 JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(j);
+}
+
+static void report(struct bench *b, double seconds)
+{
+	uint64_t per_loop = b->nblocks * b->o.block_size;
+	struct json_object *j = report_common(&b->o, per_loop * b->o.loops, seconds);
+	struct json_object *jd = json_object_new_array();
+
 	for (unsigned s = 0; s < b->layout.stripe_count; s++) {
 		unsigned di = b->layout.devs[s];
 		uint64_t db = nvmefs_layout_comp_size(&b->layout, s, per_loop) * b->o.loops;
@@ -547,33 +635,117 @@ static void report(struct bench *b, double seconds)
 				       json_object_new_double((double)db / seconds / 1e9));
 		json_object_array_add(jd, o);
 	}
-	if (b->o.json) {
-		json_object_object_add(j, "op", json_object_new_string(op_name(b->o.op)));
-		json_object_object_add(
-			j, "pattern",
-			json_object_new_string(b->o.random ? "random" : "sequential"));
-		json_object_object_add(j, "bytes", json_object_new_int64((int64_t)bytes));
-		json_object_object_add(j, "seconds", json_object_new_double(seconds));
-		json_object_object_add(j, "gbps", json_object_new_double(gbps));
-		json_object_object_add(j, "block_size",
-				       json_object_new_int64((int64_t)b->o.block_size));
-		json_object_object_add(j, "chunk", json_object_new_int64((int64_t)b->o.chunk));
-		json_object_object_add(j, "queue_depth", json_object_new_int((int)b->o.qd));
-		json_object_object_add(j, "loops", json_object_new_int((int)b->o.loops));
-		json_object_object_add(j, "validated", json_object_new_boolean(b->o.validate));
-		json_object_object_add(j, "devices", jd);
-		printf("%s\n", json_object_to_json_string_ext(
-				       j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-	} else {
+	if (!j) {
 		json_object_put(jd);
+		return;
 	}
-	json_object_put(j);
+	json_object_object_add(j, "chunk", json_object_new_int64((int64_t)b->o.chunk));
+	json_object_object_add(j, "validated", json_object_new_boolean(b->o.validate));
+	json_object_object_add(j, "devices", jd);
+	print_json(j);
+}
+
+/* One pass of a mode over its whole range, its time in *seconds. */
+typedef int (*pass_fn)(void *ctx, double *seconds);
+
+/* n passes; with per_loop set, a line for each and their total time. */
+static int run_passes(unsigned n, uint64_t per_loop, pass_fn pass, void *ctx, double *total)
+{
+	double t;
+	int err = 0;
+
+	for (unsigned i = 0; i < n && !err; i++) {
+		err = pass(ctx, &t);
+		*total += t;
+		if (!err && per_loop)
+			printf("loop %u: %.3f GB/s (%.3f s)\n", i + 1, (double)per_loop / t / 1e9,
+			       t);
+	}
+	return err;
+}
+
+static int engine_pass(void *ctx, double *seconds)
+{
+	struct bench *b = ctx;
+
+	return run_pass(b, b->o.op, PASS_PLAIN, seconds);
+}
+
+static int client_pass(void *ctx, double *seconds)
+{
+	return nvmefs_bench_client_pass(ctx, seconds);
+}
+
+static void report_client(const struct bench_opts *o, struct nvmefs_bench_client *c, double seconds)
+{
+	uint64_t per_loop = o->size / o->block_size * o->block_size;
+	struct json_object *j = report_common(o, per_loop * o->loops, seconds);
+	struct nvmefs_bench_client_counts n;
+
+	nvmefs_bench_client_counts(c, &n);
+	if (n.daemon_known)
+		printf("  daemon: %llu bytes copied, %llu page cache invalidations\n",
+		       (unsigned long long)n.daemon_copied, (unsigned long long)n.daemon_invals);
+	else
+		printf("  daemon: its counters not read (no .nvmefs/stats above %s)\n", o->client);
+	printf("  fsync: %.3f s of the total; client bounce copies: %llu bytes\n", n.fsync_seconds,
+	       (unsigned long long)n.bounce_bytes);
+	if (!j)
+		return;
+	json_object_object_add(j, "file", json_object_new_string(o->client));
+	json_object_object_add(j, "threads", json_object_new_int((int)o->threads));
+	json_object_object_add(j, "fsync_seconds", json_object_new_double(n.fsync_seconds));
+	json_object_object_add(j, "client_bounce_bytes",
+			       json_object_new_int64((int64_t)n.bounce_bytes));
+	if (n.daemon_known) {
+		json_object_object_add(j, "daemon_copied_bytes",
+				       json_object_new_int64((int64_t)n.daemon_copied));
+		json_object_object_add(j, "daemon_invalidations",
+				       json_object_new_int64((int64_t)n.daemon_invals));
+	}
+	print_json(j);
+}
+
+/* --client: the passes through libnvmefs (client/bench_client.c). */
+static int run_client(const struct bench_opts *o)
+{
+	struct nvmefs_bench_client_opts co = {.path = o->client,
+					      .write = o->op == NVMEFS_IO_WRITE,
+					      .size = o->size,
+					      .block_size = o->block_size,
+					      .qd = o->qd,
+					      .threads = o->threads};
+	uint64_t per_loop = o->size / o->block_size * o->block_size;
+	struct nvmefs_bench_client *c;
+	char sz[32], bs[32];
+	double total = 0;
+	int err = nvmefs_bench_client_create(&co, &c);
+
+	if (err)
+		return 1;
+	printf("nvmefs-bench: %s, client, %s, %u thread(s), block %s, queue depth %u per thread, "
+	       "%s per loop, %u loops after %u warm-up\n",
+	       op_name(o->op), o->client, o->threads,
+	       nvmefs_fmt_size(o->block_size, bs, sizeof(bs)), o->qd,
+	       nvmefs_fmt_size(per_loop, sz, sizeof(sz)), o->loops, o->warmup);
+	err = run_passes(o->warmup, 0, client_pass, c, &total);
+	nvmefs_bench_client_count_start(c);
+	total = 0;
+	if (!err)
+		err = run_passes(o->loops, o->json ? 0 : per_loop, client_pass, c, &total);
+	if (err)
+		nvmefs_err("%s failed: %s", op_name(o->op), strerror(-err));
+	else
+		report_client(o, c, total);
+	nvmefs_bench_client_destroy(c);
+	return err ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct bench b = {.lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
-	double t, total = 0;
+	uint64_t per_loop;
+	double total = 0;
 	char sz[32], bs[32], ch[32];
 	int err;
 
@@ -582,29 +754,27 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (b.o.client)
+		return run_client(&b.o);
 	err = setup(&b, argv + optind, (unsigned)(argc - optind));
 	if (err)
 		goto out;
+	per_loop = b.nblocks * b.o.block_size;
 	printf("nvmefs-bench: %s, %u devices, %s, block %s, chunk %s, queue depth %u per device, "
 	       "%s per loop, %u loops after %u warm-up\n",
 	       op_name(b.o.op), b.set->count, b.o.random ? "random" : "sequential",
 	       nvmefs_fmt_size(b.o.block_size, bs, sizeof(bs)),
 	       nvmefs_fmt_size(b.o.chunk, ch, sizeof(ch)), b.o.qd,
-	       nvmefs_fmt_size(b.nblocks * b.o.block_size, sz, sizeof(sz)), b.o.loops, b.o.warmup);
+	       nvmefs_fmt_size(per_loop, sz, sizeof(sz)), b.o.loops, b.o.warmup);
 	if (b.o.validate) {
 		err = validate(&b);
 		if (err)
 			goto out;
 	}
-	for (unsigned i = 0; i < b.o.warmup && !err; i++)
-		err = run_pass(&b, b.o.op, PASS_PLAIN, &t);
-	for (unsigned i = 0; i < b.o.loops && !err; i++) {
-		err = run_pass(&b, b.o.op, PASS_PLAIN, &t);
-		total += t;
-		if (!err && !b.o.json)
-			printf("loop %u: %.3f GB/s (%.3f s)\n", i + 1,
-			       (double)(b.nblocks * b.o.block_size) / t / 1e9, t);
-	}
+	err = run_passes(b.o.warmup, 0, engine_pass, &b, &total);
+	total = 0;
+	if (!err)
+		err = run_passes(b.o.loops, b.o.json ? 0 : per_loop, engine_pass, &b, &total);
 	if (err)
 		nvmefs_err("%s failed: %s", op_name(b.o.op), strerror(-err));
 	else

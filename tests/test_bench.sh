@@ -5,7 +5,9 @@
 #  - with --json the last stdout line is one JSON object with op, bytes,
 #    seconds, gbps and one entry per device whose bytes add up;
 #  - bad input (unknown option, bad size, no device, missing device, both
-#    --read and --write) exits non-zero with a message naming the input.
+#    --read and --write; with --client, devices or device options, a path
+#    off nvmefs) exits non-zero with a message naming the input
+#    (tests/test_bench_client.sh runs --client on a mounted volume).
 # usage: test_bench.sh BUILD_DIR
 set -euo pipefail
 bench=$1/nvmefs-bench
@@ -52,6 +54,12 @@ expect_error "no op" "give --read or --write" "${devs[@]}"
 expect_error "both ops" "one of --read and --write" --read --write "${devs[@]}"
 expect_error "missing device" "$dir/nope.img: no such file" --read --size 8M "${devs[0]}" "$dir/nope.img"
 expect_error "too small" "too small" --read --size 1G "${devs[@]}"
+# --client: the file is the target; what only devices mean is refused.
+expect_error "client and devices" "device arguments: with devices only" --client "$dir/f" --write "${devs[@]}"
+expect_error "client --chunk" "chunk: with devices only" --client "$dir/f" --write --chunk 64K
+expect_error "client not on nvmefs" "$dir/f: not on an nvmefs mount" --client "$dir/f" --write --size 1M
+expect_error "threads without client" "threads goes with --client" --write --threads 2 "${devs[@]}"
+expect_error "threads 0" "at least 1" --client "$dir/f" --write --threads 0
 
 [ "$fail" = 0 ] && echo "all checks passed"
 exit "$fail"

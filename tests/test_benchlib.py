@@ -3,7 +3,7 @@
 """Unit tests (no root, nothing mounted) for the pure logic of the Python
 programs in scripts/: nvmefs_emu.py (sizes, fio JSON, dd output, mountinfo,
 /proc parsing, timed commands), bench.py (figures, ratios, tables, the
-issue-5 targets, against a golden run of the shell version it replaced:
+issue-5 and issue-21 targets, against a golden run of the shell version it replaced:
 tests/bench_golden/) and nvmefs-tune (options, scores, ranking).
 
 usage: test_benchlib.py [unittest options]
@@ -316,8 +316,93 @@ class BenchFigures(unittest.TestCase):
         finally:
             os.unlink(f.name)
 
+    def test_native_figures(self):
+        line = json.dumps({"op": "write", "bytes": 4 << 30, "seconds": 1.25, "gbps": 3.436,
+                           "daemon_copied_bytes": 0, "threads": 2})
+        self.assertEqual(bench.native_figures(line, 4 << 30), {"mbps": "3436.0", "copied": 0})
+        self.assertIsNone(bench.native_figures(line, 2 << 30), "another size")
+        no_stats = json.dumps({"bytes": 4 << 30, "seconds": 1.25})
+        for bad in (no_stats, "nvmefs-bench: failed", json.dumps({"bytes": 4 << 30, "seconds": 0,
+                                                                  "daemon_copied_bytes": 0})):
+            self.assertIsNone(bench.native_figures(bad, 4 << 30), bad)
+
+    def test_best_figure(self):
+        self.assertEqual(bench.best_figure({"a": "900", "b": "ERR", "c": "1200.5", "d": ""}), ("c", "1200.5"))
+        self.assertIsNone(bench.best_figure({"a": "ERR", "b": ""}))
+
+    def test_plans(self):
+        full = bench.ram_plan(False)
+        self.assertEqual([fs for fs, _ in full], ["btrfs", "cached", "direct", "fio-again", "native",
+                                                  "null-cached", "null-direct"])
+        self.assertEqual(dict(full)["native"], ["native"])
+        self.assertEqual(bench.ram_plan(True), [("cached", ["dd", "fioseq"]), ("direct", ["dd", "fioseq"]),
+                                                ("fio-again", []), ("native", ["native"])])
+        self.assertEqual([fs for fs, _ in bench.capped_plan(False)], ["btrfs", "cached", "direct", "native"])
+        self.assertEqual(bench.capped_plan(True), [("native", ["native"])])
+        for fs, wls in full + bench.capped_plan(False):
+            self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
+
+    def native_res(self, write, read):
+        n = str(bench.RAM_NDEV)
+        res = {("ram", n, "fio", "raw_write"): "4000", ("ram", n, "fio", "raw_read"): "5000",
+               ("ram", n, "native", "native_write"): write, ("ram", n, "native", "native_read"): read,
+               ("ram", n, "native", "native_copied"): "0"}
+        for mode, f in (("cached", 0.5), ("direct", 0.6)):
+            for w, g in (("dd", 1.0), ("fio", 1.2)):
+                res[("ram", n, mode, "%s_write" % w)] = "%.1f" % (4000 * f * g)
+                res[("ram", n, mode, "%s_read" % w)] = "%.1f" % (5000 * f * g)
+        for k, c in ((1, 1.0), (2, 1.98), (4, 3.7)):
+            res[("cap", str(k), "native", "native_write")] = "%.1f" % (bench.cap_mbps(1) * c)
+            res[("cap", str(k), "native", "native_read")] = "%.1f" % (bench.cap_mbps(1) * c)
+            res[("cap", str(k), "native", "native_copied")] = "0" if k < 4 else "4096"
+        return res
+
+    def test_native_targets(self):
+        res = self.native_res("3400", "ERR")
+        rep = bench.Report(res, bench.Sizes(False), "64M", True, True, native=True, issue5=False)
+        out = rep.targets()
+        # RAM: 3 per direction; capped: 3 caps + 2 linearity per direction; copies: 4 setups.
+        self.assertEqual(len(out), 2 * 3 + 2 * 5 + 4)
+        self.assertIn("PASS RAM x4 native write: 3400 MB/s = 0.85 x fio raw (4000); target >= 0.85", out)
+        self.assertIn("PASS RAM x4 native write: 3400 MB/s = 1.18 x the best figure of the mount "
+                      "(direct fio_write, 2880 MB/s); target > 1.0 (dd and fio, cached and direct)", out)
+        self.assertIn("FAIL RAM x4 native write: 3400 MB/s = 1.42 x the mount's dd (direct dd_write, 2400 MB/s); "
+                      "target >= 1.5", out)
+        self.assertIn("FAIL RAM x4 native read: ERR MB/s: no figure (fio raw 5000); target >= 0.85 x fio raw", out)
+        self.assertIn("FAIL RAM x4 native read: ERR MB/s: no native figure; target > every figure of the mount", out)
+        self.assertIn("PASS capped x2 native read: 415 MB/s = 0.990 x cap (419 MB/s); target >= 0.97", out)
+        self.assertIn("FAIL capped x4 native write: 776 MB/s = 0.925 x cap (839 MB/s); target >= 0.97", out)
+        self.assertIn("FAIL capped x1->x4 native write: 210 -> 776 MB/s = 0.925 x linear; target 0.95..1.05", out)
+        self.assertIn("PASS RAM x4 native: the daemon copied 0 bytes for aligned native I/O; target 0", out)
+        self.assertIn("FAIL 200 MiB/s x4 native: the daemon copied 4096 bytes for aligned native I/O; target 0", out)
+        self.assertFalse(any("dd_write: " in l and "btrfs" in l for l in out), "no issue-5 target")
+        # fio raw run again just before the client is the one it is held to.
+        res[("ram", "4", "fio-again", "raw_write")] = "3700"
+        out = bench.Report(res, bench.Sizes(False), "64M", True, False, native=True, issue5=False).targets()
+        self.assertIn("PASS RAM x4 native write: 3400 MB/s = 0.92 x fio raw (3700); target >= 0.85", out)
+        self.assertIn("FAIL RAM x4 native read: ERR MB/s: no figure (fio raw 5000); target >= 0.85 x fio raw", out)
+        # A mount figure missing: "above every figure" cannot be said.
+        del res[("ram", "4", "cached", "dd_write")]
+        out = bench.Report(res, bench.Sizes(False), "64M", True, False, native=True, issue5=False).targets()
+        self.assertIn("FAIL RAM x4 native write: 3400 MB/s: no figure of cached dd_write; "
+                      "target > every figure of the mount", out)
+
+    def test_native_table(self):
+        rep = bench.Report(self.native_res("3400", "5100"), bench.Sizes(False), "64M", True, True,
+                           native=True, issue5=False)
+        t = rep.native_table()
+        self.assertEqual(len(t), 2 + 2 * 4)
+        self.assertTrue(all(l.count(" | ") == 9 for l in t))
+        self.assertEqual(t[2], "| RAM x4 | seq write | 3400 | 4000 | 0.85 | direct fio_write 2880 | 1.18 | 1.42 | - | 0 |")
+        self.assertEqual(t[3], "| RAM x4 | seq read | 5100 | 5000 | 1.02 | direct fio_read 3600 | 1.42 | 1.70 | - | 0 |")
+        self.assertEqual(t[-1], "| 200 MiB/s x4 | seq read | 776 | - | - | - | - | - | 0.925 | 4096 |")
+        # --native-only: the main table keeps the sequential rows only.
+        self.assertEqual(len(rep.table()), 2 + 4 + 3 * 4)
+
     def test_args(self):
         self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")
+        self.assertTrue(bench.parse_args(["--native-only", "-o", "/x"]).native_only)
+        self.assertFalse(bench.parse_args(["-o", "/x"]).native_only)
         for argv, msg in ((["--only", "x"], "bad --only 'x'"), (["--pool", "1T"], "bad --pool '1T'"),
                           (["--bogus"], "unknown argument: '--bogus'"), (["-b"], "option -b needs an argument")):
             with self.assertRaisesRegex(bench.BadArg, msg):
