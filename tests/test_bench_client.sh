@@ -55,7 +55,10 @@ for op in write read; do
 		jqok 'if .op == "write" then .fsync_seconds > 0 else .fsync_seconds == 0 end'
 	check "$op: file size" test "$(stat -c %s "$f")" = $((64 << 20))
 done
-check "read: one invalidation per request (128)" jqok '.daemon_invalidations == 128'
+# The reads of one SUBMIT message invalidate once per file (fs/native/server.c
+# before_reads): at least one per thread, at most one per request.
+check "read: invalidations per SUBMIT, not per request (2..128)" \
+	jqok '.daemon_invalidations >= 2 and .daemon_invalidations <= 128'
 check "the write wrote no zeros" test "$(head -c 4096 "$f" | tr -d '\0' | wc -c)" = 4096
 
 json=$(run write 6K)
