@@ -393,33 +393,16 @@ static pid_t daemon_pid(void)
 	return (pid_t)strtol(v, NULL, 10);
 }
 
-/* Descriptors the daemon holds open. */
-static int daemon_fds(void)
+/* The entries of the daemon's /proc/PID/DIR: "fd" its open descriptors,
+ * "task" its threads. */
+static int daemon_proc_entries(const char *dir)
 {
 	char path[64];
 	struct dirent *e;
 	int n = 0;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)daemon_pid());
-	d = opendir(path);
-	if (!d)
-		die("%s: %s", path, strerror(errno));
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
-/* The daemon's threads. */
-static int daemon_threads(void)
-{
-	char path[64];
-	struct dirent *e;
-	int n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon_pid());
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)daemon_pid(), dir);
 	d = opendir(path);
 	if (!d)
 		die("%s: %s", path, strerror(errno));
@@ -464,7 +447,7 @@ static struct held settled(void)
 	CHECK(others_served(), "a client is served");
 	CHECK(clients_become(0), "no client left (%lld)", nat("clients"));
 	usleep(20000);
-	return (struct held){daemon_fds(), daemon_threads()};
+	return (struct held){daemon_proc_entries("fd"), daemon_proc_entries("task")};
 }
 
 #define CHECK_HELD(before, why)                                                                    \
