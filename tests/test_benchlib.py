@@ -9,8 +9,6 @@ tests/bench_golden/) and nvmefs-tune (options, scores, ranking).
 usage: test_benchlib.py [unittest options]
 """
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import shlex
@@ -19,25 +17,16 @@ import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-SCRIPTS = os.path.join(os.path.dirname(HERE), "scripts")
-GOLDEN = os.path.join(HERE, "bench_golden")
 sys.dont_write_bytecode = True
-sys.path.insert(0, SCRIPTS)
+import testlib  # noqa: E402
+
+GOLDEN = os.path.join(testlib.HERE, "bench_golden")
+sys.path.insert(0, testlib.SCRIPTS)
 
 import bench  # noqa: E402
 import nvmefs_emu as emu  # noqa: E402
 
-
-def load_tuner():
-    loader = importlib.machinery.SourceFileLoader("nvmefs_tune", os.path.join(SCRIPTS, "nvmefs-tune"))
-    spec = importlib.util.spec_from_loader("nvmefs_tune", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-tune = load_tuner()
+tune = testlib.load_tuner()
 
 
 def fio_json(op, io_bytes, bw_bytes, error=0):

@@ -8,35 +8,21 @@ nvmefs-tune --handle's options.
 
 usage: test_dsio.py BUILD_DIR [unittest options]   (exit 0 pass, 1 fail)
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-SCRIPTS = os.path.join(os.path.dirname(HERE), "scripts")
 sys.dont_write_bytecode = True
-if len(sys.argv) < 2 or not os.path.isdir(sys.argv[1]):
-    sys.exit("usage: test_dsio.py BUILD_DIR [unittest options]")
-BUILD = os.path.realpath(sys.argv.pop(1))
-sys.path.insert(0, os.path.join(BUILD, "python"))
-sys.path.insert(0, SCRIPTS)
+import testlib  # noqa: E402
+
+testlib.take_build_dir("test_dsio.py")
+sys.path.insert(0, testlib.SCRIPTS)
 
 from nvmefs import dsio  # noqa: E402
 
-
-def load_tuner():
-    loader = importlib.machinery.SourceFileLoader("nvmefs_tune", os.path.join(SCRIPTS, "nvmefs-tune"))
-    spec = importlib.util.spec_from_loader("nvmefs_tune", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-tune = load_tuner()
+tune = testlib.load_tuner()
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 
 

@@ -19,14 +19,11 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-EXAMPLES = os.path.join(os.path.dirname(HERE), "examples", "deepnvme")
 sys.dont_write_bytecode = True
-if len(sys.argv) < 2 or not os.path.isdir(sys.argv[1]):
-    sys.exit("usage: test_fastpersist.py BUILD_DIR [unittest options]")
-BUILD = os.path.realpath(sys.argv.pop(1))
-sys.path.insert(0, os.path.join(BUILD, "python"))
-sys.path.insert(0, EXAMPLES)
+import testlib  # noqa: E402
+
+testlib.take_build_dir("test_fastpersist.py")
+sys.path.insert(0, testlib.EXAMPLES)
 try:
     import torch
 except ImportError:
