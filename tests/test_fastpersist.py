@@ -12,6 +12,7 @@ option handling (--aio_config, sizes). Exit 77 without torch.
 
 usage: test_fastpersist.py BUILD_DIR [unittest options]   (exit 0 pass, 1 fail)
 """
+import contextlib
 import io
 import json
 import os
@@ -88,6 +89,22 @@ def same(x, y):
     return torch.equal(x, y)
 
 
+@contextlib.contextmanager
+def stream_reader(data, **kw):
+    """A StreamReader(**kw) with a RecordingHandle over a file in a
+    temporary directory that holds data: (reader, handle), the reader
+    finished on leaving."""
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "x")
+        with open(p, "wb") as f:
+            f.write(data)
+        h = RecordingHandle()
+        buf = torch.zeros(len(data), dtype=torch.uint8)
+        r = fastpersist.StreamReader(p, h, buf, len(data), **kw)
+        yield r, h
+        r.finish()
+
+
 class Writer(unittest.TestCase):
     def test_double_buffer_order(self):
         """Halves of 4 KiB: whole halves go async at increasing offsets,
@@ -142,28 +159,14 @@ class Readers(unittest.TestCase):
         """The last chunk is read first, then the rest in order; a read
         waits for its bytes; the result is the file."""
         data = os.urandom(5 * 4096 + 123)
-        with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "x")
-            with open(p, "wb") as f:
-                f.write(data)
-            h = RecordingHandle()
-            buf = torch.zeros(len(data), dtype=torch.uint8)
-            r = fastpersist.StreamReader(p, h, buf, len(data), chunk=4096)
+        with stream_reader(data, chunk=4096) as (r, h):
             r.seek(-10, io.SEEK_END)
             self.assertEqual(r.read(10), data[-10:])
             r.seek(0)
             self.assertEqual(r.read(), data)
-            r.finish()
         self.assertEqual([e[1:] for e in h.log], [(0, len(data))])  # under 4 MiB: all of it at once
-        with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "x")
-            with open(p, "wb") as f:
-                f.write(data)
-            h = RecordingHandle()
-            buf = torch.zeros(len(data), dtype=torch.uint8)
-            r = fastpersist.StreamReader(p, h, buf, len(data), chunk=8192, tail=4096 + 123)
+        with stream_reader(data, chunk=8192, tail=4096 + 123) as (r, h):
             self.assertEqual(r.read(), data)
-            r.finish()
         self.assertEqual([e[1:] for e in h.log], [(16384, 4096 + 123), (0, 8192), (8192, 8192)])
 
     def test_stream_error(self):
