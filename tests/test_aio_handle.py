@@ -278,20 +278,30 @@ class Constructor(Base):
                 nvmefs.aio_handle(**kw)
 
 
+def grid_cases(thirds, kinds, plain):
+    """A grid's cases: (seed, size, offset, third, kind) for every size,
+    offset and third in thirds(size, offset), the buffer kinds taken in
+    turn (plain for those that need torch, without it)."""
+    k = 0
+    for size in SIZES:
+        for off in OFFSETS:
+            for third in thirds(size, off):
+                kind = kinds[k % len(kinds)]
+                k += 1
+                if kind in ("locked", "tensor", "numpy") and torch is None:
+                    kind = plain
+                yield k, size, off, third, kind
+
+
 class Grid(Base):
     """Sizes x offsets x buffer kinds, 1 and 3 threads."""
 
     def grid_write(self, h, tag):
-        k = 0
-        for size in SIZES:
-            for off in OFFSETS:
-                for pre_len in (0, off + size + 5000, off + size // 2):
-                    kind = KINDS[k % len(KINDS)]
-                    k += 1
-                    if kind in ("locked", "tensor", "numpy") and torch is None:
-                        kind = "bytearray"
-                    with self.subTest(size=size, off=off, pre=pre_len, kind=kind):
-                        self.one_write(h, tag, kind, size, off, pre_len, k)
+        # the file before the write: none, longer than it, or ending inside it
+        pre_lens = lambda size, off: (0, off + size + 5000, off + size // 2)  # noqa: E731
+        for k, size, off, pre_len, kind in grid_cases(pre_lens, KINDS, "bytearray"):
+            with self.subTest(size=size, off=off, pre=pre_len, kind=kind):
+                self.one_write(h, tag, kind, size, off, pre_len, k)
 
     def one_write(self, h, tag, kind, size, off, pre_len, seed):
         p = self.path(f"w{tag}")
@@ -312,16 +322,11 @@ class Grid(Base):
         os.unlink(p)
 
     def grid_read(self, h, tag):
-        k = 0
-        for size in SIZES:
-            for off in OFFSETS:
-                for tail in (0, 4099):  # the read ends at the end of the file, or before
-                    kind = KINDS[k % (len(KINDS) - 1)]  # no bytes: not writable
-                    k += 1
-                    if kind in ("locked", "tensor", "numpy") and torch is None:
-                        kind = "memoryview"
-                    with self.subTest(size=size, off=off, tail=tail, kind=kind):
-                        self.one_read(h, tag, kind, size, off, tail, k)
+        # the read ends at the end of the file, or before; no bytes: not writable
+        tails = lambda size, off: (0, 4099)  # noqa: E731
+        for k, size, off, tail, kind in grid_cases(tails, KINDS[:-1], "memoryview"):
+            with self.subTest(size=size, off=off, tail=tail, kind=kind):
+                self.one_read(h, tag, kind, size, off, tail, k)
 
     def one_read(self, h, tag, kind, size, off, tail, seed):
         p = self.path(f"r{tag}")
