@@ -9,7 +9,8 @@
  *  - nvmefs_wire_sqe_at from an unaligned buffer;
  *  - nvmefs_wire_check_sqe over a table of edges (exact fits, one byte
  *    over, sums that wrap around 2^64, modes, ops, pad), then against an
- *    oracle in 128-bit arithmetic on a million seeded random entries.
+ *    oracle in 128-bit arithmetic (wire_oracle.h, which fuzz/fuzz_wire.c
+ *    shares) on a million seeded random entries.
  * No mount, no root. usage: test_wire   (exit 0 pass, 1 fail)
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "nvmefs/wire.h"
+#include "wire_oracle.h"
 
 #define HDR   sizeof(struct nvmefs_wire_hdr)
 #define SQE   sizeof(struct nvmefs_wire_sqe)
@@ -274,30 +276,6 @@ static uint64_t edgy(void)
 	}
 }
 
-/* What wire.h says check_sqe answers, in 128-bit arithmetic. */
-static int oracle(const struct nvmefs_wire_sqe *e, unsigned may, uint64_t region, uint64_t max_len,
-		  uint64_t max_off)
-{
-	unsigned need;
-
-	if (e->pad)
-		return -EINVAL;
-	if (e->op == NVMEFS_WIRE_FSYNC)
-		return may ? 0 : -EBADF;
-	if (e->op != NVMEFS_WIRE_READ && e->op != NVMEFS_WIRE_WRITE)
-		return -EINVAL;
-	need = e->op == NVMEFS_WIRE_READ ? NVMEFS_WIRE_MAY_READ : NVMEFS_WIRE_MAY_WRITE;
-	if (!(may & need))
-		return -EBADF;
-	if (e->len > max_len)
-		return -EINVAL;
-	if ((unsigned __int128)e->mem_off + e->len > region)
-		return -EFAULT;
-	if ((unsigned __int128)e->off + e->len > max_off)
-		return -EFBIG;
-	return 0;
-}
-
 static void test_check_sqe_random(void)
 {
 	unsigned long counts[5] = {0};
@@ -316,7 +294,7 @@ static void test_check_sqe_random(void)
 		uint64_t region = edgy(), max_len = r >> 20 & 1 ? BIG : edgy(),
 			 max_off = r >> 21 & 1 ? FMAX : edgy();
 		int got = nvmefs_wire_check_sqe(&e, may, region, max_len, max_off),
-		    want = oracle(&e, may, region, max_len, max_off);
+		    want = wire_oracle_check_sqe(&e, may, region, max_len, max_off);
 
 		CHECK(got == want,
 		      "op %u pad %u may %u off %" PRIu64 " len %" PRIu64 " mem_off %" PRIu64

@@ -10,11 +10,12 @@
  *  - what it accepts: the header as sent, the entries right after it;
  *  - each entry of an accepted SUBMIT, through nvmefs_wire_sqe_at, is
  *    checked by nvmefs_wire_check_sqe against the registrations, which must
- *    agree with the rules in 128-bit arithmetic (no sum may wrap); an
- *    entry it lets through has its first and last byte touched in a buffer
- *    of its region's exact size, as the daemon would move them: a range
- *    outside the region is an ASan report (the daemon would have touched
- *    memory outside the client's).
+ *    agree with the rules in 128-bit arithmetic (no sum may wrap;
+ *    ../wire_oracle.h, shared with test_wire.c); an entry it lets through
+ *    has its first and last byte touched in a buffer of its region's exact
+ *    size, as the daemon would move them: a range outside the region is
+ *    an ASan report (the daemon would have touched memory outside the
+ *    client's).
  * A disagreement aborts with "fuzz: BUG: ...".
  */
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 
 #include "fuzz_wire.h"
+#include "wire_oracle.h"
 
 #ifndef FUZZ_BUG
 #define FUZZ_BUG(...)                                                                              \
@@ -116,30 +118,6 @@ static int expect_parse(const uint8_t *msg, size_t len, int to_daemon)
 	return -EBADMSG;
 }
 
-/* wire.h's rules for an entry, in arithmetic that cannot wrap. */
-static int expect_check(const struct nvmefs_wire_sqe *e, unsigned may, uint64_t region,
-			uint64_t max_len, uint64_t max_off)
-{
-	unsigned need;
-
-	if (e->pad)
-		return -EINVAL;
-	if (e->op == NVMEFS_WIRE_FSYNC)
-		return may ? 0 : -EBADF;
-	if (e->op != NVMEFS_WIRE_READ && e->op != NVMEFS_WIRE_WRITE)
-		return -EINVAL;
-	need = e->op == NVMEFS_WIRE_READ ? NVMEFS_WIRE_MAY_READ : NVMEFS_WIRE_MAY_WRITE;
-	if (!(may & need))
-		return -EBADF;
-	if (e->len > max_len)
-		return -EINVAL;
-	if ((unsigned __int128)e->mem_off + e->len > region)
-		return -EFAULT;
-	if ((unsigned __int128)e->off + e->len > max_off)
-		return -EFBIG;
-	return 0;
-}
-
 /* The daemon moves bytes of an entry let through: its first and last. */
 static void touch(const struct table *t, const struct nvmefs_wire_sqe *e)
 {
@@ -170,7 +148,7 @@ static void entries(const struct table *t, const struct nvmefs_wire_msg *m)
 		may = e.handle < FUZZ_WIRE_HANDLES ? t->may[e.handle] : 0;
 		region = e.region < FUZZ_WIRE_REGIONS ? t->size[e.region] : 0;
 		got = nvmefs_wire_check_sqe(&e, may, region, t->max_len, t->max_off);
-		want = expect_check(&e, may, region, t->max_len, t->max_off);
+		want = wire_oracle_check_sqe(&e, may, region, t->max_len, t->max_off);
 		if (got != want)
 			FUZZ_BUG("entry %u (op %u, off %llu, len %llu, mem_off %llu, region size "
 				 "%llu): check %d, the rules say %d",
