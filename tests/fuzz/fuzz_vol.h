@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "fs_i.h"
+#include "fuzz_bug.h"
 #include "journal_i.h"
 #include "volume_i.h"
 
@@ -49,14 +50,6 @@
 
 /* The volume's UUID; its first 8 bytes are the journal id. */
 extern const uint8_t fuzz_uuid[16];
-
-/* Print why and abort(): a harness oracle failed (a bug, not bad input). */
-#define FUZZ_BUG(...)                                                                              \
-	do {                                                                                       \
-		fprintf(stderr, "fuzz: BUG: " __VA_ARGS__);                                        \
-		fputc('\n', stderr);                                                               \
-		abort();                                                                           \
-	} while (0)
 
 /* Once per process: silence the library's log lines (still formatted). With
  * FUZZ_VERBOSE set, show them all (debug too) and say how far inputs got. */

@@ -23,17 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fuzz_bug.h"
 #include "fuzz_wire.h"
 #include "wire_oracle.h"
-
-#ifndef FUZZ_BUG
-#define FUZZ_BUG(...)                                                                              \
-	do {                                                                                       \
-		fprintf(stderr, "fuzz: BUG: " __VA_ARGS__);                                        \
-		fputc('\n', stderr);                                                               \
-		abort();                                                                           \
-	} while (0)
-#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
