@@ -98,6 +98,19 @@ def _check(p, args):
         args.single_submit, args.overlap_events = bool(args.single_submit), bool(args.overlap_events)
 
 
+def _parse(p, handle, extra):
+    """p's own options, then the common ones, the handle's settings when
+    handle and extra(p)'s: parsed and checked."""
+    _common(p)
+    if handle:
+        _handle_args(p)
+    if extra:
+        extra(p)
+    args = p.parse_args()
+    _check(p, args)
+    return args
+
+
 def parse_write_arguments(description, handle=False, extra=None):
     """--nvme_folder (must exist), --mb_size, --loop, --validate, --json
     (and the handle's settings when handle)."""
@@ -106,13 +119,7 @@ def parse_write_arguments(description, handle=False, extra=None):
                    help="folder for the file written (an nvmefs mount or any directory)")
     p.add_argument("--mb_size", type=int, default=1024,
                    help="size of the tensor in MiB (default 1024)")
-    _common(p)
-    if handle:
-        _handle_args(p)
-    if extra:
-        extra(p)
-    args = p.parse_args()
-    _check(p, args)
+    args = _parse(p, handle, extra)
     if args.mb_size < 1:
         p.error(f"--mb_size {args.mb_size}: want 1 or more")
     if not os.path.isdir(args.nvme_folder):
@@ -125,13 +132,7 @@ def parse_read_arguments(description, handle=False, extra=None):
     handle's settings when handle)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--input_file", required=True, help="the file to read")
-    _common(p)
-    if handle:
-        _handle_args(p)
-    if extra:
-        extra(p)
-    args = p.parse_args()
-    _check(p, args)
+    args = _parse(p, handle, extra)
     if not os.path.isfile(args.input_file):
         p.error(f"--input_file {args.input_file}: no such file")
     return args
