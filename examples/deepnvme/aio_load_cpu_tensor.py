@@ -18,8 +18,8 @@ with the file read with plain Python.
 import os
 
 import py_load_cpu_tensor as py
-from utils import (GB, drop_caches, emit_json, handle_text, new_handle, parse_read_arguments,
-                   report, speedup, timed, validation)
+from utils import (GB, aio_arguments, drop_caches, emit_json, handle_text, new_handle,
+                   parse_read_arguments, python_speedup, report, timed, validation)
 
 
 def file_read(inp_f, handle, locked, app=None):
@@ -31,17 +31,11 @@ def file_read(inp_f, handle, locked, app=None):
     return locked
 
 
-def extra(p):
-    p.add_argument("--bounce", action="store_true",
-                   help="copy the locked tensor into an ordinary one in each loop (timed)")
-    p.add_argument("--no_python", action="store_true",
-                   help="do not time the plain Python load for the speedup")
-
-
 def main():
     import torch
 
-    args = parse_read_arguments(__doc__.splitlines()[0], handle=True, extra=extra)
+    args = parse_read_arguments(__doc__.splitlines()[0], handle=True,
+                                extra=aio_arguments("load"))
     path = args.input_file
     nbytes = os.path.getsize(path)
     handle = new_handle(args)
@@ -62,12 +56,7 @@ def main():
         doc["validated"] = ok
         validation(ok, "the tensor equals the file read with Python")
     del got
-    if not args.no_python:
-        py_secs, _ = timed(lambda: py.file_read(path), args.loop,
-                           before=lambda: drop_caches(path), warmup=args.warmup)
-        py_gbs = report("py load_cpu", nbytes, py_secs)
-        speedup("aio load_cpu", gbs, "py load_cpu", py_gbs)
-        doc.update(py_gbs=py_gbs, speedup=gbs / py_gbs)
+    python_speedup(args, "load", doc, lambda: py.file_read(path), lambda: drop_caches(path))
     handle.free_cpu_locked_tensor(locked)
     emit_json(args, doc)
 

@@ -20,8 +20,9 @@ speedup over it printed. --validate reads the file back with plain Python
 import os
 
 import py_store_cpu_tensor as py
-from utils import (GB, MIB, drop_caches, emit_json, fill_pattern, fsync_path, handle_text,
-                   new_handle, parse_write_arguments, report, speedup, timed, validation)
+from utils import (GB, MIB, aio_arguments, drop_caches, emit_json, fill_pattern, fsync_path,
+                   handle_text, new_handle, parse_write_arguments, python_speedup, report, timed,
+                   validation)
 
 
 def file_write(out_f, tensor, handle, locked=None):
@@ -34,17 +35,11 @@ def file_write(out_f, tensor, handle, locked=None):
     fsync_path(out_f)
 
 
-def extra(p):
-    p.add_argument("--bounce", action="store_true",
-                   help="copy an ordinary tensor into the locked one in each loop (timed)")
-    p.add_argument("--no_python", action="store_true",
-                   help="do not time the plain Python store for the speedup")
-
-
 def main():
     import torch
 
-    args = parse_write_arguments(__doc__.splitlines()[0], handle=True, extra=extra)
+    args = parse_write_arguments(__doc__.splitlines()[0], handle=True,
+                                 extra=aio_arguments("store"))
     out = py.output_file(args)
     nbytes = args.mb_size * MIB
     handle = new_handle(args)
@@ -71,13 +66,8 @@ def main():
         doc["validated"] = ok
         validation(ok, "the file read back with Python equals the tensor")
     py.unlink(out)
-    if not args.no_python:
-        py_secs, _ = timed(lambda: py.file_write(out, app), args.loop,
-                           before=lambda: py.unlink(out), warmup=args.warmup)
-        py_gbs = report("py store_cpu", nbytes, py_secs)
-        speedup("aio store_cpu", gbs, "py store_cpu", py_gbs)
-        doc.update(py_gbs=py_gbs, speedup=gbs / py_gbs)
-        py.unlink(out)
+    python_speedup(args, "store", doc, lambda: py.file_write(out, app), lambda: py.unlink(out))
+    py.unlink(out)
     handle.free_cpu_locked_tensor(locked)
     emit_json(args, doc)
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """What the tensor examples share: their command lines (DeepSpeedExamples'
 deepnvme/file_access interface: --nvme_folder or --input_file, --mb_size,
---loop, --validate, plus the handle's settings), dropping the page cache,
-the timing loop and the lines they print.
+--loop, --validate, plus the handle's settings; the aio_* examples'
+--bounce and --no_python), dropping the page cache, the timing loop, the
+lines they print and the aio_* examples' comparison with plain Python.
 
 GB/s here is 1e9 bytes per second (the project's unit); DeepSpeed's own
 examples divide by 1024**3.
@@ -138,6 +139,21 @@ def parse_read_arguments(description, handle=False, extra=None):
     return args
 
 
+_BOUNCE = {"load": "copy the locked tensor into an ordinary one",
+           "store": "copy an ordinary tensor into the locked one"}
+
+
+def aio_arguments(way):
+    """extra= of aio_load_cpu_tensor (way 'load') and aio_store_cpu_tensor
+    ('store'): --bounce and --no_python."""
+    def extra(p):
+        p.add_argument("--bounce", action="store_true",
+                       help=f"{_BOUNCE[way]} in each loop (timed)")
+        p.add_argument("--no_python", action="store_true",
+                       help=f"do not time the plain Python {way} for the speedup")
+    return extra
+
+
 def new_handle(args):
     """nvmefs.aio_handle with the command line's settings."""
     nvmefs = import_nvmefs()
@@ -215,6 +231,19 @@ def report(name, nbytes, secs):
 def speedup(name, gbs, py_name, py_gbs):
     print(f"{name} speedup over {py_name}: {gbs / py_gbs:.2f}x ({gbs:.2f} / {py_gbs:.2f} GB/sec)",
           flush=True)
+
+
+def python_speedup(args, way, doc, fn, before):
+    """Unless --no_python: time py_{way}_cpu_tensor's way, fn() with
+    before() ahead of each call, as the handle's was; print its line and
+    the handle's speedup over it (doc's bytes and gbs: the handle's run)
+    and add py_gbs and speedup to doc."""
+    if args.no_python:
+        return
+    secs, _ = timed(fn, args.loop, before=before, warmup=args.warmup)
+    py_gbs = report(f"py {way}_cpu", doc["bytes"], secs)
+    speedup(f"aio {way}_cpu", doc["gbs"], f"py {way}_cpu", py_gbs)
+    doc.update(py_gbs=py_gbs, speedup=doc["gbs"] / py_gbs)
 
 
 def fill_pattern(t):
