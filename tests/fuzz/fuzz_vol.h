@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc_i.h" /* nvmefs_alloc_rebuild, after a load */
 #include "fs_i.h"
 #include "fuzz_bug.h"
 #include "journal_i.h"
