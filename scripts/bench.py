@@ -204,7 +204,8 @@ finds on the loop devices it attaches.
 
 Time (2 cores, shared): --quick about 2 minutes (115 s through ctest);
 a full run about 10 minutes (RAM 2 min, each capped drive count 2.5-3);
---native-only: RAM about 1.5 minutes, capped about 1.5 per drive count.
+--native-only: RAM about 2 minutes, capped about 3.5 (x1 47 s, x2 61 s,
+x4 95 s).
 """
 
 import argparse
@@ -233,11 +234,12 @@ CAP_COUNTS = (1, 2, 4)
 RAM_NDEV = 4
 SMALL_SIZE = 4096
 # The native client's run (workload 7): threads, requests in flight per
-# thread, bytes per request: as many bytes in flight as fio raw's 4 jobs x
-# QD 32 x 1 MiB (docs/PERFORMANCE.md, "The native client").
+# thread, bytes per request. As fio raw's 4 jobs x QD 32 x 1 MiB: 128 MiB
+# in flight, 1 MiB per device per request (a 4 MiB request is one stripe
+# of 4 drives); docs/PERFORMANCE.md, "The native client".
 NATIVE_THREADS = 4
-NATIVE_QD = 32
-NATIVE_BS = MIB
+NATIVE_QD = 8
+NATIVE_BS = 4 * MIB
 
 # Rows each workload records (for ERR marks when it fails).
 WL_ROWS = {
