@@ -254,13 +254,13 @@ static void finish_unit(struct nvmefs_engine *eng, struct unit *u)
 /* Check one kernel completion: a failure or a short transfer is an error. */
 static void reap_one(struct edev *d, struct unit *u, long res, uint64_t now)
 {
-	bool write = u->cb.aio_lio_opcode == IO_CMD_PWRITE;
+	bool write = u->write;
 
 	if (res < 0) {
 		u->result = (int)res;
 	} else if ((uint64_t)res != u->expect) {
 		nvmefs_err("%s: short %s at offset %llu: %ld of %llu bytes", d->dev->path,
-			   write ? "write" : "read", (unsigned long long)u->cb.u.c.offset, res,
+			   write ? "write" : "read", (unsigned long long)u->off, res,
 			   (unsigned long long)u->expect);
 		u->result = -EIO;
 	} else {
@@ -403,16 +403,21 @@ static int check_seg(const struct nvmefs_engine *eng, const struct nvmefs_io_seg
 	return 0;
 }
 
-static uint64_t nblocks(const struct nvmefs_engine *eng, uint64_t len)
+/*
+ * Cut req's segments on device di into blocks. A segment is cut into pieces
+ * of at most max_io; a piece that starts on the device where the block before
+ * it ended joins that block while the block stays within max_io bytes and
+ * UNIT_IOV buffers (a buffer that also continues in memory just grows). With
+ * list NULL this only counts; otherwise it fills the blocks from list (which
+ * must hold the count) and returns them through head and tail.
+ */
+static uint64_t cut_blocks(const struct nvmefs_engine *eng, struct nvmefs_io_req *req, unsigned di,
+			   struct unit *list, struct unit **head, struct unit **tail)
 {
-	return (len + eng->max_io - 1) / eng->max_io;
-}
-
-/* Turn req's segments on device di into units taken from list. */
-static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *req, unsigned di,
-			       struct unit *list, struct unit **tail)
-{
-	struct unit *head = NULL, *last = NULL;
+	struct unit *last = NULL;
+	uint64_t n = 0, end = 0, len = 0;
+	char *bend = NULL;
+	unsigned niov = 0;
 
 	for (unsigned i = 0; i < req->nr_segs; i++) {
 		const struct nvmefs_io_seg *s = &req->segs[i];
@@ -420,59 +425,90 @@ static struct unit *fill_units(struct nvmefs_engine *eng, struct nvmefs_io_req *
 		if (s->dev != di)
 			continue;
 		for (uint64_t o = 0; o < s->len; o += eng->max_io) {
-			uint64_t len = s->len - o < eng->max_io ? s->len - o : eng->max_io;
-			struct unit *u = list;
-			void *buf = (char *)s->buf + o;
+			uint64_t plen = s->len - o < eng->max_io ? s->len - o : eng->max_io;
+			char *buf = (char *)s->buf + o;
+			struct unit *u;
 
+			bool in_mem = buf == bend;
+
+			bend = buf + plen;
+			if (n && s->off + o == end && len + plen <= eng->max_io &&
+			    (in_mem || niov < UNIT_IOV)) {
+				if (in_mem && last)
+					last->iov[last->niov - 1].iov_len += plen;
+				else if (!in_mem && last)
+					last->iov[last->niov++] = (struct iovec){buf, plen};
+				niov += !in_mem;
+				len += plen;
+				end += plen;
+				if (last)
+					last->expect += plen;
+				continue;
+			}
+			n++;
+			len = plen;
+			niov = 1;
+			end = s->off + o + plen;
+			if (!list)
+				continue;
+			u = list;
 			list = u->next;
-			if (req->op == NVMEFS_IO_WRITE)
-				io_prep_pwrite(&u->cb, eng->set->devs[di].fd, buf, len,
-					       (long long)(s->off + o));
-			else
-				io_prep_pread(&u->cb, eng->set->devs[di].fd, buf, len,
-					      (long long)(s->off + o));
-			u->cb.data = u;
-			u->req = req;
-			u->expect = len;
-			u->result = 0;
-			u->synthetic = false;
-			u->fi_rec = 0;
-			u->next = NULL;
+			*u = (struct unit){.req = req,
+					   .off = s->off + o,
+					   .expect = plen,
+					   .write = req->op == NVMEFS_IO_WRITE,
+					   .niov = 1,
+					   .iov = {{buf, plen}}};
 			if (last)
 				last->next = u;
 			else
-				head = u;
+				*head = u;
 			last = u;
 		}
 	}
-	*tail = last;
-	return head;
+	if (tail)
+		*tail = last;
+	return n;
 }
-
 /* Test-only faults and power-loss recording (fi_i.h); nothing otherwise. */
 static void fi_prepare(struct nvmefs_dev *dev, struct unit *u)
 {
-	bool write = u->cb.aio_lio_opcode == IO_CMD_PWRITE;
-	uint64_t off = (uint64_t)u->cb.u.c.offset;
-
-	switch (fi_check(dev, write ? NVMEFS_FAULT_WRITES : NVMEFS_FAULT_READS, off, u->expect)) {
+	switch (fi_check(dev, u->write ? NVMEFS_FAULT_WRITES : NVMEFS_FAULT_READS, u->off,
+			 u->expect)) {
 	case FI_FAIL:
 		u->synthetic = true;
 		u->result = -EIO;
 		return;
 	case FI_SHORT: /* a real short transfer: ask the kernel for a block less */
-		u->cb.u.c.nbytes -= dev->block_size;
+		u->iov[u->niov - 1].iov_len -= dev->block_size;
 		break;
 	case FI_GO:
 		break;
 	}
-	if (write)
-		u->fi_rec = fi_write_begin(dev, off, u->cb.u.c.buf, u->cb.u.c.nbytes);
+	if (u->write)
+		u->fi_rec = fi_write_begin(dev, u->off, u->iov, u->niov);
 	if (u->fi_rec == FI_WRITE_DROPPED) { /* the power is cut */
 		u->fi_rec = 0;
 		u->synthetic = true;
 		u->result = -EIO;
 	}
+}
+
+/* Point u's iocb at its buffers: one is a plain pread/pwrite, more a vector. */
+static void prep_iocb(struct edev *d, struct unit *u)
+{
+	int fd = d->dev->fd;
+	long long off = (long long)u->off;
+
+	if (u->niov == 1 && u->write)
+		io_prep_pwrite(&u->cb, fd, u->iov[0].iov_base, u->iov[0].iov_len, off);
+	else if (u->niov == 1)
+		io_prep_pread(&u->cb, fd, u->iov[0].iov_base, u->iov[0].iov_len, off);
+	else if (u->write)
+		io_prep_pwritev(&u->cb, fd, u->iov, (int)u->niov, off);
+	else
+		io_prep_preadv(&u->cb, fd, u->iov, (int)u->niov, off);
+	u->cb.data = u;
 }
 
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
@@ -489,8 +525,9 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 		err = check_seg(eng, &req->segs[i]);
 		if (err)
 			return err;
-		per_dev[req->segs[i].dev] += nblocks(eng, req->segs[i].len);
 	}
+	for (unsigned di = 0; di < ndev; di++)
+		per_dev[di] = cut_blocks(eng, req, di, NULL, NULL, NULL);
 	/* Take every unit first, so a shortage fails the request cleanly. */
 	for (unsigned di = 0; di < ndev && !err; di++) {
 		struct edev *d = &eng->devs[di];
@@ -520,9 +557,11 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 
 		if (!per_dev[di])
 			continue;
-		head = fill_units(eng, req, di, lists[di], &tail);
-		for (struct unit *u = head; u; u = u->next)
+		cut_blocks(eng, req, di, lists[di], &head, &tail);
+		for (struct unit *u = head; u; u = u->next) {
 			fi_prepare(d->dev, u);
+			prep_iocb(d, u);
+		}
 		pthread_mutex_lock(&d->lock);
 		if (d->qtail)
 			d->qtail->next = head;

@@ -9,15 +9,28 @@
 #include <libaio.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 
 #include "nvmefs/engine.h"
+
+/*
+ * Pieces of one request that follow each other on a device but not in memory
+ * (the chunks of one stripe row after another) travel as one vectored iocb
+ * of at most this many buffers, so a device sees one I/O where the layout
+ * made several.
+ */
+#define UNIT_IOV 16
 
 /* One block of a request: one iocb on one device. */
 struct unit {
 	struct iocb cb; /* first, so &unit->cb == unit */
 	struct nvmefs_io_req *req;
 	struct unit *next;
-	uint64_t expect;   /* bytes the block must transfer */
+	uint64_t off;	 /* byte offset on the device */
+	uint64_t expect; /* bytes the block must transfer */
+	bool write;
+	unsigned niov; /* buffers in iov; 1: a plain pread/pwrite */
+	struct iovec iov[UNIT_IOV];
 	uint64_t t_submit; /* ns, for latency stats */
 	int result;	   /* 0 or -errno once complete */
 	bool synthetic;	   /* completes without the kernel (result set) */

@@ -7,6 +7,7 @@
  *    depth, and with segments split into several blocks by max_io;
  *  - the bytes land where the layout says: members are read back with plain
  *    pread and compared with the pattern;
+ *  - chunks that follow each other on a member go as one vectored block;
  *  - several threads with synchronous requests, and hundreds of requests in
  *    flight at once, each completing exactly once;
  *  - bad segments refused with -EINVAL and no callback;
@@ -224,6 +225,93 @@ static void test_round_trips(struct nvmefs_devset *set)
 		nvmefs_engine_destroy(e);
 	}
 	printf("round trips: %u cases\n", cases);
+}
+
+/* Blocks the engine sent to each member since *before (read or write ops). */
+static void ops_since(struct nvmefs_engine *e, uint64_t before[NDEV], uint64_t got[NDEV])
+{
+	for (unsigned d = 0; d < NDEV; d++) {
+		struct nvmefs_engine_dev_stats st;
+
+		nvmefs_engine_dev_stats(e, d, &st);
+		got[d] = st.read_ops + st.write_ops - before[d];
+		before[d] = st.read_ops + st.write_ops;
+	}
+}
+
+/*
+ * Chunks of one request that follow each other on a member travel as one
+ * vectored block: 4 MiB over 4 members is one 1 MiB block per member with
+ * 64 KiB chunks (16 buffers), sixteen with 4 KiB chunks (16 buffers of 4 KiB
+ * each, the vector's limit), four when max_io is 256 KiB. Pieces that are
+ * contiguous in memory too grow one buffer; a gap on the member starts a new
+ * block. The bytes land where the layout says either way.
+ */
+static void test_merge(struct nvmefs_devset *set)
+{
+	const struct {
+		uint32_t chunk;
+		uint64_t max_io, blocks;
+	} cfgs[] = {{64 << 10, 0, 1}, {4 << 10, 0, 16}, {64 << 10, 256 << 10, 4}};
+	const uint64_t len = 4 * MiB, bs = nvmefs_devset_block_size(set);
+	char *wbuf = xalloc(len), *rbuf = xalloc(len);
+	uint64_t before[NDEV] = {0}, got[NDEV];
+
+	for (unsigned c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+		struct nvmefs_engine_opts eo = {.queue_depth = 8, .max_io = cfgs[c].max_io};
+		struct nvmefs_engine *e;
+		struct nvmefs_layout l;
+
+		CHECK(nvmefs_engine_create(&e, set, &eo) == 0);
+		CHECK(nvmefs_layout_init(&l, cfgs[c].chunk, NDEV, c) == 0);
+		memset(before, 0, sizeof(before));
+		fill(wbuf, 0, len, 500 + c);
+		memset(rbuf, 0xee, len);
+		CHECK_ERR(rw(e, &l, NVMEFS_IO_WRITE, 0, len, wbuf), 0);
+		ops_since(e, before, got);
+		for (unsigned d = 0; d < NDEV; d++)
+			CHECKF(got[d] == cfgs[c].blocks,
+			       "chunk %u: member %u took %" PRIu64 " write blocks, want %" PRIu64,
+			       cfgs[c].chunk, d, got[d], cfgs[c].blocks);
+		CHECK_ERR(rw(e, &l, NVMEFS_IO_READ, 0, len, rbuf), 0);
+		ops_since(e, before, got);
+		for (unsigned d = 0; d < NDEV; d++)
+			CHECKF(got[d] == cfgs[c].blocks,
+			       "chunk %u: member %u took %" PRIu64 " read blocks, want %" PRIu64,
+			       cfgs[c].chunk, d, got[d], cfgs[c].blocks);
+		CHECK(memcmp(wbuf, rbuf, len) == 0);
+		check_on_media(&l, 0, len, 500 + c);
+		nvmefs_engine_destroy(e);
+	}
+
+	/* Hand-made segments on member 0: [0,A) and [A,2A) contiguous in memory
+	 * too (one buffer), a gap, then [3A,4A) elsewhere in memory. */
+	{
+		const uint64_t a = 16 * bs;
+		struct nvmefs_io_seg segs[3] = {
+			{.dev = 0, .off = 0, .len = a, .buf = wbuf},
+			{.dev = 0, .off = a, .len = a, .buf = wbuf + a},
+			{.dev = 0, .off = 3 * a, .len = a, .buf = wbuf + 8 * a},
+		};
+		struct nvmefs_io_req req = {.op = NVMEFS_IO_WRITE, .nr_segs = 3, .segs = segs};
+		struct nvmefs_engine *e;
+		char *back = xalloc(4 * a);
+		int fd = open(paths[0], O_RDONLY);
+
+		CHECK(nvmefs_engine_create(&e, set, NULL) == 0);
+		memset(before, 0, sizeof(before));
+		CHECK_ERR(nvmefs_engine_run(e, &req), 0);
+		ops_since(e, before, got);
+		CHECKF(got[0] == 2, "a gap on the member: %" PRIu64 " blocks, want 2", got[0]);
+		CHECK(pread(fd, back, 4 * a, 0) == (ssize_t)(4 * a));
+		CHECK(memcmp(back, wbuf, 2 * a) == 0);
+		CHECK(memcmp(back + 3 * a, wbuf + 8 * a, a) == 0);
+		close(fd);
+		free(back);
+		nvmefs_engine_destroy(e);
+	}
+	free(wbuf);
+	free(rbuf);
 }
 
 /* Several threads, each with its own region, write and read back. */
@@ -815,6 +903,7 @@ int main(void)
 	test_bad_segments(set);
 	test_reaper_affinity(set);
 	test_round_trips(set);
+	test_merge(set);
 	test_threads(set);
 	test_many_in_flight(set);
 	test_faults(set);
