@@ -104,11 +104,12 @@ class Report(unittest.TestCase):
         # load: 4.5 x Python but 4.5 / 6.0 = 0.75 x fio raw: missed
         self.assertTrue(by["load"].startswith("FAIL"), by["load"])
         self.assertTrue(by["sd_save"].startswith("FAIL"))  # 2.0 x < 3
-        self.assertTrue(by["sd_load"].startswith("FAIL"))  # 1.1 x < 2
         self.assertTrue(by["sd_load_zero_copy"].startswith("PASS"))  # 4.0 x
         self.assertTrue(by["sd_save_legacy"].startswith("PASS"))  # 4.0 x
-        self.assertTrue(by["sd_load_legacy"].startswith("FAIL"))
-        self.assertEqual(rep.nfail, 4)
+        # The copying loads (1.1 x, 1.125 x) are shown, not judged.
+        self.assertNotIn("sd_load", by)
+        self.assertNotIn("sd_load_legacy", by)
+        self.assertEqual(rep.nfail, 2)
 
     def test_missing_figure(self):
         res = self.full()
@@ -124,8 +125,11 @@ class Report(unittest.TestCase):
         self.assertEqual(len(rows), 2 + len(bench.DN_TARGETS) + len(bench.DN_EXTRA))
         store = rows[2].strip("| ").split(" | ")
         self.assertEqual(store[1:8], ["4.00", "1.00", "3.50", "3.50", "0.88", "1.20", "0.80"])
-        extra = rows[-1].strip("| ").split(" | ")
-        self.assertEqual(extra[2:5], ["0.50", "2.40", "4.80"])
+        extra = {r.strip("| ").split(" | ")[0]: r.strip("| ").split(" | ") for r in rows[2:]}
+        self.assertEqual(extra["state dict save: handle legacy vs torch.save zip"][2:5],
+                         ["0.50", "2.40", "4.80"])
+        self.assertEqual(extra["state dict load, zip, tensors copied out"][2:5],
+                         ["1.00", "1.10", "1.10"])
 
 
 if __name__ == "__main__":
