@@ -267,18 +267,16 @@ static void test_merge(struct nvmefs_devset *set)
 		memset(before, 0, sizeof(before));
 		fill(wbuf, 0, len, 500 + c);
 		memset(rbuf, 0xee, len);
-		CHECK_ERR(rw(e, &l, NVMEFS_IO_WRITE, 0, len, wbuf), 0);
-		ops_since(e, before, got);
-		for (unsigned d = 0; d < NDEV; d++)
-			CHECKF(got[d] == cfgs[c].blocks,
-			       "chunk %u: member %u took %" PRIu64 " write blocks, want %" PRIu64,
-			       cfgs[c].chunk, d, got[d], cfgs[c].blocks);
-		CHECK_ERR(rw(e, &l, NVMEFS_IO_READ, 0, len, rbuf), 0);
-		ops_since(e, before, got);
-		for (unsigned d = 0; d < NDEV; d++)
-			CHECKF(got[d] == cfgs[c].blocks,
-			       "chunk %u: member %u took %" PRIu64 " read blocks, want %" PRIu64,
-			       cfgs[c].chunk, d, got[d], cfgs[c].blocks);
+		for (int op = NVMEFS_IO_WRITE; op >= NVMEFS_IO_READ; op--) {
+			CHECK_ERR(rw(e, &l, op, 0, len, op == NVMEFS_IO_WRITE ? wbuf : rbuf), 0);
+			ops_since(e, before, got);
+			for (unsigned d = 0; d < NDEV; d++)
+				CHECKF(got[d] == cfgs[c].blocks,
+				       "chunk %u: member %u took %" PRIu64
+				       " %s blocks, want %" PRIu64,
+				       cfgs[c].chunk, d, got[d],
+				       op == NVMEFS_IO_WRITE ? "write" : "read", cfgs[c].blocks);
+		}
 		CHECK(memcmp(wbuf, rbuf, len) == 0);
 		check_on_media(&l, 0, len, 500 + c);
 		nvmefs_engine_destroy(e);
