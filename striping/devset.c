@@ -475,7 +475,7 @@ int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, 
 		break;
 	}
 	if (write)
-		rec = fi_write_begin(dev, off, &(struct iovec){(void *)buf, want}, 1);
+		rec = fi_write_begin(dev, off, buf, want);
 	if (rec == FI_WRITE_DROPPED) { /* the power is cut (test-only) */
 		fi_submit_done();
 		return -EIO;

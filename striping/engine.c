@@ -142,14 +142,25 @@ static bool requeue(struct edev *d, struct iocb **cbs, unsigned n)
 	return idle;
 }
 
+/* End u's power-loss records (test-only; fi_i.h); written: it reached the kernel. */
+static void fi_end_writes(struct nvmefs_dev *dev, struct unit *u, bool written)
+{
+	if (!u->write)
+		return;
+	for (unsigned i = 0; i < UNIT_IOV; i++) {
+		if (u->fi_rec[i])
+			fi_write_end(dev, u->fi_rec[i], written);
+		u->fi_rec[i] = 0;
+	}
+}
+
 /* Fail the unit behind cb without the kernel (io_submit refused it hard). */
 static void fail_submitted(struct edev *d, struct iocb *cb, int err)
 {
 	struct unit *u = (struct unit *)cb;
 
 	nvmefs_err("%s: io_submit failed: %s", d->dev->path, strerror(-err));
-	fi_write_end(d->dev, u->fi_rec, false);
-	u->fi_rec = 0;
+	fi_end_writes(d->dev, u, false);
 	u->result = err;
 	u->synthetic = true;
 	pthread_mutex_lock(&d->lock);
@@ -351,7 +362,7 @@ static void *reaper(void *arg)
 				continue;
 			}
 			reap_one(d, u, (long)ev[i].res, now);
-			fi_write_end(d->dev, u->fi_rec, true);
+			fi_end_writes(d->dev, u, true);
 			u->next = done;
 			done = u;
 			nk++;
@@ -470,6 +481,7 @@ static uint64_t cut_blocks(const struct nvmefs_engine *eng, struct nvmefs_io_req
 		*tail = last;
 	return n;
 }
+
 /* Test-only faults and power-loss recording (fi_i.h); nothing otherwise. */
 static void fi_prepare(struct nvmefs_dev *dev, struct unit *u)
 {
@@ -485,12 +497,19 @@ static void fi_prepare(struct nvmefs_dev *dev, struct unit *u)
 	case FI_GO:
 		break;
 	}
-	if (u->write)
-		u->fi_rec = fi_write_begin(dev, u->off, u->iov, u->niov);
-	if (u->fi_rec == FI_WRITE_DROPPED) { /* the power is cut */
-		u->fi_rec = 0;
-		u->synthetic = true;
-		u->result = -EIO;
+	if (!u->write)
+		return;
+	for (uint64_t i = 0, at = 0; i < u->niov; at += u->iov[i].iov_len, i++) {
+		uint64_t id =
+			fi_write_begin(dev, u->off + at, u->iov[i].iov_base, u->iov[i].iov_len);
+
+		if (id == FI_WRITE_DROPPED) { /* the power is cut: none of it goes */
+			fi_end_writes(dev, u, false);
+			u->synthetic = true;
+			u->result = -EIO;
+			return;
+		}
+		u->fi_rec[i] = id;
 	}
 }
 

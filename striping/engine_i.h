@@ -34,7 +34,10 @@ struct unit {
 	uint64_t t_submit; /* ns, for latency stats */
 	int result;	   /* 0 or -errno once complete */
 	bool synthetic;	   /* completes without the kernel (result set) */
-	uint64_t fi_rec;   /* power-loss record of this write (fi_i.h), or 0 */
+	/* Power-loss records of this write (fi_i.h), one per buffer, each
+	 * dropped or kept on its own as the chunks were before they were
+	 * merged; 0: none. */
+	uint64_t fi_rec[UNIT_IOV];
 };
 
 struct unit_slab {

@@ -346,16 +346,11 @@ static void pl_cut(void)
 	abort(); /* fn must not return */
 }
 
-uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const struct iovec *iov,
-			unsigned niov)
+uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, uint64_t len)
 {
 	struct nvmefs_devfi *fi = dev->fi;
-	uint64_t id = 0, len = 0, at = 0;
-	struct pl_write w = {.off = off};
-
-	for (unsigned i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	w.len = len;
+	struct pl_write w = {.off = off, .len = len};
+	uint64_t id = 0;
 
 	pthread_mutex_lock(&pl.lock);
 	if (!fi || !len || !pl_owns(dev))
@@ -386,8 +381,7 @@ uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const struct iovec
 			   off);
 		abort();
 	}
-	for (unsigned i = 0; i < niov; at += iov[i].iov_len, i++)
-		memcpy((char *)w.new + at, iov[i].iov_base, iov[i].iov_len);
+	memcpy(w.new, buf, len);
 	w.id = id = ++pl.next_id;
 	fi->w[fi->n++] = w;
 	pl.inflight++;

@@ -11,7 +11,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
 #include "nvmefs/devset.h"
 #include "fault_i.h"
@@ -35,8 +34,7 @@ enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint6
  * recorded, or FI_WRITE_DROPPED when the power is cut: then the write must
  * not be sent (fail it with -EIO) and the caller must call fi_submit_done
  * once it has queued what it had recorded. */
-uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const struct iovec *iov,
-			unsigned niov);
+uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf, uint64_t len);
 /* The write with that id finished; written: it reached the kernel. */
 void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written);
 /* After queueing a request's blocks: cut the power if a write asked to. */
@@ -63,10 +61,10 @@ static inline enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint6
 	(void)dev, (void)op, (void)off, (void)len;
 	return FI_GO;
 }
-static inline uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const struct iovec *iov,
-				      unsigned niov)
+static inline uint64_t fi_write_begin(struct nvmefs_dev *dev, uint64_t off, const void *buf,
+				      uint64_t len)
 {
-	(void)dev, (void)off, (void)iov, (void)niov;
+	(void)dev, (void)off, (void)buf, (void)len;
 	return 0;
 }
 static inline void fi_write_end(struct nvmefs_dev *dev, uint64_t id, bool written)

@@ -293,19 +293,23 @@ static void test_merge(struct nvmefs_devset *set)
 		};
 		struct nvmefs_io_req req = {.op = NVMEFS_IO_WRITE, .nr_segs = 3, .segs = segs};
 		struct nvmefs_engine *e;
-		char *back = xalloc(4 * a);
+		char *back = xalloc(4 * a), *gap = xalloc(a);
 		int fd = open(paths[0], O_RDONLY);
 
+		CHECK(fd >= 0 && pread(fd, gap, a, (off_t)(2 * a)) == (ssize_t)a);
 		CHECK(nvmefs_engine_create(&e, set, NULL) == 0);
 		memset(before, 0, sizeof(before));
 		CHECK_ERR(nvmefs_engine_run(e, &req), 0);
 		ops_since(e, before, got);
 		CHECKF(got[0] == 2, "a gap on the member: %" PRIu64 " blocks, want 2", got[0]);
-		CHECK(pread(fd, back, 4 * a, 0) == (ssize_t)(4 * a));
+		CHECK(got[1] == 0 && got[2] == 0 && got[3] == 0);
+		CHECK(fd >= 0 && pread(fd, back, 4 * a, 0) == (ssize_t)(4 * a));
 		CHECK(memcmp(back, wbuf, 2 * a) == 0);
 		CHECK(memcmp(back + 3 * a, wbuf + 8 * a, a) == 0);
+		CHECK(memcmp(back + 2 * a, gap, a) == 0); /* the gap untouched */
 		close(fd);
 		free(back);
+		free(gap);
 		nvmefs_engine_destroy(e);
 	}
 	free(wbuf);
@@ -510,6 +514,33 @@ static void test_fault_short(struct nvmefs_engine *e, const struct nvmefs_layout
 	CHECK(st1.errors == st0.errors + 2);
 }
 
+/* The same on blocks the engine merged (four 64K chunks per member in one
+ * vectored block): the short transfer still fails the request. */
+static void test_fault_short_merged(struct nvmefs_devset *set)
+{
+	struct nvmefs_fault f = {.kind = NVMEFS_FAULT_SHORT, .count = 1};
+	struct nvmefs_engine_opts eo = {.queue_depth = 8};
+	struct nvmefs_engine_dev_stats st0, st1;
+	char *buf = xalloc(4 * MiB);
+	struct nvmefs_engine *e;
+	struct nvmefs_layout l;
+
+	CHECK(nvmefs_engine_create(&e, set, &eo) == 0);
+	nvmefs_layout_init(&l, 256 << 10, NDEV, 0);
+	memset(buf, 0x5a, 4 * MiB);
+	nvmefs_engine_dev_stats(e, 2, &st0);
+	CHECK(nvmefs_engine_inject(e, 2, &f) == 0);
+	CHECK_ERR(rw(e, &l, NVMEFS_IO_READ, 0, 4 * MiB, buf), -EIO);
+	f.ops = NVMEFS_FAULT_WRITES;
+	CHECK(nvmefs_engine_inject(e, 2, &f) == 0);
+	CHECK_ERR(rw(e, &l, NVMEFS_IO_WRITE, 0, 4 * MiB, buf), -EIO);
+	nvmefs_engine_dev_stats(e, 2, &st1);
+	CHECK(st1.errors == st0.errors + 2);
+	CHECK(st1.read_ops + st1.write_ops == st0.read_ops + st0.write_ops); /* none succeeded */
+	nvmefs_engine_destroy(e);
+	free(buf);
+}
+
 /* Latency delays completions but loses nothing. */
 static void test_fault_latency(struct nvmefs_engine *e, const struct nvmefs_layout *l, char *buf)
 {
@@ -616,6 +647,7 @@ static void test_faults(struct nvmefs_devset *set)
 	CHECK_ERR(rw(e, &l, NVMEFS_IO_WRITE, 0, 8 * MiB, buf), 0);
 	nvmefs_engine_destroy(e);
 	free(buf);
+	test_fault_short_merged(set);
 }
 
 /* ---- power loss (forked: the cut ends the process) ---- */
@@ -658,7 +690,25 @@ static bool pl_holds(uint64_t off, uint64_t len, uint64_t salt)
 	return same;
 }
 
-enum pl_case { PL_DROP, PL_KEEP, PL_AFTER };
+/* Pattern salt at [off, off + 2 * half) of member 0 as one request of two
+ * segments in separate buffers: the engine sends one vectored block. */
+static int pl_write_vec(struct nvmefs_engine *e, uint64_t off, uint64_t half, uint64_t salt)
+{
+	char *a = xalloc(half), *b = xalloc(half);
+	struct nvmefs_io_seg segs[2] = {{.dev = 0, .off = off, .len = half, .buf = a},
+					{.dev = 0, .off = off + half, .len = half, .buf = b}};
+	struct nvmefs_io_req req = {.op = NVMEFS_IO_WRITE, .nr_segs = 2, .segs = segs};
+	int ret;
+
+	fill(a, off, half, salt);
+	fill(b, off + half, half, salt);
+	ret = nvmefs_engine_run(e, &req);
+	free(a);
+	free(b);
+	return ret;
+}
+
+enum pl_case { PL_DROP, PL_KEEP, PL_AFTER, PL_VEC_DROP };
 
 /*
  * In a child: 64K of pattern 1 on member 0, flushed; record; 32K of
@@ -669,14 +719,16 @@ enum pl_case { PL_DROP, PL_KEEP, PL_AFTER };
 static struct nvmefs_powerloss_report pl_run(enum pl_case c)
 {
 	struct nvmefs_powerloss_report r = {.error = -1};
-	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = c == PL_DROP ? 0 : 100};
+	struct nvmefs_powerloss o = {.seed = seed,
+				     .keep_pct = c == PL_DROP || c == PL_VEC_DROP ? 0 : 100};
 	pid_t pid;
 	int st;
 
 	CHECK(pipe(pl_pipe) == 0);
 	pid = fork();
 	if (pid == 0) {
-		struct nvmefs_engine_opts eo = {.queue_depth = 8, .max_io = 4096};
+		struct nvmefs_engine_opts eo = {.queue_depth = 8,
+						.max_io = c == PL_VEC_DROP ? 64 << 10 : 4096};
 		struct nvmefs_devset *set = open_set();
 		struct nvmefs_engine *e;
 
@@ -689,7 +741,10 @@ static struct nvmefs_powerloss_report pl_run(enum pl_case c)
 			_exit(3);
 		if (c == PL_AFTER && nvmefs_powerloss_after(3, &o, pl_report))
 			_exit(4);
-		pl_write(e, 32 << 10, 32 << 10, 3); /* fails (EIO) past the cut */
+		if (c == PL_VEC_DROP)
+			pl_write_vec(e, 32 << 10, 16 << 10, 3);
+		else
+			pl_write(e, 32 << 10, 32 << 10, 3); /* fails (EIO) past the cut */
 		if (c != PL_AFTER)
 			nvmefs_powerloss_now(&o, pl_report);
 		_exit(5); /* the cut never came */
@@ -724,6 +779,13 @@ static void test_powerloss(void)
 	       (unsigned long long)r.unflushed);
 	CHECK(pl_holds(32 << 10, 12 << 10, 3));	       /* the three blocks sent */
 	CHECK(pl_holds((32 + 12) << 10, 20 << 10, 1)); /* the rest never was */
+	/* A vectored block is recorded per buffer, so each chunk of it is
+	 * kept or lost on its own, as before the engine merged them. */
+	r = pl_run(PL_VEC_DROP);
+	CHECKF(r.error == 0 && r.unflushed == 2 && r.dropped == 2,
+	       "vectored write: %llu unflushed, %llu dropped", (unsigned long long)r.unflushed,
+	       (unsigned long long)r.dropped);
+	CHECK(pl_holds(32 << 10, 32 << 10, 1));
 }
 
 /*

@@ -5,7 +5,8 @@
  * One libaio context and one completion thread per device (the thread runs on
  * the device's NUMA node). A request is a list of segments, each naming a
  * device, an offset on it, a length and a buffer. The engine splits segments
- * into blocks of at most max_io bytes, queues them on their devices and keeps
+ * into blocks of at most max_io bytes (pieces that follow each other on a
+ * device travel as one vectored block), queues them on their devices and keeps
  * up to queue_depth blocks in flight per device (a sliding window: every
  * completion reaped lets a queued block go). The request completes exactly
  * once, when its last block has, through its done callback.
@@ -67,7 +68,7 @@ struct nvmefs_engine_opts {
 
 /* Per-device counters, updated as completions are reaped. */
 struct nvmefs_engine_dev_stats {
-	uint64_t read_ops, read_bytes;
+	uint64_t read_ops, read_bytes; /* ops: blocks, vectored ones once */
 	uint64_t write_ops, write_bytes;
 	uint64_t errors;
 	uint64_t busy_ns;   /* sum of block latencies (submit to reap) */
