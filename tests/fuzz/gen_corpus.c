@@ -14,7 +14,7 @@
  * registrations (fuzz_wire.h): every message type either side receives,
  * true requests of each op, one entry failing each check, a full batch.
  *
- * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire}/)
+ * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted}/)
  */
 #include <dirent.h>
 #include <endian.h>
@@ -27,6 +27,7 @@
 
 #include "fuzz_vol.h"
 #include "fuzz_wire.h"
+#include "sorted.h"
 
 #define MAX_RECS    256
 #define MANY_FILES  12
@@ -618,6 +619,54 @@ static void gen_load(void)
 	fuzz_vol_destroy(vol);
 }
 
+/* ---- format v2's run blocks (fuzz_sorted) ---- */
+
+/* The harness's volume id (tests/fuzz/fuzz_sorted.c). */
+static const uint8_t sorted_uuid[16] = {0x6e, 0x76, 0x6d, 0x65, 0x66, 0x73, 0x2d, 0x66,
+					0x75, 0x7a, 0x7a, 0x2d, 0x72, 0x75, 0x6e, 0x21};
+
+/* A block of every key kind (a tombstone among them), one whose xattr value
+ * takes 17 blocks, and one of a single DIRENT. */
+static void gen_sorted(void)
+{
+	static uint8_t buf[NVMEFS_RUN_BLOCKS_MAX * NVMEFS_BLOCK], big[NVMEFS_XATTR_VALUE_MAX];
+	uint8_t k[NVMEFS_KEY_MAX], v[64];
+	struct nvmefs_run_writer w;
+	size_t n, len;
+
+	memset(v, 'v', sizeof(v));
+	nvmefs_run_start(&w, buf, NVMEFS_BLOCK);
+	n = nvmefs_key_inode(k, 1);
+	nvmefs_run_add(&w, k, n, v, sizeof(v), false);
+	n = nvmefs_key_dirent(k, 1, "hello", 5);
+	nvmefs_run_add(&w, k, n, v, 16, false);
+	n = nvmefs_key_dcookie(k, 1, 2);
+	nvmefs_run_add(&w, k, n, v, 16, false);
+	n = nvmefs_key_extent(k, 2, 1, 1 << 20);
+	nvmefs_run_add(&w, k, n, v, 32, false);
+	n = nvmefs_key_xattr(k, 2, "user.a", 6);
+	nvmefs_run_add(&w, k, n, NULL, 0, true);
+	n = nvmefs_key_orphan(k, 3);
+	nvmefs_run_add(&w, k, n, NULL, 0, false);
+	n = nvmefs_key_free(k, 3, 4096);
+	nvmefs_run_add(&w, k, n, v, 8, false);
+	len = nvmefs_run_finish(&w, sorted_uuid, 7, 0, 1);
+	save("sorted", "every_kind", buf, len);
+
+	memset(big, 'b', sizeof(big));
+	nvmefs_run_start(&w, buf, sizeof(buf));
+	n = nvmefs_key_xattr(k, 9, "user.big", 8);
+	nvmefs_run_add(&w, k, n, big, sizeof(big), false);
+	len = nvmefs_run_finish(&w, sorted_uuid, 8, 3, 2);
+	save("sorted", "big_xattr", buf, len);
+
+	nvmefs_run_start(&w, buf, NVMEFS_BLOCK);
+	n = nvmefs_key_dirent(k, 5, "x", 1);
+	nvmefs_run_add(&w, k, n, NULL, 0, true);
+	len = nvmefs_run_finish(&w, sorted_uuid, 1, 1, 0);
+	save("sorted", "one_dirent", buf, len);
+}
+
 /* ---- the native protocol (fuzz_wire) ---- */
 
 /* Handles 0-3: read-write, write-only, read-only, read-write; regions 0-2
@@ -716,6 +765,7 @@ int main(int argc, char **argv)
 	gen_journal();
 	gen_ckpt();
 	gen_wire();
+	gen_sorted();
 	gen_load();
 	return 0;
 }
