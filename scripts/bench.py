@@ -911,6 +911,7 @@ class Bench:
         self.nlog = 0
         self.recorded = set()
         self.sz_dd = self.sz_fio = self.sz_w4 = 0
+        self.umount_secs = None  # the last fs_umount's time
 
     # ---------------------------------------------------------- running --
     def error(self, msg):
@@ -985,22 +986,28 @@ class Bench:
                 and self.run(300, self.misc, ["sync", "-f", self.mnt]) == 0)
 
     # ---------------------------------------------------------- devices --
-    def setup_devices(self, n, size):
+    def setup_devices(self, n, size, fill=None):
         """N image files of SIZE in /dev/shm on loop devices, then one
-        unmeasured fio write pass over all of them (tmpfs allocation)."""
+        unmeasured fio write pass over all of them (tmpfs allocation).
+        FILL: the bytes the run will write into them at most, when that is
+        less than N x SIZE (--only scale): the images stay sparse, with no
+        warm-up pass."""
         avail = emu.fs_avail("/dev/shm")
         memav = emu.meminfo_kib("MemAvailable") * 1024
-        if n * size + GIB > avail:
-            raise Die("not enough room in /dev/shm: need %d x %d bytes, %d available" % (n, size, avail))
-        if n * size + 4 * GIB > memav:
-            raise Die("not enough memory: %d x %d bytes of images + 4 GiB for caches, MemAvailable %d"
-                      % (n, size, memav))
+        need = n * size if fill is None else fill
+        if need + GIB > avail:
+            raise Die("not enough room in /dev/shm: need %d bytes of images, %d available" % (need, avail))
+        if need + 4 * GIB > memav:
+            raise Die("not enough memory: %d bytes of images + 4 GiB for caches, MemAvailable %d"
+                      % (need, memav))
         try:
             self.drives.create(n, size, self.cmdlog)
         except (OSError, subprocess.CalledProcessError) as e:
             raise Die("cannot set up the devices: %s" % e) from None
         log("devices: %s (%d x %d MiB in %s)" % (" ".join(self.drives.devs), n, size // MIB,
                                                   self.drives.imgdir))
+        if fill is not None:
+            return
         lg = self.newlog("warmup-x%d" % n)
         self.runner.log_line("# warm-up (not measured)")
         if self.run(120 + n * size // (20 * MIB), lg, [
@@ -1044,38 +1051,47 @@ class Bench:
 
     # ------------------------------------------------------ filesystems --
     def fs_mount(self, fs):
-        """Make FS (btrfs, cached, direct, null-cached, null-direct) on the
-        devices and mount it; False on a failure."""
+        """Make FS (btrfs, cached, direct, native, null-cached, null-direct)
+        on the devices and mount it; False on a failure."""
         devs = self.drives.devs
         build = self.a.build
         if fs == "btrfs":
             if self.run(300, self.newlog("mkfs-btrfs"), ["mkfs.btrfs", "-f", "-K", "-d", "raid0", "-m", "raid0"] + devs):
                 return False
-            opts = "nodiscard" + "".join(",device=" + d for d in devs)
-            lg = self.newlog("mount-btrfs")
-            self.cur_fs = "btrfs"
-            if self.run(120, lg, ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
-                return False
-        elif fs in ("cached", "direct", "native"):
-            # The native client's runs are on the default mode, direct.
-            mode = "direct" if fs == "native" else fs
+            return self.mount_made(fs)
+        if fs in ("cached", "direct", "native"):
             if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
                 return False
-            if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
-                    build + "/nvmefs", ",".join(devs), self.mnt, "-o",
-                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
+            return self.mount_made(fs)
+        if not self.start_daemon(fs, self.newlog(fs), [
+                build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
+            return False
+        # nvmefs's default readahead window, which it sets itself.
+        m = emu.mount_at(self.mnt)
+        try:
+            with open("/sys/class/bdi/%s/read_ahead_kb" % m["devnum"], "w") as f:
+                f.write("16384\n")
+        except (OSError, TypeError) as e:
+            log("cannot set read_ahead_kb of %s: %s" % (self.mnt, e))
+            return False
+        return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
+
+    def mount_made(self, fs):
+        """Mount FS (btrfs, cached, direct, native), already made on the
+        devices, and wait until the mount point answers statfs; False on a
+        failure. (--only scale times this: its remount.)"""
+        devs = self.drives.devs
+        if fs == "btrfs":
+            opts = "nodiscard" + "".join(",device=" + d for d in devs)
+            self.cur_fs = "btrfs"
+            if self.run(120, self.newlog("mount-btrfs"), ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
                 return False
         else:
-            if not self.start_daemon(fs, self.newlog(fs), [
-                    build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
-                return False
-            # nvmefs's default readahead window, which it sets itself.
-            m = emu.mount_at(self.mnt)
-            try:
-                with open("/sys/class/bdi/%s/read_ahead_kb" % m["devnum"], "w") as f:
-                    f.write("16384\n")
-            except (OSError, TypeError) as e:
-                log("cannot set read_ahead_kb of %s: %s" % (self.mnt, e))
+            # The native client's runs are on the default mode, direct.
+            mode = "direct" if fs == "native" else fs
+            if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
+                    self.a.build + "/nvmefs", ",".join(devs), self.mnt, "-o",
+                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
                 return False
         return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
 
@@ -1093,21 +1109,27 @@ class Bench:
             self.daemon = None
         return False
 
-    def fs_umount(self, setup, n):
-        """Unmount; for nvmefs record the daemon's peak RSS first and check
-        that it exits 0."""
+    def fs_umount(self, setup, n, rss_row="rss"):
+        """Unmount; for nvmefs record the daemon's peak RSS first (as
+        RSS_ROW) and check that it exits 0. umount_secs: how long the
+        unmount took (for a FUSE daemon, until it had exited: it writes its
+        final checkpoint in between)."""
         fs = self.cur_fs
+        t0 = time.monotonic()
         if fs == "btrfs":
             if self.run(300, self.newlog("umount-btrfs"), ["umount", self.mnt]):
                 return False
+            self.umount_secs = time.monotonic() - t0
             for d in self.drives.devs:
                 emu.quiet_run(["btrfs", "device", "scan", "--forget", d])
         else:
             if fs in ("cached", "direct"):
                 hwm = self.daemon.peak_rss_mib() if self.daemon else None
-                self.record(setup, n, fs, "rss", hwm or "ERR")
+                self.record(setup, n, fs, rss_row, hwm or "ERR")
             lg = self.newlog("umount-" + fs)
+            t0 = time.monotonic()
             why = emu.unmount_fuse(self.run, self.mnt, self.daemon, ["fusermount3", "-u"], 120, 120, lg)
+            self.umount_secs = time.monotonic() - t0
             if why is not None:
                 log("%s: %s; its log:" % (fs, why))
                 if self.daemon is not None:
@@ -1405,8 +1427,6 @@ class Bench:
         if ran_capped:
             self.write_plot(rep)
         targets = rep.targets()
-        with open(os.path.join(self.out, "targets.txt"), "w") as f:
-            f.write("".join(t + "\n" for t in targets))
         h = emu.human_iec
         r = self.header(nvmefs_id, repo_head)
         r += ["",
@@ -1447,16 +1467,23 @@ class Bench:
                   "",
                   "```"] + rep.caps() + ["```", ""]
         r += ["Targets (%s):" % ("issue 21" if a.native_only else "issues 5 and 21"), "", "```"] + targets + ["```"]
+        self.finish_report(r, targets, ["Plot: %s/capped.png" % self.out] if ran_capped else [])
+        return rep.nfail
+
+    def finish_report(self, lines, targets, tail=()):
+        """targets.txt (the PASS/FAIL lines TARGETS), and report.md: LINES,
+        then this run's own failures, where the commands and logs are, and
+        TAIL."""
+        with open(os.path.join(self.out, "targets.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in targets))
+        r = list(lines)
         if self.errors:
             with open(os.path.join(self.out, "errors.txt")) as f:
                 errs = f.read().splitlines()
             r += ["", "The benchmark itself failed %d time(s):" % self.errors, "", "```"] + errs + ["```"]
-        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (self.out, self.out)]
-        if ran_capped:
-            r.append("Plot: %s/capped.png" % self.out)
+        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (self.out, self.out)] + list(tail)
         with open(os.path.join(self.out, "report.md"), "w") as f:
             f.write("\n".join(r) + "\n")
-        return rep.nfail
 
     def main(self):
         t_start = time.monotonic()
@@ -1749,8 +1776,6 @@ class DeepNVMe:
         b = self.b
         rep = DnReport(load_results(b.results))
         targets = rep.targets()
-        with open(os.path.join(b.out, "targets.txt"), "w") as f:
-            f.write("".join(t + "\n" for t in targets))
         sz = self.sz
         r = header + [
             "",
@@ -1769,13 +1794,7 @@ class DeepNVMe:
             "Memory warmed before every example (\"Cold memory\" in bench.py)." if b.a.warm else "--no-warm: cold memory.",
             "",
         ] + rep.table() + ["", "Targets (issue 22):", "", "```"] + targets + ["```"]
-        if b.errors:
-            with open(os.path.join(b.out, "errors.txt")) as f:
-                errs = f.read().splitlines()
-            r += ["", "The benchmark itself failed %d time(s):" % b.errors, "", "```"] + errs + ["```"]
-        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (b.out, b.out)]
-        with open(os.path.join(b.out, "report.md"), "w") as f:
-            f.write("\n".join(r) + "\n")
+        b.finish_report(r, targets)
         return rep.nfail
 
 
