@@ -5,15 +5,17 @@ btrfs raid0 and against the raw devices (fio), on the same emulated drives in
 one run (issues 5 and 21). Run it as scripts/bench.sh (a wrapper that execs
 this program).
 
-Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only]
-                [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [-h]
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only]
+                [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
+                [--files N[,N...]] [-h]
   -b BUILD      build directory with nvmefs, mkfs.nvmefs and nvmefs-bench
                 (default build/)
   -o DIR        results directory (default bench-results/DATE-TIME in the
                 current directory)
   --only SET    run only the RAM setup (ram) or only the capped ones (capped);
                 deepnvme: only issue 22's comparison (below; never part of
-                the default run)
+                the default run); scale: only issue 23's scale benchmark
+                (scripts/bench_scale.py; never part of the default run)
   --native-only only what the native client's targets (issue 21) compare:
                 RAM: fio raw, dd and fio through the mount (cached, direct)
                 and the native client; capped: fio raw and the native
@@ -26,6 +28,8 @@ Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only]
                 "Cold memory" below)
   --aio-config FILE  --only deepnvme: the handle's settings, from the "aio"
                 object of a JSON file (nvmefs-tune --handle --json)
+  --files LIST  --only scale: the file counts (default 10000,100000,1000000;
+                with --quick 2000,10000)
   -h            print this help
 Needs root, fio, btrfs-progs, gnuplot (gnuplot-nox) for the capped runs
 and python3-torch (Debian's /usr/bin/python3) for the RAM run.
@@ -160,6 +164,15 @@ loads >= 2 x torch.load on btrfs, judged in each format on both sides
 against torch.save's default zip is shown, not judged. report.md holds
 this comparison's table and targets only.
 
+--only scale (issue 23, item 4; 10^4 and 10^5 files about 10 minutes,
+10^6 about an hour): N files of 4 KiB, 1,000 per directory, created,
+unmounted, checked with fsck, mounted again, stat'ed cold, read and
+deleted, on nvmefs and on btrfs raid0 over the same 4 sparse image files
+in /dev/shm, for each N of --files; rates, the slowest single operation,
+the daemon's peak RSS, mount, unmount and fsck times, and issue 23's
+targets at the largest N. The method, its tables and targets are in
+scripts/bench_scale.py's docstring; report.md holds them only.
+
 Output, in DIR and the report on stdout: report.md (machine, sizes, a
 markdown table per setup and workload: fio raw, btrfs, nvmefs cached,
 nvmefs direct, the ratios nvmefs/btrfs, nvmefs/fio raw for the
@@ -227,6 +240,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import nvmefs_emu as emu  # noqa: E402  (found next to this file)
 from nvmefs_emu import MIB, GIB  # noqa: E402
+import bench_scale  # noqa: E402  (--only scale)
 
 PROG = "bench.sh"
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -1504,6 +1518,13 @@ class Bench:
             dn = DeepNVMe(self)
             dn.run()
             nfail = dn.report(self.header(nvmefs_id, repo_head))
+        elif self.a.only == "scale":
+            sc = bench_scale.Scale(self, self.a.files, log)
+            why = sc.room_problem()
+            if why:
+                raise Die(why)
+            sc.run()
+            nfail = sc.report(self.header(nvmefs_id, repo_head), load_results(self.results))
         else:
             if self.a.only != "capped":
                 self.run_ram()
@@ -1800,8 +1821,8 @@ class DeepNVMe:
 
 # ---------------------------------------------------------------- checks --
 
-USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only] [--quick]
-       [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only] [--quick]
+       [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [--files N[,N...]]
 Benchmark nvmefs (cached, direct and its native client) against btrfs raid0
 and fio on the raw devices, on 4 RAM drives and on 1, 2 and 4 drives capped
 at {cap} MiB/s.
@@ -1809,7 +1830,9 @@ at {cap} MiB/s.
                 (default {top}/build)
   -o DIR        results directory (default bench-results/DATE-TIME)
   --only SET    ram or capped: run only those setups; deepnvme: only issue 22's
-                comparison (not part of the default run)
+                comparison; scale: only issue 23's scale benchmark (N files
+                created, stat'ed cold after a remount, read and deleted, against
+                btrfs raid0). Neither is part of the default run.
   --native-only only what the native client's targets compare (RAM: fio raw,
                 dd and fio through the mount, the client; capped: fio raw,
                 the client)
@@ -1819,8 +1842,11 @@ at {cap} MiB/s.
   --no-warm     do not warm free memory before each measured pass
   --aio-config FILE  with --only deepnvme: the handle's settings from an "aio"
                 JSON file (nvmefs-tune --handle --json writes one)
+  --files LIST  with --only scale: the file counts, comma-separated (default
+                10000,100000,1000000; with --quick 2000,10000)
   -h            show this help
-Needs root, fio, btrfs-progs, gnuplot, python3-torch.
+Needs root, fio, btrfs-progs, gnuplot, python3-torch (--only scale: no
+gnuplot, no torch).
 """
 
 
@@ -1847,11 +1873,22 @@ def parse_args(argv):
     p.add_argument("--pool", default="64M")
     p.add_argument("--no-warm", dest="warm", action="store_false")
     p.add_argument("--aio-config", dest="aio_config", default=None)
+    p.add_argument("--files", default=None)
     a = p.parse_args(argv)
     if a.help:
         return a
-    if a.only not in ("all", "ram", "capped", "deepnvme"):
-        raise BadArg("bad --only '%s' (want ram, capped or deepnvme)" % a.only)
+    if a.only not in ("all", "ram", "capped", "deepnvme", "scale"):
+        raise BadArg("bad --only '%s' (want ram, capped, deepnvme or scale)" % a.only)
+    if a.files is not None and a.only != "scale":
+        raise BadArg("--files goes with --only scale")
+    if a.only == "scale":
+        if a.native_only:
+            raise BadArg("--native-only does not go with --only scale")
+        try:
+            a.files = bench_scale.parse_files(a.files) if a.files is not None else (
+                bench_scale.QUICK_FILES if a.quick else bench_scale.DEFAULT_FILES)
+        except ValueError as e:
+            raise BadArg(str(e)) from None
     if a.aio_config is not None:
         if a.only != "deepnvme":
             raise BadArg("--aio-config goes with --only deepnvme")
@@ -1878,10 +1915,12 @@ def check_host(a):
         need += [("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
     if a.only in ("all", "capped"):
         need.append(("gnuplot", "gnuplot-nox"))
+    if a.only == "scale":
+        need.append(("blkdiscard", "util-linux"))
     for cmd, pkg in need:
         if shutil.which(cmd) is None:
             missing.append("%s (Debian package %s)" % (cmd, pkg))
-    if a.only != "capped" and not a.native_only:
+    if a.only not in ("capped", "scale") and not a.native_only:
         if not os.access(PY, os.X_OK):
             missing.append("%s (Debian package python3)" % PY)
         elif subprocess.run([PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
@@ -1889,7 +1928,7 @@ def check_host(a):
             missing.append("torch for %s (Debian package python3-torch)" % PY)
     if missing:
         raise Die("missing: " + " ".join(missing))
-    for b in ("nvmefs", "mkfs.nvmefs", "nvmefs-bench", "tests/fuse_null"):
+    for b in ("nvmefs", "mkfs.nvmefs", "fsck.nvmefs", "nvmefs-bench", "tests/fuse_null"):
         if not os.access(os.path.join(a.build, b), os.X_OK):
             raise Die("%s/%s not found (build it, e.g. scripts/build.sh, or give -b BUILD)" % (a.build, b))
     if a.only == "deepnvme" and not os.path.isfile(os.path.join(a.build, "python", "nvmefs", "handle.py")):
