@@ -21,7 +21,8 @@ systems write into new pages alike):
    mkfs.nvmefs -f -K and the daemon with bench.py's options (-o
    mode=direct,pool=64M: nvmefs's defaults; --pool changes the pool);
  - create: N files of 4 KiB, 1,000 per directory (ROOT/scale/dDDDD/
-   fNNNNNNN), each open(O_WRONLY|O_CREAT|O_EXCL), write, close; then
+   fNNNNNNN), each open(O_WRONLY|O_CREAT|O_EXCL), write, close (the
+   1-minute load average just before is recorded too); then
    os.sync(), inside the phase (its time is also shown alone). On btrfs
    that commits a transaction; on nvmefs it reaches no daemon (the kernel
    sends FUSE no syncfs), so nvmefs's metadata commits are only those its
@@ -123,7 +124,7 @@ PHASES = (("create", "create+write 4 KiB, 1,000 per directory (+os.sync)"),
 # results.tsv rows per N and file system, and nvmefs's own.
 ROWS = ([p for p, _ in PHASES] + ["%s_max_ms" % p for p, _ in PHASES]
         + ["%s_over50" % p for p, _ in PHASES]
-        + ["sync_s", "images_mib", "umount_full_s", "fsck_s", "mount_s", "umount_s"])
+        + ["loadavg", "sync_s", "images_mib", "umount_full_s", "fsck_s", "mount_s", "umount_s"])
 NVMEFS_ROWS = ["rss_create", "rss_end"]
 
 
@@ -365,6 +366,7 @@ class ScaleReport:
                      self.slowest(n, "direct", phase) if phase else "",
                      self.slowest(n, "btrfs", phase) if phase else ""]
             out.append("| " + " | ".join(cells) + " |")
+        row("load average (1 min) before create (a shared machine)", "", "loadavg")
         row(PHASES[0][1], "files/s", "create", "create")
         row("of which os.sync() after create", "s", "sync_s")
         row("images' allocated size after create", "MiB", "images_mib")
@@ -535,6 +537,8 @@ class Scale:
 
     def create(self, n, fs):
         b = self.b
+        # The machine is shared: what else ran shows here.
+        self.record(n, fs, "loadavg", "%.2f" % os.getloadavg()[0])
         b.warm_memory(n * 2 * FILE_SIZE)
         if not self.phase(n, fs, "create"):
             return False

@@ -125,7 +125,7 @@ def results(figs):
 
 
 def run_figures(create, stat, rss, mount, max_ms, btrfs_create="30000", btrfs_stat="100000"):
-    nv = {"create": create, "create_max_ms": max_ms, "create_over50": "0" if float(max_ms) <= 50 else "3",
+    nv = {"loadavg": "1.50", "create": create, "create_max_ms": max_ms, "create_over50": "0" if float(max_ms) <= 50 else "3",
           "sync_s": "0.500", "images_mib": "5000.0", "rss_create": rss, "rss_end": "100.0",
           "umount_full_s": "1.000", "fsck_s": "0.800", "mount_s": mount, "stat": stat,
           "stat_max_ms": "1.000", "stat_over50": "0", "read": "10000", "read_max_ms": "2.000",
@@ -206,7 +206,7 @@ class Report(unittest.TestCase):
         res = results({10000: run_figures("14000", "90000", "80.0", "0.050", "3.000")})
         rows = sc.ScaleReport(res, (10000,), 64 * MIB).table(10000)
         self.assertEqual(rows[0].split(" | ")[0], "| 10,000 files")
-        self.assertEqual(len(rows), 2 + 12)
+        self.assertEqual(len(rows), 2 + 13)
         cells = {r.strip("| ").split(" | ")[0]: r.strip("| ").split(" | ") for r in rows[2:]}
         create = cells[sc.PHASES[0][1]]
         self.assertEqual(create[1:], ["files/s", "14,000", "30,000", "0.47", "3.0 ms", "20.0 ms"])
@@ -216,6 +216,7 @@ class Report(unittest.TestCase):
         self.assertEqual(rss[2:5], ["80.0", "-", "-"])
         self.assertEqual(cells["fsck (fsck.nvmefs -n / btrfs check --readonly)"][2:4], ["0.800", "-"])
         self.assertEqual(cells["unmount with the files (nvmefs: until the daemon exits)"][2], "1.00")
+        self.assertEqual(rows[2].strip("| ").split(" | ")[2:4], ["1.5", "-"])
 
 
 if __name__ == "__main__":
