@@ -164,8 +164,8 @@ loads >= 2 x torch.load on btrfs, judged in each format on both sides
 against torch.save's default zip is shown, not judged. report.md holds
 this comparison's table and targets only.
 
---only scale (issue 23, item 4; 10^4 and 10^5 files about 10 minutes,
-10^6 about an hour): N files of 4 KiB, 1,000 per directory, created,
+--only scale (issue 23, item 4; 10^4, 10^5 and 10^6 files about 11
+minutes, --quick 15 s): N files of 4 KiB, 1,000 per directory, created,
 unmounted, checked with fsck, mounted again, stat'ed cold, read and
 deleted, on nvmefs and on btrfs raid0 over the same 4 sparse image files
 in /dev/shm, for each N of --files; rates, the slowest single operation,

@@ -72,8 +72,9 @@ These are the targets of the format redesign that follows: missing them
 today is the expected outcome, not a failure of the benchmark (exit 0,
 1 with --check).
 
-Time (2 cores, shared): --quick about 2 minutes; 10^4 and 10^5 about 10
-minutes; 10^6 about an hour (docs/PERFORMANCE.md, "Metadata at scale").
+Time (2 cores, shared): --quick 15 s; 10^4 and 10^5 about 1.5 minutes;
+10^4, 10^5 and 10^6 about 11 minutes, 10^6 alone about 10
+(docs/PERFORMANCE.md, "Metadata at scale").
 
 Everything that acts goes through bench.py's Bench (its runner, logs,
 results, mounts, devices and cleanup); this module holds the plan, the
