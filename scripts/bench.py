@@ -5,15 +5,17 @@ btrfs raid0 and against the raw devices (fio), on the same emulated drives in
 one run (issues 5 and 21). Run it as scripts/bench.sh (a wrapper that execs
 this program).
 
-Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only]
-                [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [-h]
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only]
+                [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
+                [--files N[,N...]] [-h]
   -b BUILD      build directory with nvmefs, mkfs.nvmefs and nvmefs-bench
                 (default build/)
   -o DIR        results directory (default bench-results/DATE-TIME in the
                 current directory)
   --only SET    run only the RAM setup (ram) or only the capped ones (capped);
                 deepnvme: only issue 22's comparison (below; never part of
-                the default run)
+                the default run); scale: only issue 23's scale benchmark
+                (scripts/bench_scale.py; never part of the default run)
   --native-only only what the native client's targets (issue 21) compare:
                 RAM: fio raw, dd and fio through the mount (cached, direct)
                 and the native client; capped: fio raw and the native
@@ -26,6 +28,8 @@ Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only]
                 "Cold memory" below)
   --aio-config FILE  --only deepnvme: the handle's settings, from the "aio"
                 object of a JSON file (nvmefs-tune --handle --json)
+  --files LIST  --only scale: the file counts (default 10000,100000,1000000;
+                with --quick 2000,10000)
   -h            print this help
 Needs root, fio, btrfs-progs, gnuplot (gnuplot-nox) for the capped runs
 and python3-torch (Debian's /usr/bin/python3) for the RAM run.
@@ -169,6 +173,15 @@ own (bounded by page faults on both sides, DN_EXTRA) and the handle's
 legacy save against torch.save's default zip. report.md holds
 this comparison's table and targets only.
 
+--only scale (issue 23, item 4; 10^4, 10^5 and 10^6 files about 11
+minutes, --quick 15 s): N files of 4 KiB, 1,000 per directory, created,
+unmounted, checked with fsck, mounted again, stat'ed cold, read and
+deleted, on nvmefs and on btrfs raid0 over the same 4 sparse image files
+in /dev/shm, for each N of --files; rates, the slowest single operation,
+the daemon's peak RSS, mount, unmount and fsck times, and issue 23's
+targets at the largest N. The method, its tables and targets are in
+scripts/bench_scale.py's docstring; report.md holds them only.
+
 Output, in DIR and the report on stdout: report.md (machine, sizes, a
 markdown table per setup and workload: fio raw, btrfs, nvmefs cached,
 nvmefs direct, the ratios nvmefs/btrfs, nvmefs/fio raw for the
@@ -236,6 +249,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import nvmefs_emu as emu  # noqa: E402  (found next to this file)
 from nvmefs_emu import MIB, GIB  # noqa: E402
+import bench_scale  # noqa: E402  (--only scale)
 
 PROG = "bench.sh"
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -920,6 +934,7 @@ class Bench:
         self.nlog = 0
         self.recorded = set()
         self.sz_dd = self.sz_fio = self.sz_w4 = 0
+        self.umount_secs = None  # the last fs_umount's time
 
     # ---------------------------------------------------------- running --
     def error(self, msg):
@@ -994,22 +1009,28 @@ class Bench:
                 and self.run(300, self.misc, ["sync", "-f", self.mnt]) == 0)
 
     # ---------------------------------------------------------- devices --
-    def setup_devices(self, n, size):
+    def setup_devices(self, n, size, fill=None):
         """N image files of SIZE in /dev/shm on loop devices, then one
-        unmeasured fio write pass over all of them (tmpfs allocation)."""
+        unmeasured fio write pass over all of them (tmpfs allocation).
+        FILL: the bytes the run will write into them at most, when that is
+        less than N x SIZE (--only scale): the images stay sparse, with no
+        warm-up pass."""
         avail = emu.fs_avail("/dev/shm")
         memav = emu.meminfo_kib("MemAvailable") * 1024
-        if n * size + GIB > avail:
-            raise Die("not enough room in /dev/shm: need %d x %d bytes, %d available" % (n, size, avail))
-        if n * size + 4 * GIB > memav:
-            raise Die("not enough memory: %d x %d bytes of images + 4 GiB for caches, MemAvailable %d"
-                      % (n, size, memav))
+        need = n * size if fill is None else fill
+        if need + GIB > avail:
+            raise Die("not enough room in /dev/shm: need %d bytes of images, %d available" % (need, avail))
+        if need + 4 * GIB > memav:
+            raise Die("not enough memory: %d bytes of images + 4 GiB for caches, MemAvailable %d"
+                      % (need, memav))
         try:
             self.drives.create(n, size, self.cmdlog)
         except (OSError, subprocess.CalledProcessError) as e:
             raise Die("cannot set up the devices: %s" % e) from None
         log("devices: %s (%d x %d MiB in %s)" % (" ".join(self.drives.devs), n, size // MIB,
                                                   self.drives.imgdir))
+        if fill is not None:
+            return
         lg = self.newlog("warmup-x%d" % n)
         self.runner.log_line("# warm-up (not measured)")
         if self.run(120 + n * size // (20 * MIB), lg, [
@@ -1053,38 +1074,47 @@ class Bench:
 
     # ------------------------------------------------------ filesystems --
     def fs_mount(self, fs):
-        """Make FS (btrfs, cached, direct, null-cached, null-direct) on the
-        devices and mount it; False on a failure."""
+        """Make FS (btrfs, cached, direct, native, null-cached, null-direct)
+        on the devices and mount it; False on a failure."""
         devs = self.drives.devs
         build = self.a.build
         if fs == "btrfs":
             if self.run(300, self.newlog("mkfs-btrfs"), ["mkfs.btrfs", "-f", "-K", "-d", "raid0", "-m", "raid0"] + devs):
                 return False
-            opts = "nodiscard" + "".join(",device=" + d for d in devs)
-            lg = self.newlog("mount-btrfs")
-            self.cur_fs = "btrfs"
-            if self.run(120, lg, ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
-                return False
-        elif fs in ("cached", "direct", "native"):
-            # The native client's runs are on the default mode, direct.
-            mode = "direct" if fs == "native" else fs
+            return self.mount_made(fs)
+        if fs in ("cached", "direct", "native"):
             if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
                 return False
-            if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
-                    build + "/nvmefs", ",".join(devs), self.mnt, "-o",
-                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
+            return self.mount_made(fs)
+        if not self.start_daemon(fs, self.newlog(fs), [
+                build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
+            return False
+        # nvmefs's default readahead window, which it sets itself.
+        m = emu.mount_at(self.mnt)
+        try:
+            with open("/sys/class/bdi/%s/read_ahead_kb" % m["devnum"], "w") as f:
+                f.write("16384\n")
+        except (OSError, TypeError) as e:
+            log("cannot set read_ahead_kb of %s: %s" % (self.mnt, e))
+            return False
+        return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
+
+    def mount_made(self, fs):
+        """Mount FS (btrfs, cached, direct, native), already made on the
+        devices, and wait until the mount point answers statfs; False on a
+        failure. (--only scale times this: its remount.)"""
+        devs = self.drives.devs
+        if fs == "btrfs":
+            opts = "nodiscard" + "".join(",device=" + d for d in devs)
+            self.cur_fs = "btrfs"
+            if self.run(120, self.newlog("mount-btrfs"), ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
                 return False
         else:
-            if not self.start_daemon(fs, self.newlog(fs), [
-                    build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
-                return False
-            # nvmefs's default readahead window, which it sets itself.
-            m = emu.mount_at(self.mnt)
-            try:
-                with open("/sys/class/bdi/%s/read_ahead_kb" % m["devnum"], "w") as f:
-                    f.write("16384\n")
-            except (OSError, TypeError) as e:
-                log("cannot set read_ahead_kb of %s: %s" % (self.mnt, e))
+            # The native client's runs are on the default mode, direct.
+            mode = "direct" if fs == "native" else fs
+            if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
+                    self.a.build + "/nvmefs", ",".join(devs), self.mnt, "-o",
+                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
                 return False
         return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
 
@@ -1102,21 +1132,27 @@ class Bench:
             self.daemon = None
         return False
 
-    def fs_umount(self, setup, n):
-        """Unmount; for nvmefs record the daemon's peak RSS first and check
-        that it exits 0."""
+    def fs_umount(self, setup, n, rss_row="rss"):
+        """Unmount; for nvmefs record the daemon's peak RSS first (as
+        RSS_ROW) and check that it exits 0. umount_secs: how long the
+        unmount took (for a FUSE daemon, until it had exited: it writes its
+        final checkpoint in between)."""
         fs = self.cur_fs
+        t0 = time.monotonic()
         if fs == "btrfs":
             if self.run(300, self.newlog("umount-btrfs"), ["umount", self.mnt]):
                 return False
+            self.umount_secs = time.monotonic() - t0
             for d in self.drives.devs:
                 emu.quiet_run(["btrfs", "device", "scan", "--forget", d])
         else:
             if fs in ("cached", "direct"):
                 hwm = self.daemon.peak_rss_mib() if self.daemon else None
-                self.record(setup, n, fs, "rss", hwm or "ERR")
+                self.record(setup, n, fs, rss_row, hwm or "ERR")
             lg = self.newlog("umount-" + fs)
+            t0 = time.monotonic()
             why = emu.unmount_fuse(self.run, self.mnt, self.daemon, ["fusermount3", "-u"], 120, 120, lg)
+            self.umount_secs = time.monotonic() - t0
             if why is not None:
                 log("%s: %s; its log:" % (fs, why))
                 if self.daemon is not None:
@@ -1415,8 +1451,6 @@ class Bench:
         if ran_capped:
             self.write_plot(rep)
         targets = rep.targets()
-        with open(os.path.join(self.out, "targets.txt"), "w") as f:
-            f.write("".join(t + "\n" for t in targets))
         h = emu.human_iec
         r = self.header(nvmefs_id, repo_head)
         r += ["",
@@ -1457,16 +1491,23 @@ class Bench:
                   "",
                   "```"] + rep.caps() + ["```", ""]
         r += ["Targets (%s):" % ("issue 21" if a.native_only else "issues 5 and 21"), "", "```"] + targets + ["```"]
+        self.finish_report(r, targets, ["Plot: %s/capped.png" % self.out] if ran_capped else [])
+        return rep.nfail
+
+    def finish_report(self, lines, targets, tail=()):
+        """targets.txt (the PASS/FAIL lines TARGETS), and report.md: LINES,
+        then this run's own failures, where the commands and logs are, and
+        TAIL."""
+        with open(os.path.join(self.out, "targets.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in targets))
+        r = list(lines)
         if self.errors:
             with open(os.path.join(self.out, "errors.txt")) as f:
                 errs = f.read().splitlines()
             r += ["", "The benchmark itself failed %d time(s):" % self.errors, "", "```"] + errs + ["```"]
-        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (self.out, self.out)]
-        if ran_capped:
-            r.append("Plot: %s/capped.png" % self.out)
+        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (self.out, self.out)] + list(tail)
         with open(os.path.join(self.out, "report.md"), "w") as f:
             f.write("\n".join(r) + "\n")
-        return rep.nfail
 
     def main(self):
         t_start = time.monotonic()
@@ -1487,6 +1528,13 @@ class Bench:
             dn = DeepNVMe(self)
             dn.run()
             nfail = dn.report(self.header(nvmefs_id, repo_head))
+        elif self.a.only == "scale":
+            sc = bench_scale.Scale(self, self.a.files, log)
+            why = sc.room_problem()
+            if why:
+                raise Die(why)
+            sc.run()
+            nfail = sc.report(self.header(nvmefs_id, repo_head), load_results(self.results))
         else:
             if self.a.only != "capped":
                 self.run_ram()
@@ -1765,8 +1813,6 @@ class DeepNVMe:
         b = self.b
         rep = DnReport(load_results(b.results))
         targets = rep.targets()
-        with open(os.path.join(b.out, "targets.txt"), "w") as f:
-            f.write("".join(t + "\n" for t in targets))
         sz = self.sz
         r = header + [
             "",
@@ -1785,20 +1831,14 @@ class DeepNVMe:
             "Memory warmed before every example (\"Cold memory\" in bench.py)." if b.a.warm else "--no-warm: cold memory.",
             "",
         ] + rep.table() + ["", "Targets (issue 22):", "", "```"] + targets + ["```"]
-        if b.errors:
-            with open(os.path.join(b.out, "errors.txt")) as f:
-                errs = f.read().splitlines()
-            r += ["", "The benchmark itself failed %d time(s):" % b.errors, "", "```"] + errs + ["```"]
-        r += ["", "Commands: %s/commands.log; logs: %s/logs/" % (b.out, b.out)]
-        with open(os.path.join(b.out, "report.md"), "w") as f:
-            f.write("\n".join(r) + "\n")
+        b.finish_report(r, targets)
         return rep.nfail
 
 
 # ---------------------------------------------------------------- checks --
 
-USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme] [--native-only] [--quick]
-       [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only] [--quick]
+       [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [--files N[,N...]]
 Benchmark nvmefs (cached, direct and its native client) against btrfs raid0
 and fio on the raw devices, on 4 RAM drives and on 1, 2 and 4 drives capped
 at {cap} MiB/s.
@@ -1806,7 +1846,9 @@ at {cap} MiB/s.
                 (default {top}/build)
   -o DIR        results directory (default bench-results/DATE-TIME)
   --only SET    ram or capped: run only those setups; deepnvme: only issue 22's
-                comparison (not part of the default run)
+                comparison; scale: only issue 23's scale benchmark (N files
+                created, stat'ed cold after a remount, read and deleted, against
+                btrfs raid0). Neither is part of the default run.
   --native-only only what the native client's targets compare (RAM: fio raw,
                 dd and fio through the mount, the client; capped: fio raw,
                 the client)
@@ -1816,8 +1858,11 @@ at {cap} MiB/s.
   --no-warm     do not warm free memory before each measured pass
   --aio-config FILE  with --only deepnvme: the handle's settings from an "aio"
                 JSON file (nvmefs-tune --handle --json writes one)
+  --files LIST  with --only scale: the file counts, comma-separated (default
+                10000,100000,1000000; with --quick 2000,10000)
   -h            show this help
-Needs root, fio, btrfs-progs, gnuplot, python3-torch.
+Needs root, fio, btrfs-progs, gnuplot, python3-torch (--only scale: no
+gnuplot, no torch).
 """
 
 
@@ -1844,11 +1889,22 @@ def parse_args(argv):
     p.add_argument("--pool", default="64M")
     p.add_argument("--no-warm", dest="warm", action="store_false")
     p.add_argument("--aio-config", dest="aio_config", default=None)
+    p.add_argument("--files", default=None)
     a = p.parse_args(argv)
     if a.help:
         return a
-    if a.only not in ("all", "ram", "capped", "deepnvme"):
-        raise BadArg("bad --only '%s' (want ram, capped or deepnvme)" % a.only)
+    if a.only not in ("all", "ram", "capped", "deepnvme", "scale"):
+        raise BadArg("bad --only '%s' (want ram, capped, deepnvme or scale)" % a.only)
+    if a.files is not None and a.only != "scale":
+        raise BadArg("--files goes with --only scale")
+    if a.only == "scale":
+        if a.native_only:
+            raise BadArg("--native-only does not go with --only scale")
+        try:
+            a.files = bench_scale.parse_files(a.files) if a.files is not None else (
+                bench_scale.QUICK_FILES if a.quick else bench_scale.DEFAULT_FILES)
+        except ValueError as e:
+            raise BadArg(str(e)) from None
     if a.aio_config is not None:
         if a.only != "deepnvme":
             raise BadArg("--aio-config goes with --only deepnvme")
@@ -1875,10 +1931,12 @@ def check_host(a):
         need += [("mkfs.btrfs", "btrfs-progs"), ("btrfs", "btrfs-progs")]
     if a.only in ("all", "capped"):
         need.append(("gnuplot", "gnuplot-nox"))
+    if a.only == "scale":
+        need.append(("blkdiscard", "util-linux"))
     for cmd, pkg in need:
         if shutil.which(cmd) is None:
             missing.append("%s (Debian package %s)" % (cmd, pkg))
-    if a.only != "capped" and not a.native_only:
+    if a.only not in ("capped", "scale") and not a.native_only:
         if not os.access(PY, os.X_OK):
             missing.append("%s (Debian package python3)" % PY)
         elif subprocess.run([PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
@@ -1886,7 +1944,7 @@ def check_host(a):
             missing.append("torch for %s (Debian package python3-torch)" % PY)
     if missing:
         raise Die("missing: " + " ".join(missing))
-    for b in ("nvmefs", "mkfs.nvmefs", "nvmefs-bench", "tests/fuse_null"):
+    for b in ("nvmefs", "mkfs.nvmefs", "fsck.nvmefs", "nvmefs-bench", "tests/fuse_null"):
         if not os.access(os.path.join(a.build, b), os.X_OK):
             raise Die("%s/%s not found (build it, e.g. scripts/build.sh, or give -b BUILD)" % (a.build, b))
     if a.only == "deepnvme" and not os.path.isfile(os.path.join(a.build, "python", "nvmefs", "handle.py")):

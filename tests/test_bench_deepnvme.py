@@ -55,7 +55,7 @@ class Options(unittest.TestCase):
                 f.write("{}")
             with self.assertRaisesRegex(bench.BadArg, "bad --aio-config"):
                 bench.parse_args(["--only", "deepnvme", "--aio-config", cfg])
-        with self.assertRaisesRegex(bench.BadArg, "want ram, capped or deepnvme"):
+        with self.assertRaisesRegex(bench.BadArg, "want ram, capped, deepnvme or scale"):
             bench.parse_args(["--only", "dn"])
 
     def test_sizes(self):
