@@ -321,15 +321,56 @@ class BenchFigures(unittest.TestCase):
 
     def test_plans(self):
         full = bench.ram_plan(False)
-        self.assertEqual([fs for fs, _ in full], ["btrfs", "cached", "direct", "fio-again", "native",
-                                                  "null-cached", "null-direct"])
+        rounds = ["fio-again", "native", "fio-again.2", "native.2", "fio-again.3", "native.3"]
+        self.assertEqual(bench.NATIVE_ROUNDS_RAM, 3)
+        self.assertEqual([fs for fs, _ in full], ["btrfs", "cached", "direct"] + rounds
+                         + ["null-cached", "null-direct"])
         self.assertEqual(dict(full)["native"], ["native"])
-        self.assertEqual(bench.ram_plan(True), [("cached", ["dd", "fioseq"]), ("direct", ["dd", "fioseq"]),
-                                                ("fio-again", []), ("native", ["native"])])
+        self.assertEqual(dict(full)["native.3"], ["native"])
+        self.assertEqual(bench.ram_plan(True), [("cached", ["dd", "fioseq"]), ("direct", ["dd", "fioseq"])]
+                         + [(fs, ["native"] if fs.startswith("native") else []) for fs in rounds])
+        self.assertEqual([bench.base_fs(fs) for fs in rounds], ["fio-again", "native"] * 3)
         self.assertEqual([fs for fs, _ in bench.capped_plan(False)], ["btrfs", "cached", "direct", "native"])
         self.assertEqual(bench.capped_plan(True), [("native", ["native"])])
         for fs, wls in full + bench.capped_plan(False):
             self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
+
+    def test_median(self):
+        self.assertEqual(bench.median([3.0]), 3.0)
+        self.assertEqual(bench.median([0.9, 0.7, 0.8]), 0.8)
+        self.assertEqual(bench.median([4.0, 1.0, 2.0, 3.0]), 2.5)
+
+    def test_native_rounds(self):
+        """In RAM each round's client is held to the fio raw pass just
+        before it; the ratio judged is the median of the rounds' ratios,
+        not the ratio of the medians."""
+        res = self.native_res("3400", "4000")
+        rounds = {1: ("4000", "9000", "2000"), 2: ("4000", "5000", "1000"), 3: ("4000", "4600", "5000")}
+        for k, (raw_w, raw_r, read) in rounds.items():
+            fio = "fio-again" if k == 1 else "fio-again.%d" % k
+            nat = "native" if k == 1 else "native.%d" % k
+            res[("ram", "4", fio, "raw_write")] = raw_w
+            res[("ram", "4", fio, "raw_read")] = raw_r
+            res[("ram", "4", nat, "native_write")] = "3600"
+            res[("ram", "4", nat, "native_read")] = read
+            res[("ram", "4", nat, "native_copied")] = "0"
+        rep = bench.Report(res, bench.Sizes(False), "64M", True, False, native=True, issue5=False)
+        # Read ratios 0.22, 0.20, 1.09: median 0.22; median native 2000, median fio raw 5000.
+        self.assertEqual(rep.native_figure("ram", 4, "read"), ("2000.0000", "5000.0000", "0.22"))
+        out = rep.targets()
+        self.assertIn("FAIL RAM x4 native read: 2000 MB/s (median of 3 rounds) = 0.22 x fio raw (5000, "
+                      "median of each round's ratio to the pass before it); target >= 0.85", out)
+        self.assertIn("PASS RAM x4 native write: 3600 MB/s (median of 3 rounds) = 0.90 x fio raw (4000, "
+                      "median of each round's ratio to the pass before it); target >= 0.85", out)
+        self.assertEqual(rep.native_round_lines()[1], "- RAM x4 native read, round by round (native / fio raw "
+                         "MB/s = ratio): 2000 / 9000 = 0.22; 1000 / 5000 = 0.20; 5000 / 4600 = 1.09")
+        self.assertIn("PASS RAM x4 native: the daemon copied 0 bytes for aligned native I/O; target 0", out)
+        # A copy in any round counts; a round without a figure fails the ratio.
+        res[("ram", "4", "native.2", "native_copied")] = "4096"
+        res[("ram", "4", "native.3", "native_read")] = "ERR"
+        out = bench.Report(res, bench.Sizes(False), "64M", True, False, native=True, issue5=False).targets()
+        self.assertIn("FAIL RAM x4 native: the daemon copied 4096 bytes for aligned native I/O; target 0", out)
+        self.assertTrue(any(l.startswith("FAIL RAM x4 native read: ") and "no figure" in l for l in out), out)
 
     def native_res(self, write, read):
         n = str(bench.RAM_NDEV)
