@@ -245,6 +245,9 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t copied_bytes;	      /* their bytes */
 		atomic_uint_fast64_t refused; /* requests and registrations refused */
 		atomic_uint_fast64_t invals;  /* page cache invalidations asked */
+		/* completions sent by the engine's thread that finished the
+		 * request, not through the client's thread */
+		atomic_uint_fast64_t direct_completions;
 	} native;
 	/* The native door's socket, "@" and its abstract name; "" when off. */
 	char native_socket[64];
