@@ -166,7 +166,8 @@ static struct nvmefs_runs_ext *held(const struct nvmefs_runs *a, size_t *n)
 
 		e[i] = (struct nvmefs_runs_ext){r->id, r->start, nvmefs_run_blocks(r), true};
 	}
-	memcpy(e + a->cur.n, a->busy, a->nbusy * sizeof(*e));
+	if (a->nbusy)
+		memcpy(e + a->cur.n, a->busy, a->nbusy * sizeof(*e));
 	qsort(e, *n, sizeof(*e), by_start);
 	return e;
 }
