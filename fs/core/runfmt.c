@@ -117,7 +117,7 @@ void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2])
 	XXH128_hash_t x = XXH3_128bits(key, klen);
 
 	h[0] = x.low64;
-	h[1] = x.high64 | 1; /* odd: the probes never repeat one bit */
+	h[1] = x.high64 | 1; /* odd, nbits a multiple of 64: 7 distinct probes */
 }
 
 uint64_t nvmefs_filter_nbits(uint64_t n)
@@ -228,7 +228,7 @@ static size_t mrun_get(const uint8_t *p, size_t avail, struct nvmefs_run_meta *r
 	return mrun_size(r);
 }
 
-static int ext_by_start(const void *x, const void *y)
+int nvmefs_ext_by_start(const void *x, const void *y)
 {
 	const struct nvmefs_runs_ext *a = x, *b = y;
 
@@ -263,7 +263,7 @@ static int check_extents(const struct nvmefs_manifest *m, const struct nvmefs_ru
 		    e[i].blocks > g->blocks - r->start)
 			ret = -EINVAL;
 	}
-	qsort(e, m->n, sizeof(*e), ext_by_start);
+	qsort(e, m->n, sizeof(*e), nvmefs_ext_by_start);
 	for (size_t i = 1; i < m->n && !ret; i++)
 		if (e[i - 1].start + e[i - 1].blocks > e[i].start)
 			ret = -EINVAL;

@@ -56,6 +56,9 @@ uint64_t nvmefs_filter_nbits(uint64_t n);
 void nvmefs_filter_add(uint8_t *bits, uint64_t nbits, const uint64_t h[2]);
 bool nvmefs_filter_test(const uint8_t *bits, uint64_t nbits, const uint64_t h[2]);
 
+/* qsort order of struct nvmefs_runs_ext by start. */
+int nvmefs_ext_by_start(const void *x, const void *y);
+
 /* A manifest slot's blocks in g (the default when g says 0). */
 static inline uint32_t nvmefs_runs_slot_blocks(const struct nvmefs_runs_geom *g)
 {

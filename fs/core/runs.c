@@ -144,13 +144,6 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a)
 
 /* ---- space (a->lock held) ---- */
 
-static int by_start(const void *x, const void *y)
-{
-	const struct nvmefs_runs_ext *a = x, *b = y;
-
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
 /* Every extent held: the current manifest's runs and the busy ones, by
  * start. */
 static struct nvmefs_runs_ext *held(const struct nvmefs_runs *a, size_t *n)
@@ -168,7 +161,7 @@ static struct nvmefs_runs_ext *held(const struct nvmefs_runs *a, size_t *n)
 	}
 	if (a->nbusy)
 		memcpy(e + a->cur.n, a->busy, a->nbusy * sizeof(*e));
-	qsort(e, *n, sizeof(*e), by_start);
+	qsort(e, *n, sizeof(*e), nvmefs_ext_by_start);
 	return e;
 }
 
