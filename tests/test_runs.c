@@ -349,6 +349,12 @@ static void test_space(void)
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, geom.blocks), -ENOSPC);
 	CHECK_ERR(nvmefs_runw_begin(&w, a, NVMEFS_RUN_LEVELS, 0), -EINVAL);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, 0), 0); /* the writer's refusals */
+	CHECK_ERR(nvmefs_runw_add(&w, t[399].k, t[399].klen, NULL, 0, false), 0);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, t[0].klen, NULL, 0, false), -EINVAL);
+	CHECK_ERR(nvmefs_runw_add(&w, t[399].k, t[399].klen, NULL, 0, false), -EINVAL);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, 3, NULL, 0, false), -EINVAL);
+	nvmefs_runw_abort(&w);
 	CHECK_ERR(write_run(a, t, 400, 0, &m1), 0);
 	CHECK(m1.start == 2 * geom.slot_blocks);
 	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1), 0);

@@ -6,6 +6,7 @@
  * synchronous on the member (nvmefs_dev_pio and nvmefs_dev_flush, as the
  * v1 journal's metadata I/O); the objects' encodings are in runfmt.c.
  */
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -497,6 +498,7 @@ int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta)
 	}
 	pthread_mutex_lock(&w->a->lock);
 	e = busy_find(w->a, w->meta.id);
+	assert(e); /* only nvmefs_runw_abort drops a run being written */
 	e->blocks = nvmefs_run_blocks(&w->meta); /* the rest is free again */
 	e->done = true;
 	pthread_mutex_unlock(&w->a->lock);

@@ -255,6 +255,7 @@ struct nvmefs_runr {
  */
 int nvmefs_runr_open(struct nvmefs_runr *r, struct nvmefs_runs *a,
 		     const struct nvmefs_run_meta *meta);
+/* Free what nvmefs_runr_open allocated (no I/O); r is then zeroed. */
 void nvmefs_runr_close(struct nvmefs_runr *r);
 
 /* May the run hold key? false: certainly not (filter and key range). */
@@ -290,6 +291,7 @@ struct nvmefs_runit {
 /* An iterator over r (which must outlive it), before its first entry.
  * 0 or -ENOMEM. End with nvmefs_runit_exit. */
 int nvmefs_runit_init(struct nvmefs_runit *it, struct nvmefs_runr *r);
+/* Free the iterator's buffer: entries it gave are then invalid. */
 void nvmefs_runit_exit(struct nvmefs_runit *it);
 
 /* Place it before the first entry >= key (key NULL: the run's first).
@@ -321,6 +323,7 @@ struct nvmefs_merge {
 /* 0 or -ENOMEM. End with nvmefs_merge_exit. */
 int nvmefs_merge_init(struct nvmefs_merge *m, const struct nvmefs_kv_src *src, unsigned n,
 		      bool keep_tombs);
+/* Free the merge's state; the sources stay the caller's. */
 void nvmefs_merge_exit(struct nvmefs_merge *m);
 
 /* 1 with *e (valid until the next call), 0 at the end, or a source's
