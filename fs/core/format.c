@@ -25,6 +25,16 @@ uint32_t nvmefs_crc32c(const void *buf, size_t len)
 	return crc32_iscsi((unsigned char *)buf, (int)len, CRC_SEED);
 }
 
+uint32_t nvmefs_crc32c_hole(const void *buf, size_t len, size_t crc_off)
+{
+	static const uint8_t zero[4];
+	const uint8_t *b = buf;
+	uint32_t crc = nvmefs_crc32c(b, crc_off);
+
+	crc = crc32_iscsi((unsigned char *)zero, 4, crc);
+	return crc32_iscsi((unsigned char *)b + crc_off + 4, (int)(len - crc_off - 4), crc);
+}
+
 /* Little-endian cursor over a bounded buffer: writes never overflow by
  * construction (callers size the buffer), reads fail once past the end. */
 struct cur {

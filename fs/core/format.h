@@ -91,6 +91,9 @@ int nvmefs_uuid_parse(const char *s, uint8_t u[16]);
 
 /* crc32c (Castagnoli) seeded so that an all-zero buffer does not check out. */
 uint32_t nvmefs_crc32c(const void *buf, size_t len);
+/* nvmefs_crc32c of len bytes at buf as if the 4 bytes at crc_off (the
+ * block's own crc field) were zero, without copying the block. */
+uint32_t nvmefs_crc32c_hole(const void *buf, size_t len, size_t crc_off);
 
 /*
  * Encode into / decode from a full NVMEFS_BLOCK-byte block. Decoders return

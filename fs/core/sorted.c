@@ -8,7 +8,6 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <isa-l/crc.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -180,15 +179,9 @@ static uint64_t get64(const uint8_t *p)
 	return le64toh(v);
 }
 
-/* nvmefs_crc32c of len bytes at b as if its crc field were zero (the
- * library's crc continues from a previous one: no copy of the block). */
 static uint32_t run_crc(const uint8_t *b, size_t len)
 {
-	static const uint8_t zero[4];
-	uint32_t crc = nvmefs_crc32c(b, H_CRC);
-
-	crc = crc32_iscsi((unsigned char *)zero, 4, crc);
-	return crc32_iscsi((unsigned char *)b + H_CRC + 4, (int)(len - H_CRC - 4), crc);
+	return nvmefs_crc32c_hole(b, len, H_CRC);
 }
 
 /* An entry's header at p: key length, flags, value length. */

@@ -14,7 +14,7 @@
  * registrations (fuzz_wire.h): every message type either side receives,
  * true requests of each op, one entry failing each check, a full batch.
  *
- * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted}/)
+ * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest}/)
  */
 #include <dirent.h>
 #include <endian.h>
@@ -27,6 +27,7 @@
 
 #include "fuzz_vol.h"
 #include "fuzz_wire.h"
+#include "runs.h"
 #include "sorted.h"
 
 #define MAX_RECS    256
@@ -751,6 +752,59 @@ static void gen_wire(void)
 	save_wire("complete", 0, NVMEFS_WIRE_COMPLETE, 0, cq, 3, sizeof(cq));
 }
 
+/* ---- format v2's manifests (fuzz_manifest) ---- */
+
+/* The harness's volume id (tests/fuzz/fuzz_manifest.c). */
+static const uint8_t manifest_uuid[16] = {0x6e, 0x76, 0x6d, 0x65, 0x66, 0x73, 0x2d, 0x66,
+					  0x75, 0x7a, 0x7a, 0x2d, 0x6d, 0x61, 0x6e, 0x21};
+
+/* Run i of n: levels 0..2, extents one after the other from block 8 (the
+ * harness's slots take 8), INODE or, with long, XATTR keys of long names. */
+static void manifest_run(struct nvmefs_run_meta *r, uint32_t i, bool long_keys)
+{
+	char name[200];
+
+	memset(name, 'n', sizeof(name));
+	*r = (struct nvmefs_run_meta){.id = 2 * i + 1,
+				      .start = 8 + 20ull * i,
+				      .nentries = 100 + i,
+				      .level = i % 3,
+				      .data_blocks = 15,
+				      .index_blocks = 1,
+				      .filter_blocks = 1};
+	if (long_keys) {
+		r->min_len = (uint16_t)nvmefs_key_xattr(r->min, i, name, sizeof(name));
+		name[0] = 'z';
+		r->max_len = (uint16_t)nvmefs_key_xattr(r->max, i, name, sizeof(name));
+	} else {
+		r->min_len = (uint16_t)nvmefs_key_inode(r->min, 10 * i);
+		r->max_len = (uint16_t)nvmefs_key_dirent(r->max, 10 * i, "last", 4);
+	}
+}
+
+/* Empty (what a fresh area holds), three runs, and 24 runs of long keys
+ * (three blocks). */
+static void gen_manifest(void)
+{
+	static uint8_t buf[4 * NVMEFS_BLOCK];
+	static struct nvmefs_run_meta r[24];
+	struct nvmefs_manifest m = {.seq = 1, .next_id = 1};
+	ssize_t len;
+
+	len = nvmefs_manifest_encode(&m, manifest_uuid, buf, sizeof(buf));
+	save("manifest", "empty", buf, (size_t)len);
+	for (uint32_t i = 0; i < 24; i++)
+		manifest_run(&r[i], i, i >= 3 || i == 1);
+	m = (struct nvmefs_manifest){.seq = 7, .next_id = 9, .n = 3, .runs = r};
+	len = nvmefs_manifest_encode(&m, manifest_uuid, buf, sizeof(buf));
+	save("manifest", "three_runs", buf, (size_t)len);
+	m = (struct nvmefs_manifest){.seq = 8, .next_id = 60, .n = 24, .runs = r};
+	len = nvmefs_manifest_encode(&m, manifest_uuid, buf, sizeof(buf));
+	if (len < 0)
+		die("manifest of 24 runs", (int)len);
+	save("manifest", "long_keys", buf, (size_t)len);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -766,6 +820,7 @@ int main(int argc, char **argv)
 	gen_ckpt();
 	gen_wire();
 	gen_sorted();
+	gen_manifest();
 	gen_load();
 	return 0;
 }

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Format v2's sorted runs on a member's metadata area (docs/METADATA-V2.md,
+ * step 3): writing a run, reading it back, and the manifest that says which
+ * runs are live. Nothing on a volume uses it yet (steps 4 and 5); it is a
+ * module over one member descriptor and a byte range of it, tested on image
+ * files (tests/test_runs.c) and its manifest decoder fuzzed
+ * (tests/fuzz/fuzz_manifest.c).
+ *
+ * The area, in 4 KiB blocks from its start:
+ *
+ *   [manifest slot A][manifest slot B][run space .........................]
+ *
+ * A run is one contiguous extent of the run space: its run blocks
+ * (sorted.h), then its index (the first key and place of every run block),
+ * then its bloom filter (10 bits per key, 7 probes from one XXH3-128 of the
+ * key). Index, filter and manifest are "objects": a 64-byte header (magic,
+ * version, crc32c of the whole object, the volume's journal id, the run id
+ * or manifest sequence, length in blocks, bytes used, a count and two
+ * kind-specific fields), then their bytes, zeros to the block's end.
+ *
+ * The manifest lists the live runs (id, level, extent, block counts, entry
+ * count, smallest and largest key) and goes to the slot that is not
+ * current, with the next sequence number; the current manifest is the
+ * valid one with the higher sequence. A manifest is valid only whole (its
+ * crc covers every block, every block carries nothing older), so a write
+ * cut anywhere leaves the previous one current: writing it is the one
+ * atomic step that makes a new set of runs live.
+ *
+ * Space: the run space's free extents are what neither the current
+ * manifest nor a run being written or written-but-not-committed holds,
+ * computed when needed (there are few runs); a run that leaves the
+ * manifest is free once the manifest without it is durable (v1's "free
+ * after commit"). No allocator state is stored: opening the area rebuilds
+ * it from the manifest.
+ *
+ * Threads: the area's functions may be called from several threads; a
+ * writer, reader or iterator is used by one thread at a time; commits are
+ * serialized by the caller (one at a time).
+ */
+#ifndef NVMEFS_RUNS_H
+#define NVMEFS_RUNS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format.h"
+#include "sorted.h"
+
+struct nvmefs_dev;
+
+#define NVMEFS_MANIFEST_MAGIC "NVMEFSM2"
+#define NVMEFS_INDEX_MAGIC    "NVMEFSI2"
+#define NVMEFS_FILTER_MAGIC   "NVMEFSF2"
+#define NVMEFS_OBJ_VERSION    2u
+#define NVMEFS_OBJ_HDR	      64u
+#define NVMEFS_RUN_LEVELS     8u  /* levels 0..7 */
+#define NVMEFS_SLOT_DEFAULT   64u /* blocks per manifest slot when the geometry says 0 */
+#define NVMEFS_FILTER_BITS    10u /* per key */
+#define NVMEFS_FILTER_PROBES  7u
+/* Bytes a caller's run block buffer must hold (reader, iterator). */
+#define NVMEFS_RUN_BUF (NVMEFS_RUN_BLOCKS_MAX * NVMEFS_BLOCK)
+
+/* Where the area is on its member. */
+struct nvmefs_runs_geom {
+	uint64_t off;	      /* byte offset on the member, a multiple of NVMEFS_BLOCK */
+	uint64_t blocks;      /* length in 4 KiB blocks */
+	uint32_t slot_blocks; /* each manifest slot; 0: NVMEFS_SLOT_DEFAULT */
+};
+
+/* One run, as the manifest names it. Blocks count from the area's start. */
+struct nvmefs_run_meta {
+	uint64_t id;		/* unique in the area, < the manifest's next_id */
+	uint64_t start;		/* first block of the run's extent */
+	uint64_t nentries;	/* entries, tombstones included; >= 1 */
+	uint32_t level;		/* < NVMEFS_RUN_LEVELS */
+	uint32_t data_blocks;	/* run blocks, from start */
+	uint32_t index_blocks;	/* the index, right after them */
+	uint32_t filter_blocks; /* the filter, right after the index */
+	uint16_t min_len, max_len;
+	uint8_t min[NVMEFS_KEY_MAX]; /* the run's first key */
+	uint8_t max[NVMEFS_KEY_MAX]; /* and its last */
+};
+
+/* The extent's length: data, index and filter blocks. */
+static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
+{
+	return (uint64_t)r->data_blocks + r->index_blocks + r->filter_blocks;
+}
+
+/* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode
+ * allocates it (nvmefs_manifest_free releases it). */
+struct nvmefs_manifest {
+	uint64_t seq;	  /* higher is newer; 0 is never written */
+	uint64_t next_id; /* every run id is below it */
+	size_t n;
+	struct nvmefs_run_meta *runs;
+};
+
+/* ---- manifest encoding (pure: no I/O) ---- */
+
+/*
+ * Encode m into buf (cap bytes, a multiple of NVMEFS_BLOCK) for the volume
+ * uuid. Returns the bytes to write (a multiple of NVMEFS_BLOCK), or -ENOSPC
+ * when it does not fit cap. m is not checked: nvmefs_runs_commit checks it.
+ */
+ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uuid[16], void *buf,
+			       size_t cap);
+
+/*
+ * Decode a manifest slot's len bytes at buf (of volume uuid, area g),
+ * trusting nothing before it is checked: magic, crc, version, journal id,
+ * its length within len, every run's fields (level, non-empty extents
+ * inside the run space and not overlapping, unique ids below next_id,
+ * valid keys with min <= max), no byte after the runs. Fills m (its runs
+ * allocated; nvmefs_manifest_free) and returns 0, or -EINVAL, -EPROTO
+ * (another version) or -ENOMEM, m then empty.
+ */
+int nvmefs_manifest_decode(const void *buf, size_t len, const uint8_t uuid[16],
+			   const struct nvmefs_runs_geom *g, struct nvmefs_manifest *m);
+
+/* Release what decode allocated; m becomes empty. */
+void nvmefs_manifest_free(struct nvmefs_manifest *m);
+
+/* ---- the area ---- */
+
+/* A run's extent in the run space. */
+struct nvmefs_runs_ext {
+	uint64_t id, start, blocks;
+	bool done; /* busy runs: written by nvmefs_runw_end (else being written) */
+};
+
+struct nvmefs_runs {
+	struct nvmefs_dev *dev; /* not owned: outlives the area */
+	struct nvmefs_runs_geom g;
+	uint8_t uuid[16];
+	pthread_mutex_t lock;	    /* protects what follows */
+	struct nvmefs_manifest cur; /* the current (durable) manifest */
+	unsigned cur_slot;
+	uint64_t next_id;
+	struct nvmefs_runs_ext *busy; /* runs written or being written, not in cur */
+	size_t nbusy, busy_cap;
+};
+
+/*
+ * Make the area on dev empty: an empty manifest (sequence 1) in slot A,
+ * slot B's first block zeroed, flushed. The area must fit the member and
+ * have room for at least one run block after the slots. 0 or -errno.
+ */
+int nvmefs_runs_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g,
+		       const uint8_t uuid[16]);
+
+/*
+ * Open the area: read both manifest slots and take the valid one with the
+ * higher sequence. *out is the caller's until nvmefs_runs_close. Returns 0,
+ * -EINVAL (bad geometry, or neither slot holds a manifest: logged naming
+ * the member), -ENOMEM or an I/O error.
+ */
+int nvmefs_runs_open(struct nvmefs_runs **out, struct nvmefs_dev *dev,
+		     const struct nvmefs_runs_geom *g, const uint8_t uuid[16]);
+
+/* Free the area (no I/O; runs being written must have ended first). */
+void nvmefs_runs_close(struct nvmefs_runs *a);
+
+/* The current manifest: valid until the caller's next commit. */
+const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
+
+/*
+ * Make runs[0..n) the live runs: write them as the next manifest to the
+ * spare slot, after flushing the member (so every run it names is
+ * durable), and flush again. Each run must be in the current manifest or
+ * written by nvmefs_runw_end and not yet committed (-EINVAL otherwise, the
+ * caller's bug). Afterwards runs of the old manifest that are not named
+ * are free, and written runs that are named are no longer pending. Returns
+ * 0, -EINVAL, -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O
+ * error (the current manifest then stays as it was).
+ */
+int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n);
+
+/* Free a run nvmefs_runw_end wrote that will not be committed. */
+void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
+
+/* ---- writing a run ---- */
+
+struct nvmefs_runw {
+	struct nvmefs_runs *a;
+	struct nvmefs_run_meta meta; /* filled as entries come */
+	uint64_t cap;		     /* blocks reserved from meta.start */
+	uint8_t *buf;		     /* the run block being filled (NVMEFS_RUN_BUF) */
+	struct nvmefs_run_writer w;
+	bool big;     /* buf holds one entry longer than a block */
+	uint64_t nrb; /* run blocks written */
+	uint8_t *idx; /* index body so far */
+	size_t idx_len, idx_cap;
+	uint64_t *hash; /* two halves of XXH3-128 per key */
+	size_t nhash, hash_cap;
+};
+
+/*
+ * Start a run of level on area a: reserve want blocks of run space (0: the
+ * largest free extent; what the run does not use is given back at its
+ * end) and a new run id. Returns 0, -EINVAL (level), -ENOSPC (no free
+ * extent that long) or -ENOMEM. w must then end with nvmefs_runw_end or
+ * nvmefs_runw_abort.
+ */
+int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t level, uint64_t want);
+
+/*
+ * Append an entry: keys strictly increasing over the whole run, checked by
+ * nvmefs_key_check; a tombstone has no value. Run blocks are 4 KiB unless
+ * one entry needs more (up to NVMEFS_RUN_BLOCKS_MAX), written as they fill.
+ * Returns 0, -EINVAL (bad or out-of-order key, value too long), -ENOSPC
+ * (the reservation is full), -ENOMEM or an I/O error; after an error only
+ * nvmefs_runw_abort.
+ */
+int nvmefs_runw_add(struct nvmefs_runw *w, const uint8_t *key, size_t klen, const void *val,
+		    size_t vlen, bool tomb);
+
+/*
+ * Write the last run block, the index and the filter, flush the member,
+ * and give back the unused reservation. The run is then pending: *meta
+ * (a copy of w->meta) is what nvmefs_runs_commit takes, or
+ * nvmefs_runs_drop frees it. Returns 0, -ENODATA (no entry: nothing
+ * written, the run dropped), -ENOSPC, -ENOMEM or an I/O error (the run
+ * dropped). w is ended either way.
+ */
+int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta);
+
+/* Give up the run: its space is free again. w is ended. */
+void nvmefs_runw_abort(struct nvmefs_runw *w);
+
+/* ---- reading a run ---- */
+
+struct nvmefs_runr {
+	struct nvmefs_runs *a;
+	struct nvmefs_run_meta meta;
+	uint8_t *buf;	     /* index and filter as read */
+	uint32_t nrb;	     /* run blocks */
+	uint32_t *off;	     /* each run block's first 4 KiB block, from meta.start */
+	const uint8_t **key; /* each run block's first key, into buf */
+	uint16_t *klen;
+	const uint8_t *bits; /* the filter, into buf */
+	uint64_t nbits;
+	uint64_t block_reads; /* run blocks read by lookups and iterators */
+};
+
+/*
+ * Read run meta's index and filter from area a (which must outlive r) and
+ * check them against meta. Returns 0, -EINVAL (damaged or not this run's:
+ * logged naming the member, the run and what), -ENOMEM or an I/O error.
+ * End with nvmefs_runr_close.
+ */
+int nvmefs_runr_open(struct nvmefs_runr *r, struct nvmefs_runs *a,
+		     const struct nvmefs_run_meta *meta);
+/* Free what nvmefs_runr_open allocated (no I/O); r is then zeroed. */
+void nvmefs_runr_close(struct nvmefs_runr *r);
+
+/* May the run hold key? false: certainly not (filter and key range). */
+bool nvmefs_runr_may_hold(const struct nvmefs_runr *r, const uint8_t *key, size_t klen);
+
+/*
+ * Look key up: at most one run block read, into buf (NVMEFS_RUN_BUF bytes,
+ * NVMEFS_BLOCK aligned, the caller's). Returns 0 with *e pointing into buf
+ * (a tombstone has e->tomb), -ENOENT when the run has no entry for key,
+ * -EINVAL (the block is damaged: logged) or an I/O error.
+ */
+int nvmefs_runr_get(struct nvmefs_runr *r, const uint8_t *key, size_t klen, void *buf,
+		    struct nvmefs_run_ent *e);
+
+/* ---- iterating in key order ---- */
+
+/* A source of entries in strictly increasing key order. next returns 1
+ * with *e (valid until its next call), 0 at the end, or -errno. */
+struct nvmefs_kv_src {
+	int (*next)(void *ctx, struct nvmefs_run_ent *e);
+	void *ctx;
+};
+
+struct nvmefs_runit {
+	struct nvmefs_runr *r;
+	uint8_t *buf; /* NVMEFS_RUN_BUF, owned */
+	struct nvmefs_run_hdr h;
+	uint32_t blk; /* run block in buf */
+	size_t pos;   /* next entry in it */
+	bool loaded;
+};
+
+/* An iterator over r (which must outlive it), before its first entry.
+ * 0 or -ENOMEM. End with nvmefs_runit_exit. */
+int nvmefs_runit_init(struct nvmefs_runit *it, struct nvmefs_runr *r);
+/* Free the iterator's buffer: entries it gave are then invalid. */
+void nvmefs_runit_exit(struct nvmefs_runit *it);
+
+/* Place it before the first entry >= key (key NULL: the run's first).
+ * 0, -EINVAL (damaged block) or an I/O error. */
+int nvmefs_runit_seek(struct nvmefs_runit *it, const uint8_t *key, size_t klen);
+
+/* The next entry: 1 with *e (into it's buffer, valid until its next call),
+ * 0 after the last, -EINVAL or an I/O error. */
+int nvmefs_runit_next(struct nvmefs_runit *it, struct nvmefs_run_ent *e);
+
+/* it as a source for nvmefs_merge. */
+struct nvmefs_kv_src nvmefs_runit_src(struct nvmefs_runit *it);
+
+/*
+ * Several sources as one, in key order: src[0] is the newest, and of the
+ * entries with one key only the newest source's comes out (the others are
+ * hidden: what a newer run, or the memtable, changed or deleted). With
+ * keep_tombs the winning tombstones come out too (compaction above the last
+ * level); without, they hide the key and are skipped (reads).
+ */
+struct nvmefs_merge {
+	const struct nvmefs_kv_src *src; /* the caller's, n of them */
+	unsigned n;
+	bool keep_tombs;
+	struct nvmefs_run_ent *head; /* each source's current entry */
+	uint8_t *state;		     /* each source: to advance, has a head, ended */
+};
+
+/* 0 or -ENOMEM. End with nvmefs_merge_exit. */
+int nvmefs_merge_init(struct nvmefs_merge *m, const struct nvmefs_kv_src *src, unsigned n,
+		      bool keep_tombs);
+/* Free the merge's state; the sources stay the caller's. */
+void nvmefs_merge_exit(struct nvmefs_merge *m);
+
+/* 1 with *e (valid until the next call), 0 at the end, or a source's
+ * -errno. */
+int nvmefs_merge_next(struct nvmefs_merge *m, struct nvmefs_run_ent *e);
+
+#endif

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target: a manifest slot of format v2's run area
+ * (fs/core/runs.h), the input zero-padded to the slot's 4 blocks, through
+ * nvmefs_manifest_decode(): as it is, then with its crc re-sealed over the
+ * length its header claims, so that mutations reach the structural checks.
+ * Whatever decodes must describe runs that fit the harness's area (inside
+ * the run space, not overlapping, ids unique and below next_id, keys valid
+ * and ordered: checked again here, pairwise), and must re-encode to the
+ * input's bytes.
+ */
+#include <endian.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_bug.h"
+#include "runs.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define SLOT 4u
+#define CAP  (SLOT * NVMEFS_BLOCK)
+
+static const uint8_t uuid[16] = {0x6e, 0x76, 0x6d, 0x65, 0x66, 0x73, 0x2d, 0x66,
+				 0x75, 0x7a, 0x7a, 0x2d, 0x6d, 0x61, 0x6e, 0x21};
+static const struct nvmefs_runs_geom geom = {.blocks = 4096, .slot_blocks = SLOT};
+static uint8_t in[CAP], out[CAP];
+
+static void check_run(const struct nvmefs_manifest *m, size_t i)
+{
+	const struct nvmefs_run_meta *r = &m->runs[i];
+	uint64_t end = r->start + nvmefs_run_blocks(r);
+
+	if (r->start < 2 * SLOT || end > geom.blocks || r->id >= m->next_id ||
+	    r->level >= NVMEFS_RUN_LEVELS || !r->nentries)
+		FUZZ_BUG("run %zu: fields out of bounds", i);
+	if (nvmefs_key_check(r->min, r->min_len) || nvmefs_key_check(r->max, r->max_len) ||
+	    nvmefs_key_cmp(r->min, r->min_len, r->max, r->max_len) > 0)
+		FUZZ_BUG("run %zu: key range", i);
+	for (size_t j = 0; j < i; j++) {
+		const struct nvmefs_run_meta *o = &m->runs[j];
+
+		if (o->id == r->id)
+			FUZZ_BUG("runs %zu and %zu share an id", j, i);
+		if (o->start < end && r->start < o->start + nvmefs_run_blocks(o))
+			FUZZ_BUG("runs %zu and %zu overlap", j, i);
+	}
+}
+
+static void check_slot(const uint8_t *b)
+{
+	struct nvmefs_manifest m;
+	ssize_t len;
+
+	if (nvmefs_manifest_decode(b, CAP, uuid, &geom, &m))
+		return;
+	for (size_t i = 0; i < m.n; i++)
+		check_run(&m, i);
+	len = nvmefs_manifest_encode(&m, uuid, out, CAP);
+	if (len <= 0 || memcmp(out, b, (size_t)len))
+		FUZZ_BUG("an accepted manifest of %zu runs does not re-encode to itself", m.n);
+	nvmefs_manifest_free(&m);
+}
+
+/* Seal the crc over the length the header claims (what a writer can do). */
+static void reseal(uint8_t *b)
+{
+	uint32_t nb, crc;
+
+	memcpy(&nb, b + 32, 4);
+	nb = le32toh(nb);
+	if (nb == 0 || nb > SLOT)
+		return;
+	crc = htole32(nvmefs_crc32c_hole(b, (size_t)nb * NVMEFS_BLOCK, 12));
+	memcpy(b + 12, &crc, 4);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	memset(in, 0, CAP);
+	memcpy(in, data, size < CAP ? size : CAP);
+	check_slot(in);
+	reseal(in);
+	check_slot(in);
+	return 0;
+}

@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Format v2's sorted runs on a metadata area (fs/core/runs.h), on an image
+ * file opened as a member:
+ *  - round trips over a grid (1 entry, thousands spanning many run blocks,
+ *    tombstones, entries of NVMEFS_RUN_ENT_MAX among small ones; no entry
+ *    refused), through a commit and a reopen of the area: every key found
+ *    with at most one run block read, absent keys refused (mostly by the
+ *    filter), iteration and seeks in key order;
+ *  - a merge of three runs (newest first) against a model: the newest
+ *    entry of a key wins, tombstones hide it or, for compaction, come out;
+ *  - space: a run never lands on a live one, a dropped run's space is
+ *    reused only after the manifest without it is committed;
+ *  - corruption: a byte flipped in any block of a run (run blocks, index,
+ *    filter) is refused on read; manifests torn, of another volume, with
+ *    overlapping runs or reused ids are refused; a damaged current slot
+ *    leaves the previous manifest current;
+ *  - power loss (striping/fault.c, in a child that the cut ends): cut at
+ *    every write of a run and of a two-block manifest, with writes kept,
+ *    torn or dropped; the previous manifest stays current unless the new
+ *    one was written whole, and every run the current one names reads back.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fault_i.h"
+#include "nvmefs/devset.h"
+#include "nvmefs/util.h"
+#include "runs.h"
+#include "test_util.h"
+
+#define IMG_SIZE (8u << 20)
+
+static const uint8_t uuid[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+static const uint8_t other[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 1536, .slot_blocks = 4};
+static char dir[256], img[300], base_img[300];
+static struct nvmefs_devset *set;
+static uint8_t *blk; /* NVMEFS_RUN_BUF, aligned */
+static char last_msg[512];
+static unsigned nmsg;
+
+static void sink(enum nvmefs_log_level level, const char *msg)
+{
+	(void)level;
+	snprintf(last_msg, sizeof(last_msg), "%s", msg);
+	nmsg++;
+}
+
+static void *aligned(size_t len)
+{
+	void *p = NULL;
+
+	return posix_memalign(&p, NVMEFS_BLOCK, len) ? NULL : p;
+}
+
+static struct nvmefs_dev *dev(void)
+{
+	return &set->devs[0];
+}
+
+/* ---- entries of a run, from (tag, index) ---- */
+
+struct tent {
+	uint8_t k[NVMEFS_KEY_MAX];
+	size_t klen, vlen;
+	bool tomb;
+	uint32_t tag, i;
+};
+
+enum { F_TOMB = 1, F_BIG = 2, F_LONG = 4 };
+
+static uint8_t vbyte(const struct tent *t, size_t j)
+{
+	return (uint8_t)(t->tag * 7 + t->i * 13 + j);
+}
+
+/* Entry i of a run tagged tag: INODE keys of even numbers (odd ones are
+ * absent), with F_BIG every 7th an xattr of NVMEFS_RUN_ENT_MAX bytes, with
+ * F_LONG xattr keys of long names (long manifest keys). */
+static void make_ent(struct tent *t, uint32_t tag, uint32_t i, unsigned flags)
+{
+	char name[NVMEFS_XATTR_NAME_MAX];
+
+	*t = (struct tent){.tag = tag, .i = i};
+	t->vlen = 20 + (i * 29) % 200;
+	if ((flags & F_BIG) && i % 7 == 3) {
+		memset(name, 'x', sizeof(name));
+		t->klen = nvmefs_key_xattr(t->k, i, name, sizeof(name));
+		t->vlen = NVMEFS_XATTR_VALUE_MAX;
+	} else if (flags & F_LONG) {
+		memset(name, 'n', sizeof(name));
+		snprintf(name + 240, 15, "%08u", i);
+		t->klen = nvmefs_key_xattr(t->k, tag, name, 248);
+	} else {
+		t->klen = nvmefs_key_inode(t->k, 2ull * i + 2);
+	}
+	if ((flags & F_TOMB) && i % 3 == 0) {
+		t->tomb = true;
+		t->vlen = 0;
+	}
+}
+
+static int tent_cmp(const void *x, const void *y)
+{
+	const struct tent *a = x, *b = y;
+
+	return nvmefs_key_cmp(a->k, a->klen, b->k, b->klen);
+}
+
+static struct tent *make_run(uint32_t tag, uint32_t n, unsigned flags)
+{
+	struct tent *t = calloc(n ? n : 1, sizeof(*t));
+
+	for (uint32_t i = 0; i < n; i++)
+		make_ent(&t[i], tag, i, flags);
+	qsort(t, n, sizeof(*t), tent_cmp);
+	return t;
+}
+
+static int write_run(struct nvmefs_runs *a, const struct tent *t, uint32_t n, uint32_t level,
+		     struct nvmefs_run_meta *m)
+{
+	static uint8_t val[NVMEFS_XATTR_VALUE_MAX];
+	struct nvmefs_runw w;
+	int ret = nvmefs_runw_begin(&w, a, level, 0);
+
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		for (size_t j = 0; j < t[i].vlen; j++)
+			val[j] = vbyte(&t[i], j);
+		ret = nvmefs_runw_add(&w, t[i].k, t[i].klen, val, t[i].vlen, t[i].tomb);
+	}
+	if (ret) {
+		nvmefs_runw_abort(&w);
+		return ret;
+	}
+	return nvmefs_runw_end(&w, m);
+}
+
+static bool ent_is(const struct nvmefs_run_ent *e, const struct tent *t)
+{
+	if (nvmefs_key_cmp(e->key, e->klen, t->k, t->klen) || e->tomb != t->tomb ||
+	    e->vlen != t->vlen)
+		return false;
+	for (size_t j = 0; j < t->vlen; j++)
+		if (e->val[j] != vbyte(t, j))
+			return false;
+	return true;
+}
+
+/* Every entry of the run in order, and seeks to a few of them. */
+static void check_iter(struct nvmefs_runr *r, const struct tent *t, uint32_t n)
+{
+	struct nvmefs_runit it;
+	struct nvmefs_run_ent e;
+	uint32_t i = 0;
+	int ret;
+
+	CHECK_ERR(nvmefs_runit_init(&it, r), 0);
+	CHECK_ERR(nvmefs_runit_seek(&it, NULL, 0), 0);
+	while ((ret = nvmefs_runit_next(&it, &e)) == 1 && i < n) {
+		CHECKF(ent_is(&e, &t[i]), "entry %u of %u", i, n);
+		i++;
+	}
+	CHECK_ERR(ret, 0);
+	CHECKF(i == n, "%u entries of %u", i, n);
+	for (uint32_t s = 0; s < n; s += 1 + n / 5) {
+		CHECK_ERR(nvmefs_runit_seek(&it, t[s].k, t[s].klen), 0);
+		CHECK_ERR(nvmefs_runit_next(&it, &e), 1);
+		CHECKF(ent_is(&e, &t[s]), "seek to entry %u", s);
+	}
+	if (n && t[n - 1].klen == 9) { /* past the last INODE key: the end, or what follows */
+		uint8_t k[NVMEFS_KEY_MAX];
+		size_t kl = nvmefs_key_inode(k, UINT64_MAX);
+
+		CHECK_ERR(nvmefs_runit_seek(&it, k, kl), 0);
+		CHECK_ERR(nvmefs_runit_next(&it, &e), 0);
+	}
+	nvmefs_runit_exit(&it);
+}
+
+/* Every key found with one block read at most; absent ones refused. */
+static void check_get(struct nvmefs_runr *r, const struct tent *t, uint32_t n)
+{
+	uint64_t positives = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t before = r->block_reads;
+		struct nvmefs_run_ent e;
+		struct tent absent;
+
+		CHECK_ERR(nvmefs_runr_get(r, t[i].k, t[i].klen, blk, &e), 0);
+		CHECKF(ent_is(&e, &t[i]), "entry %u of %u", i, n);
+		CHECK(r->block_reads - before == 1);
+		absent = t[i];
+		absent.klen = nvmefs_key_inode(absent.k, 2ull * t[i].i + 1);
+		before = r->block_reads;
+		CHECK_ERR(nvmefs_runr_get(r, absent.k, absent.klen, blk, &e), -ENOENT);
+		CHECK(r->block_reads - before <= 1);
+		positives += r->block_reads - before;
+	}
+	/* 10 bits per key: about 1% false positives; the key range removes
+	 * the absent keys past the last. */
+	CHECKF(positives <= 5 + n / 20, "%" PRIu64 " false positives in %u", positives, n);
+}
+
+/* ---- round trips ---- */
+
+static void test_grid(void)
+{
+	static const struct {
+		uint32_t n;
+		unsigned flags;
+	} grid[] = {{1, 0},    {2, F_TOMB},	      {9, F_BIG},  {50, F_TOMB},
+		    {3000, 0}, {200, F_BIG | F_TOMB}, {60, F_LONG}};
+	struct nvmefs_run_meta m[8];
+	struct nvmefs_runs *a;
+	struct tent *t[8];
+	size_t ng = sizeof(grid) / sizeof(grid[0]);
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, NULL, 0, 0, &m[0]), -ENODATA);
+	for (size_t g = 0; g < ng; g++) {
+		t[g] = make_run((uint32_t)g + 1, grid[g].n, grid[g].flags);
+		CHECK_ERR(write_run(a, t[g], grid[g].n, (uint32_t)g % NVMEFS_RUN_LEVELS, &m[g]), 0);
+	}
+	CHECK_ERR(nvmefs_runs_commit(a, m, ng), 0);
+	nvmefs_runs_close(a);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK(nvmefs_runs_current(a)->n == ng && nvmefs_runs_current(a)->seq == 2);
+	for (size_t g = 0; g < ng; g++) {
+		const struct nvmefs_run_meta *cm = &nvmefs_runs_current(a)->runs[g];
+		struct nvmefs_runr r;
+
+		CHECK(cm->nentries == grid[g].n && cm->id == m[g].id);
+		CHECK_ERR(nvmefs_runr_open(&r, a, cm), 0);
+		if (!r.buf)
+			continue;
+		check_get(&r, t[g], grid[g].n);
+		check_iter(&r, t[g], grid[g].n);
+		if (grid[g].n >= 3000)
+			CHECKF(r.nrb > 20, "%u run blocks", r.nrb);
+		nvmefs_runr_close(&r);
+		free(t[g]);
+	}
+	nvmefs_runs_close(a);
+}
+
+/* ---- merge ---- */
+
+#define MKEYS 200
+
+struct msrc {
+	struct tent t[MKEYS];
+	uint32_t n;
+};
+
+static void test_merge(uint64_t seed)
+{
+	static struct msrc src[3];
+	struct nvmefs_run_meta m[3];
+	struct nvmefs_runr r[3];
+	struct nvmefs_runit it[3];
+	struct nvmefs_kv_src s[3];
+	struct nvmefs_runs *a;
+	int win[MKEYS]; /* newest source holding key i, or -1 */
+	uint64_t x = seed;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	for (int i = 0; i < MKEYS; i++)
+		win[i] = -1;
+	for (int k = 2; k >= 0; k--) { /* src[0] newest */
+		src[k].n = 0;
+		for (uint32_t i = 0; i < MKEYS; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			if ((x >> 33) % 3 == 0 && k != 2)
+				continue;
+			make_ent(&src[k].t[src[k].n], (uint32_t)k + 10, i, 0);
+			src[k].t[src[k].n].tomb = k != 2 && (x >> 40) % 4 == 0;
+			if (src[k].t[src[k].n].tomb)
+				src[k].t[src[k].n].vlen = 0;
+			src[k].n++;
+			win[i] = k;
+		}
+		CHECK_ERR(write_run(a, src[k].t, src[k].n, (uint32_t)k, &m[k]), 0);
+	}
+	for (int k = 0; k < 3; k++) {
+		CHECK_ERR(nvmefs_runr_open(&r[k], a, &m[k]), 0);
+		CHECK_ERR(nvmefs_runit_init(&it[k], &r[k]), 0);
+	}
+	for (int keep = 0; keep < 2; keep++) {
+		struct nvmefs_merge mg;
+		struct nvmefs_run_ent e;
+		uint32_t i = 0;
+		int ret;
+
+		for (int k = 0; k < 3; k++) {
+			CHECK_ERR(nvmefs_runit_seek(&it[k], NULL, 0), 0);
+			s[k] = nvmefs_runit_src(&it[k]);
+		}
+		CHECK_ERR(nvmefs_merge_init(&mg, s, 3, keep), 0);
+		while ((ret = nvmefs_merge_next(&mg, &e)) == 1) {
+			const struct tent *want = NULL;
+
+			for (; i < MKEYS && !want; i++) {
+				const struct msrc *w = &src[win[i]];
+
+				for (uint32_t j = 0; j < w->n && !want; j++)
+					if (w->t[j].i == i && (keep || !w->t[j].tomb))
+						want = &w->t[j];
+			}
+			CHECKF(want && ent_is(&e, want), "merged entry before key %u (keep %d)", i,
+			       keep);
+		}
+		CHECK_ERR(ret, 0);
+		nvmefs_merge_exit(&mg);
+	}
+	for (int k = 0; k < 3; k++) {
+		nvmefs_runit_exit(&it[k]);
+		nvmefs_runr_close(&r[k]);
+	}
+	nvmefs_runs_close(a);
+}
+
+/* ---- space ---- */
+
+static bool overlap(const struct nvmefs_run_meta *x, const struct nvmefs_run_meta *y)
+{
+	return x->start < y->start + nvmefs_run_blocks(y) &&
+	       y->start < x->start + nvmefs_run_blocks(x);
+}
+
+static void test_space(void)
+{
+	struct tent *t = make_run(1, 400, 0);
+	struct nvmefs_run_meta m1, m2, m3;
+	struct nvmefs_runs *a;
+	struct nvmefs_runw w;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, geom.blocks), -ENOSPC);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, NVMEFS_RUN_LEVELS, 0), -EINVAL);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, 0), 0); /* the writer's refusals */
+	CHECK_ERR(nvmefs_runw_add(&w, t[399].k, t[399].klen, NULL, 0, false), 0);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, t[0].klen, NULL, 0, false), -EINVAL);
+	CHECK_ERR(nvmefs_runw_add(&w, t[399].k, t[399].klen, NULL, 0, false), -EINVAL);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, 3, NULL, 0, false), -EINVAL);
+	nvmefs_runw_abort(&w);
+	CHECK_ERR(write_run(a, t, 400, 0, &m1), 0);
+	CHECK(m1.start == 2 * geom.slot_blocks);
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1), 0);
+	CHECK_ERR(write_run(a, t, 400, 1, &m2), 0);
+	CHECK(!overlap(&m1, &m2));
+	/* Not yet committed: m3 cannot take m1's place or m2's. */
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
+	CHECK(w.meta.start >= m2.start + nvmefs_run_blocks(&m2));
+	nvmefs_runw_abort(&w);
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1), 0); /* m1 leaves */
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
+	CHECK(w.meta.start == m1.start); /* first fit: m1's place is free now */
+	nvmefs_runw_abort(&w);
+	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
+	nvmefs_runs_drop(a, m3.id);
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1), -EINVAL); /* dropped: unknown */
+	m3 = m2;
+	m3.id = 999;
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1), -EINVAL);
+	nvmefs_runs_close(a);
+	free(t);
+}
+
+/* ---- corruption ---- */
+
+static void flip(uint64_t block, size_t at)
+{
+	uint64_t off = geom.off + block * NVMEFS_BLOCK;
+
+	CHECK_ERR(nvmefs_dev_pio(dev(), false, off, blk, NVMEFS_BLOCK), 0);
+	blk[at] ^= 0x20;
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, off, blk, NVMEFS_BLOCK), 0);
+}
+
+/* Open, look every key up and iterate: the first error. */
+static int read_all(struct nvmefs_runs *a, const struct nvmefs_run_meta *m, const struct tent *t,
+		    uint32_t n)
+{
+	struct nvmefs_run_ent e;
+	struct nvmefs_runit it;
+	struct nvmefs_runr r;
+	int ret = nvmefs_runr_open(&r, a, m), got;
+
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		ret = nvmefs_runr_get(&r, t[i].k, t[i].klen, blk, &e);
+		ret = ret ? ret : ent_is(&e, &t[i]) ? 0 : -EBADMSG;
+	}
+	if (!ret && !(ret = nvmefs_runit_init(&it, &r))) {
+		while ((got = nvmefs_runit_next(&it, &e)) == 1)
+			;
+		ret = got;
+		nvmefs_runit_exit(&it);
+	}
+	if (r.buf)
+		nvmefs_runr_close(&r);
+	return ret;
+}
+
+static void test_corrupt_run(void)
+{
+	struct tent *t = make_run(3, 60, F_BIG | F_TOMB);
+	struct nvmefs_run_meta m;
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 60, 2, &m), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), 0);
+	CHECK_ERR(read_all(a, &m, t, 60), 0);
+	for (uint64_t b = 0; b < nvmefs_run_blocks(&m); b++) {
+		size_t at = (size_t)(b * 977 % NVMEFS_BLOCK);
+
+		flip(m.start + b, at);
+		last_msg[0] = '\0';
+		CHECKF(read_all(a, &m, t, 60) == -EINVAL,
+		       "block %" PRIu64 " of %" PRIu64 " (byte %zu) flipped and read", b,
+		       nvmefs_run_blocks(&m), at);
+		CHECKF(strstr(last_msg, "damaged") && strstr(last_msg, dev()->path), "message: %s",
+		       last_msg);
+		flip(m.start + b, at);
+	}
+	CHECK_ERR(read_all(a, &m, t, 60), 0);
+	nvmefs_runs_close(a);
+	free(t);
+}
+
+/* A manifest of n runs with long keys (several blocks) into buf. */
+static ssize_t big_manifest(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n, bool clash,
+			    uint32_t salt)
+{
+	static struct nvmefs_run_meta r[16];
+	struct nvmefs_manifest m = {.seq = seq, .next_id = 100, .n = n, .runs = r};
+	struct tent t;
+
+	for (uint32_t i = 0; i < n; i++) {
+		r[i] = (struct nvmefs_run_meta){.id = i + 1,
+						.start = 8 + 10ull * i,
+						.nentries = 5,
+						.level = (i + salt) % 3,
+						.data_blocks = 8,
+						.index_blocks = 1,
+						.filter_blocks = 1};
+		make_ent(&t, i, 1, F_LONG);
+		memcpy(r[i].min, t.k, t.klen);
+		r[i].min_len = (uint16_t)t.klen;
+		make_ent(&t, i, 2, F_LONG);
+		memcpy(r[i].max, t.k, t.klen);
+		r[i].max_len = (uint16_t)t.klen;
+	}
+	if (clash)
+		r[n - 1].start = r[0].start + 3;
+	return nvmefs_manifest_encode(&m, uuid, buf, cap);
+}
+
+static void test_corrupt_manifest(void)
+{
+	size_t cap = 4 * NVMEFS_BLOCK;
+	uint8_t *buf = calloc(1, cap), *old = calloc(1, cap), *mix = calloc(1, cap);
+	struct nvmefs_manifest m;
+	ssize_t len, olen;
+
+	len = big_manifest(buf, cap, 5, 12, false, 0);
+	olen = big_manifest(old, cap, 3, 12, false, 1);
+	CHECKF(len > (ssize_t)NVMEFS_BLOCK && len == olen, "manifest of %zd bytes", len);
+	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), 0);
+	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100);
+	nvmefs_manifest_free(&m);
+	CHECK_ERR(nvmefs_manifest_decode(buf, cap, other, &geom, &m), -EINVAL);
+	CHECK_ERR(nvmefs_manifest_decode(buf, (size_t)len - NVMEFS_BLOCK, uuid, &geom, &m),
+		  -EINVAL);
+	for (ssize_t cut = NVMEFS_BLOCK / 2; cut < len; cut += NVMEFS_BLOCK / 2) {
+		memcpy(mix, buf, (size_t)cut); /* the new one torn over the old */
+		memcpy(mix + cut, old + cut, cap - (size_t)cut);
+		CHECKF(nvmefs_manifest_decode(mix, cap, uuid, &geom, &m) == -EINVAL, "torn at %zd",
+		       cut);
+	}
+	for (ssize_t at = 0; at < len; at += 61) {
+		buf[at] ^= 1;
+		CHECKF(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m) < 0, "byte %zd", at);
+		buf[at] ^= 1;
+	}
+	big_manifest(buf, cap, 5, 3, true, 0);
+	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), -EINVAL); /* overlap */
+	big_manifest(buf, cap, 5, 16, false, 0);
+	CHECK_ERR(nvmefs_manifest_decode(
+			  buf, cap, uuid,
+			  &(struct nvmefs_runs_geom){.blocks = 160, .slot_blocks = 4}, &m),
+		  -EINVAL); /* past the area's end */
+	free(buf);
+	free(old);
+	free(mix);
+}
+
+/* A damaged current slot: the previous manifest is current again. */
+static void test_slot_fallback(void)
+{
+	struct tent *t = make_run(4, 30, 0);
+	struct nvmefs_run_meta m1, m2, both[2];
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 30, 0, &m1), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1), 0); /* seq 2, slot B */
+	CHECK_ERR(write_run(a, t, 30, 0, &m2), 0);
+	both[0] = m1;
+	both[1] = m2;
+	CHECK_ERR(nvmefs_runs_commit(a, both, 2), 0); /* seq 3, slot A */
+	CHECK(a->cur_slot == 0);
+	nvmefs_runs_close(a);
+	flip(0, 100);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 2 && nvmefs_runs_current(a)->n == 1);
+	CHECK_ERR(read_all(a, &nvmefs_runs_current(a)->runs[0], t, 30), 0);
+	nvmefs_runs_close(a);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, other), -EINVAL); /* another volume's */
+	flip(geom.slot_blocks, 100);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), -EINVAL);
+	free(t);
+}
+
+/* ---- power loss ---- */
+
+#define PL_RUNS	 8
+#define PL_N	 40
+#define PL_SEEDS 48
+
+static int pl_pipe[2];
+
+static void pl_report(const struct nvmefs_powerloss_report *r)
+{
+	if (write(pl_pipe[1], "R", 1) != 1 || write(pl_pipe[1], r, sizeof(*r)) != sizeof(*r))
+		_exit(3);
+	_exit(0);
+}
+
+/* Every run the current manifest names reads back; the tag is in the key. */
+static void check_current(struct nvmefs_runs *a, uint32_t cut)
+{
+	const struct nvmefs_manifest *cur = nvmefs_runs_current(a);
+
+	for (size_t i = 0; i < cur->n; i++) {
+		uint64_t tag;
+		struct tent *t;
+
+		memcpy(&tag, cur->runs[i].min + 1, 8);
+		tag = be64toh(tag);
+		t = make_run((uint32_t)tag, PL_N, F_LONG);
+		CHECKF(read_all(a, &cur->runs[i], t, PL_N) == 0, "cut %u: run of tag %" PRIu64, cut,
+		       tag);
+		free(t);
+	}
+}
+
+/* The child: write a run and commit it with the others; the cut ends it
+ * (exit 0) or it ends without one (exit 10). cut UINT32_MAX: the power
+ * goes when the manifest is written and not yet flushed (its flush fails,
+ * then the cut). */
+static void pl_child(uint32_t cut, uint64_t seed)
+{
+	struct nvmefs_fault f = {.kind = NVMEFS_FAULT_EIO, .ops = NVMEFS_FAULT_FLUSHES, .after = 2};
+	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = 40, .tear_pct = 40};
+	struct nvmefs_run_meta m[PL_RUNS + 1];
+	struct nvmefs_runs *a;
+	struct tent *t = make_run(PL_RUNS + 1, PL_N, F_LONG);
+	const struct nvmefs_manifest *cur;
+
+	close(pl_pipe[0]);
+	if (nvmefs_runs_open(&a, dev(), &geom, uuid) || nvmefs_powerloss_record(set))
+		_exit(2);
+	cur = nvmefs_runs_current(a);
+	memcpy(m, cur->runs, cur->n * sizeof(*m));
+	if (cut == UINT32_MAX ? nvmefs_dev_inject(dev(), &f)
+			      : nvmefs_powerloss_after(cut, &o, pl_report))
+		_exit(2);
+	if (write_run(a, t, PL_N, 0, &m[cur->n]))
+		_exit(4);
+	if (write(pl_pipe[1], "C", 1) != 1) /* the manifest's write starts */
+		_exit(3);
+	if (nvmefs_runs_commit(a, m, cur->n + 1) == -EIO && cut == UINT32_MAX)
+		nvmefs_powerloss_now(&o, pl_report); /* after the write, before its flush */
+	_exit(10);
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ssize_t n = 0;
+
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			n = -1;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return in < 0 || out < 0 || n < 0 ? -1 : 0;
+}
+
+/* One cut: 1 when the child ran to its end without one. What the cut did
+ * to the unflushed writes in *rep. */
+static int pl_once(uint32_t cut, uint64_t seed, struct nvmefs_powerloss_report *rep)
+{
+	char got[2 + sizeof(*rep)] = {0}, *r;
+	struct nvmefs_runs *a;
+	ssize_t n = 0, k;
+	pid_t pid;
+	int st;
+
+	CHECK(pipe(pl_pipe) == 0);
+	pid = fork();
+	if (pid == 0)
+		pl_child(cut, seed);
+	close(pl_pipe[1]);
+	while (n < (ssize_t)sizeof(got) && (k = read(pl_pipe[0], got + n, sizeof(got) - n)) > 0)
+		n += k;
+	close(pl_pipe[0]);
+	r = memchr(got, 'R', 2);
+	*rep = (struct nvmefs_powerloss_report){0};
+	if (r && n - (r + 1 - got) == sizeof(*rep))
+		memcpy(rep, r + 1, sizeof(*rep));
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 10),
+	       "cut %u: child status %#x", cut, st);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	if (!a)
+		return 1;
+	if (!memchr(got, 'C', 1)) /* cut before the manifest's write */
+		CHECKF(nvmefs_runs_current(a)->seq == 2, "cut %u: seq %" PRIu64, cut,
+		       nvmefs_runs_current(a)->seq);
+	if (WEXITSTATUS(st) == 10)
+		CHECK(nvmefs_runs_current(a)->seq == 3 && nvmefs_runs_current(a)->n == PL_RUNS + 1);
+	CHECK(nvmefs_runs_current(a)->n == PL_RUNS + (nvmefs_runs_current(a)->seq == 3));
+	check_current(a, cut);
+	nvmefs_runs_close(a);
+	return WEXITSTATUS(st) == 10;
+}
+
+static void test_powerloss(uint64_t seed)
+{
+	struct nvmefs_powerloss_report rep;
+	struct nvmefs_run_meta m[PL_RUNS];
+	struct nvmefs_runs *a;
+	uint32_t cut, kept = 0, torn = 0;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	for (uint32_t i = 0; i < PL_RUNS; i++) {
+		struct tent *t = make_run(i + 1, PL_N, F_LONG);
+
+		CHECK_ERR(write_run(a, t, PL_N, 1, &m[i]), 0);
+		free(t);
+	}
+	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 2);
+	nvmefs_runs_close(a);
+	CHECK(copy_file(img, base_img) == 0);
+	for (cut = 0; cut < 200; cut++) {
+		int done = pl_once(cut, seed + cut, &rep);
+
+		CHECK(copy_file(base_img, img) == 0);
+		if (done)
+			break;
+	}
+	CHECKF(cut > 5 && cut < 200, "%u writes", cut);
+	for (uint32_t i = 0; i < PL_SEEDS; i++) {
+		CHECK(pl_once(UINT32_MAX, seed + i, &rep) == 0);
+		CHECK(rep.unflushed == 1); /* the manifest's write */
+		CHECK(copy_file(base_img, img) == 0);
+		kept += rep.kept;
+		torn += rep.torn;
+	}
+	/* Each outcome at 40/40/20%: all three seen but once in 10^4 runs. */
+	CHECKF(kept && torn && kept + torn < PL_SEEDS, "%u kept, %u torn of %u", kept, torn,
+	       PL_SEEDS);
+	printf("power loss: cut at each of %u writes; in %u manifest writes, %u kept, %u torn\n",
+	       cut, PL_SEEDS, kept, torn);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *paths[1] = {img};
+	uint64_t seed = test_seed();
+	char cmd[600];
+	int fd;
+
+	printf("seed %" PRIu64 " (NVMEFS_TEST_SEED)\n", seed);
+	snprintf(dir, sizeof(dir), "%s/test_runs.XXXXXX", tmp);
+	if (!mkdtemp(dir))
+		TEST_SKIP("mkdtemp in %s failed", tmp);
+	snprintf(img, sizeof(img), "%s/d0.img", dir);
+	snprintf(base_img, sizeof(base_img), "%s/base.img", dir);
+	fd = open(img, O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, IMG_SIZE) == 0);
+	close(fd);
+	nvmefs_log_set_sink(sink);
+	if (nvmefs_devset_open(&set, paths, 1, NULL))
+		TEST_SKIP("cannot open %s for O_DIRECT: %s", img, last_msg);
+	blk = aligned(NVMEFS_RUN_BUF);
+	CHECK(blk != NULL);
+	test_grid();
+	test_merge(seed);
+	test_space();
+	test_corrupt_run();
+	test_corrupt_manifest();
+	test_slot_fallback();
+	test_powerloss(seed);
+	free(blk);
+	nvmefs_devset_close(set);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return test_result();
+}
