@@ -236,8 +236,8 @@ finds on the loop devices it attaches.
 
 Time (2 cores, shared): --quick about 2 minutes (115 s through ctest);
 a full run about 10 minutes (RAM 2 min, each capped drive count 2.5-3);
---native-only: RAM about 2 minutes, capped about 3.5 (x1 47 s, x2 61 s,
-x4 95 s).
+--native-only: RAM about 3 minutes (its 3 rounds), capped about 2.5 (x1 45 s, x2 48 s,
+x4 60 s).
 """
 
 import argparse
