@@ -23,6 +23,7 @@ import tempfile
 import threading
 import unittest
 import zipfile
+import zlib
 from unittest import mock
 
 sys.dont_write_bytecode = True
@@ -354,11 +355,11 @@ class ZipFormat(unittest.TestCase):
         file is left; so does a write that fails while the thread runs."""
         crc32, where = fastpersist._crc32, []
 
-        def failing(addr, n, stop=None, **kw):
+        def failing(addr, n):
             where.append(threading.current_thread() is threading.main_thread())
             if not where[-1]:
                 raise MemoryError("crc boom")
-            return crc32(addr, n, stop, **kw)
+            return crc32(addr, n)
 
         class FailingHandle(RecordingHandle):
             def async_pwrite(self, buffer, filename, file_offset=0):
@@ -397,6 +398,23 @@ class ZipFormat(unittest.TestCase):
         data = self.save(obj, _use_new_zipfile_serialization=False)
         self.assertEqual(data, torch_bytes(obj, _use_new_zipfile_serialization=False))
         self.assertTrue(same(obj, torch.load(io.BytesIO(data))))
+
+    def test_crc_combined(self):
+        """The CRC of chunks taken from both ends, combined, is zlib's of
+        the whole, for sizes around the chunk's."""
+        data = os.urandom(3 * 4096 + 5)
+        buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        for n in (0, 1, 4095, 4096, 4097, 8192, 3 * 4096, len(data)):
+            with self.subTest(n=n):
+                job = fastpersist._Crc(buf.data_ptr(), n, 4096)
+                job.run(True)
+                self.assertEqual(job.value(), zlib.crc32(data[:n]))
+                job = fastpersist._Crc(buf.data_ptr(), n, 4096)
+                thread = threading.Thread(target=job.run, args=(False,))
+                thread.start()
+                job.run(True)
+                thread.join()
+                self.assertEqual(job.value(), zlib.crc32(data[:n]))
 
     def test_save_args(self):
         """torch.save's pickle_protocol reaches the pickle."""

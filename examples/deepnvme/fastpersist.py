@@ -176,6 +176,7 @@ _ALIGN = 64  # PyTorchStreamWriter's kFieldAlignment
 _UTF8, _DESCRIPTOR = 0x0800, 0x0008  # general purpose bits
 _VERSION = b"3\n"  # torch 1.13's kProducedFileFormatVersion
 _CRC_THREAD = 1 << 20  # a record this large or larger is checksummed on the worker thread
+_CRC_CHUNK = 8 << 20  # in chunks this large
 
 
 def _zip64_extra(fields):
@@ -224,28 +225,81 @@ def _end_records(count, cd_offset, cd_size):
                           0xFFFFFFFF if cd_offset >= _ZIP64_AT else cd_offset, 0))
 
 
-def _crc32(addr, n, stop=None, chunk=64 << 20):
-    """zlib.crc32 of the n bytes at address addr, in chunks (zlib releases
-    the GIL for each); gives up (None) once stop is set."""
-    crc = 0
-    for off in range(0, n, chunk):
-        if stop is not None and stop.is_set():
-            return None
-        k = min(chunk, n - off)
-        crc = zlib.crc32((ctypes.c_char * k).from_address(addr + off), crc)
-    return crc
+def _crc32(addr, n):
+    """zlib.crc32 of the n bytes at address addr (zlib releases the GIL)."""
+    return zlib.crc32((ctypes.c_char * n).from_address(addr)) if n else 0
+
+
+def _multmodp(a, b):
+    """a times b modulo the CRC-32 polynomial (zlib's crc32.c)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if a & (m - 1) == 0:
+                return p
+        m >>= 1
+        b = (b >> 1) ^ 0xEDB88320 if b & 1 else b >> 1
+
+
+def _x8nmodp(n):
+    """x^(8n) modulo the polynomial: what a CRC moves by past n bytes."""
+    p, x2k = 1 << 31, 1 << 30  # x^0, x^1
+    for _ in range(3):
+        x2k = _multmodp(x2k, x2k)
+    while n:
+        if n & 1:
+            p = _multmodp(x2k, p)
+        n >>= 1
+        x2k = _multmodp(x2k, x2k)
+    return p
+
+
+class _Crc:
+    """The CRC of the n bytes at addr in chunks: run(False) on the worker
+    thread takes them from the front, run(True) from the back (the main
+    thread once its copy is done, so that both cores checksum); value()
+    combines them (zlib's crc32_combine)."""
+
+    def __init__(self, addr, n, chunk):
+        self.addr, self.n, self.chunk = addr, n, chunk
+        self.crcs = [None] * -(-n // chunk)
+        self.front, self.back = 0, len(self.crcs)  # chunks not taken yet: [front, back)
+        self.lock, self.stop = threading.Lock(), threading.Event()
+
+    def run(self, from_back):
+        while not self.stop.is_set():
+            with self.lock:
+                if self.front == self.back:
+                    return
+                if from_back:
+                    self.back -= 1
+                    i = self.back
+                else:
+                    i = self.front
+                    self.front += 1
+            off = i * self.chunk
+            self.crcs[i] = _crc32(self.addr + off, min(self.chunk, self.n - off))
+
+    def value(self):
+        crc, shift = 0, _x8nmodp(self.chunk)
+        for crc_i in self.crcs[:-1]:
+            crc = _multmodp(shift, crc) ^ crc_i
+        last = self.n - (len(self.crcs) - 1) * self.chunk
+        return _multmodp(_x8nmodp(last), crc) ^ self.crcs[-1] if self.crcs else 0
 
 
 class ZipWriter:
     """What torch 1.13's serialization._save asks of its zip writer
     (write_record), writing into out (a HandleWriter) the bytes
     torch.save writes. A record of crc_thread bytes or more is checksummed
-    from its memory on a worker thread while out copies it, and joined
-    before write_record returns: torch's layout puts the CRC in a data
-    descriptor after the data anyway, so nothing is held back, and the
-    memory may not outlive the call (_save hands over the address of a
-    temporary CPU copy of a storage that is elsewhere). Call
-    write_end_of_file() once the records are written, close() always."""
+    from its memory on a worker thread while out copies it, the main
+    thread helping once its copy is done, and joined before write_record
+    returns: torch's layout puts the CRC in a data descriptor after the
+    data anyway, so nothing is held back, and the memory may not outlive
+    the call (_save hands over the address of a temporary CPU copy of a
+    storage that is elsewhere). Call write_end_of_file() once the records
+    are written, close() always."""
 
     def __init__(self, out, archive="archive", crc_thread=None):
         self.out, self.prefix = out, archive + "/"
@@ -262,15 +316,17 @@ class ZipWriter:
             crc = _crc32(addr, nbytes)
             self.out.write_from(addr, nbytes)
         else:
-            stop = threading.Event()
-            job = self.pool.submit(_crc32, addr, nbytes, stop)
+            job = _Crc(addr, nbytes, _CRC_CHUNK)
+            worker = self.pool.submit(job.run, False)
             try:
                 self.out.write_from(addr, nbytes)
+                job.run(True)
             except BaseException:
-                stop.set()
+                job.stop.set()
                 raise
             finally:
-                crc = job.result()  # its error, or none: the memory is left alone after this
+                worker.result()  # its error, or none: the memory is left alone after this
+            crc = job.value()
         self.out.write(_descriptor(offset, nbytes, crc))
         self.entries.append(_central_entry(name, offset, nbytes, crc))
 
