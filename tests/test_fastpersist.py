@@ -293,11 +293,14 @@ class ZipFormat(unittest.TestCase):
 
     def test_same_bytes_as_torch_save(self):
         """Byte for byte what torch.save writes (names, order, alignment,
-        CRCs, directories), whether the CRC runs on the thread or not."""
+        CRCs, directories), whether the CRC runs on the thread or not, by
+        ISA-L or zlib."""
+        isal = fastpersist._isal_crc32()
         for name, obj in state_dicts():
-            for crc_thread in (1 << 20, 1):
-                with self.subTest(name, crc_thread=crc_thread), \
-                     mock.patch.object(fastpersist, "_CRC_THREAD", crc_thread):
+            for crc_thread, crc in ((1 << 20, isal), (1, isal), (1, None)):
+                with self.subTest(name, crc_thread=crc_thread, isal=crc is not None), \
+                     mock.patch.object(fastpersist, "_CRC_THREAD", crc_thread), \
+                     mock.patch.object(fastpersist, "_isal", [crc]):
                     data = self.save(obj)
                     self.assertEqual(data, torch_bytes(obj))
                     self.check_reads(obj, data)
@@ -401,11 +404,14 @@ class ZipFormat(unittest.TestCase):
 
     def test_crc_combined(self):
         """The CRC of chunks taken from both ends, combined, is zlib's of
-        the whole, for sizes around the chunk's."""
+        the whole, for sizes around the chunk's, by ISA-L and by zlib."""
         data = os.urandom(3 * 4096 + 5)
         buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        for n in (0, 1, 4095, 4096, 4097, 8192, 3 * 4096, len(data)):
-            with self.subTest(n=n):
+        self.assertIsNotNone(fastpersist._isal_crc32())  # nvmefs builds with libisal
+        for n, isal in ((n, isal) for n in (0, 1, 4095, 4096, 4097, 8192, 3 * 4096, len(data))
+                        for isal in (True, False)):
+            with self.subTest(n=n, isal=isal), \
+                 mock.patch.object(fastpersist, "_isal", [fastpersist._isal_crc32() if isal else None]):
                 job = fastpersist._Crc(buf.data_ptr(), n, 4096)
                 job.run(True)
                 self.assertEqual(job.value(), zlib.crc32(data[:n]))

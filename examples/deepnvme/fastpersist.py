@@ -23,6 +23,7 @@ handle's threads keep their requests flowing meanwhile.
 """
 import concurrent.futures
 import ctypes
+import ctypes.util
 import io
 import os
 import pickle
@@ -225,9 +226,36 @@ def _end_records(count, cd_offset, cd_size):
                           0xFFFFFFFF if cd_offset >= _ZIP64_AT else cd_offset, 0))
 
 
+_isal = []  # [ISA-L's crc32_gzip_refl or None], once looked for
+
+
+def _isal_crc32():
+    """ISA-L's crc32_gzip_refl (libisal, which nvmefs links for crc32c):
+    zlib's CRC-32 (the zip one) with carry-less multiplies, 3x zlib's
+    speed here; None where the library is not."""
+    if not _isal:
+        fn = None
+        for name in ("libisal.so.2", ctypes.util.find_library("isal")):
+            try:
+                fn = ctypes.CDLL(name).crc32_gzip_refl
+                break
+            except (OSError, AttributeError, TypeError):
+                continue
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_uint32, (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint64)
+        _isal.append(fn)
+    return _isal[0]
+
+
 def _crc32(addr, n):
-    """zlib.crc32 of the n bytes at address addr (zlib releases the GIL)."""
-    return zlib.crc32((ctypes.c_char * n).from_address(addr)) if n else 0
+    """The CRC-32 of the n bytes at address addr, by ISA-L or else zlib
+    (both with the GIL released)."""
+    if not n:
+        return 0
+    isal = _isal_crc32()
+    if isal is not None:
+        return isal(0, addr, n)
+    return zlib.crc32((ctypes.c_char * n).from_address(addr))
 
 
 def _multmodp(a, b):
