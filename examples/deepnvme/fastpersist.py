@@ -242,7 +242,8 @@ def _isal_crc32():
             except (OSError, AttributeError, TypeError):
                 continue
         if fn is not None:
-            fn.restype, fn.argtypes = ctypes.c_uint32, (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint64)
+            fn.restype = ctypes.c_uint32
+            fn.argtypes = (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint64)
         _isal.append(fn)
     return _isal[0]
 
