@@ -111,6 +111,20 @@ class Report(unittest.TestCase):
         self.assertNotIn("sd_load_legacy", by)
         self.assertEqual(rep.nfail, 2)
 
+    def test_read_again(self):
+        """The load is held to fio raw's read just before it (fio-again)
+        when the run made one; the store to the setup's write pass."""
+        res = self.full()
+        res[(bench.DN_SETUP, N, "fio-again", "raw_read")] = "5000"
+        rep = bench.DnReport(res)
+        by = {line.split()[2].rstrip(":"): line for line in rep.targets()}
+        # load: 4.5 / 5.0 = 0.90 x the pass just before it: met now
+        self.assertTrue(by["load"].startswith("PASS"), by["load"])
+        self.assertIn("0.90 x fio raw read (5.00 GB/s)", by["load"])
+        self.assertIn("0.88 x fio raw write (4.00 GB/s)", by["store"])
+        self.assertEqual(bench.DnReport(res).table()[3].strip("| ").split(" | ")[1], "5.00")
+        self.assertEqual(bench.DN_RAW_LOOPS, 3)
+
     def test_missing_figure(self):
         res = self.full()
         res[(bench.DN_SETUP, N, "direct", "aio_load")] = "ERR"
