@@ -23,7 +23,6 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runs.h"
+#include "test_img.h"
 #include "test_util.h"
 
 #define IMG_SIZE (8u << 20)
@@ -41,29 +41,13 @@
 static const uint8_t uuid[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const uint8_t other[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 1536, .slot_blocks = 4};
-static char dir[256], img[300], base_img[300];
-static struct nvmefs_devset *set;
 static uint8_t *blk; /* NVMEFS_RUN_BUF, aligned */
-static char last_msg[512];
-static unsigned nmsg;
-
-static void sink(enum nvmefs_log_level level, const char *msg)
-{
-	(void)level;
-	snprintf(last_msg, sizeof(last_msg), "%s", msg);
-	nmsg++;
-}
 
 static void *aligned(size_t len)
 {
 	void *p = NULL;
 
 	return posix_memalign(&p, NVMEFS_BLOCK, len) ? NULL : p;
-}
-
-static struct nvmefs_dev *dev(void)
-{
-	return &set->devs[0];
 }
 
 /* ---- entries of a run, from (tag, index) ---- */
@@ -611,22 +595,6 @@ static void pl_child(uint32_t cut, uint64_t seed)
 	_exit(10);
 }
 
-static int copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ssize_t n = 0;
-
-	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			n = -1;
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	return in < 0 || out < 0 || n < 0 ? -1 : 0;
-}
-
 /* One cut: 1 when the child ran to its end without one. What the cut did
  * to the unflushed writes in *rep. */
 static int pl_once(uint32_t cut, uint64_t seed, struct nvmefs_powerloss_report *rep)
@@ -684,11 +652,11 @@ static void test_powerloss(uint64_t seed)
 	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS, 0), 0);
 	CHECK(nvmefs_runs_current(a)->seq == 2);
 	nvmefs_runs_close(a);
-	CHECK(copy_file(img, base_img) == 0);
+	CHECK(test_img_copy(img, base_img) == 0);
 	for (cut = 0; cut < 200; cut++) {
 		int done = pl_once(cut, seed + cut, &rep);
 
-		CHECK(copy_file(base_img, img) == 0);
+		CHECK(test_img_copy(base_img, img) == 0);
 		if (done)
 			break;
 	}
@@ -696,7 +664,7 @@ static void test_powerloss(uint64_t seed)
 	for (uint32_t i = 0; i < PL_SEEDS; i++) {
 		CHECK(pl_once(UINT32_MAX, seed + i, &rep) == 0);
 		CHECK(rep.unflushed == 1); /* the manifest's write */
-		CHECK(copy_file(base_img, img) == 0);
+		CHECK(test_img_copy(base_img, img) == 0);
 		kept += rep.kept;
 		torn += rep.torn;
 	}
@@ -709,24 +677,10 @@ static void test_powerloss(uint64_t seed)
 
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	const char *paths[1] = {img};
 	uint64_t seed = test_seed();
-	char cmd[600];
-	int fd;
 
 	printf("seed %" PRIu64 " (NVMEFS_TEST_SEED)\n", seed);
-	snprintf(dir, sizeof(dir), "%s/test_runs.XXXXXX", tmp);
-	if (!mkdtemp(dir))
-		TEST_SKIP("mkdtemp in %s failed", tmp);
-	snprintf(img, sizeof(img), "%s/d0.img", dir);
-	snprintf(base_img, sizeof(base_img), "%s/base.img", dir);
-	fd = open(img, O_RDWR | O_CREAT, 0600);
-	CHECK(fd >= 0 && ftruncate(fd, IMG_SIZE) == 0);
-	close(fd);
-	nvmefs_log_set_sink(sink);
-	if (nvmefs_devset_open(&set, paths, 1, NULL))
-		TEST_SKIP("cannot open %s for O_DIRECT: %s", img, last_msg);
+	test_img_setup("test_runs", IMG_SIZE);
 	blk = aligned(NVMEFS_RUN_BUF);
 	CHECK(blk != NULL);
 	test_grid();
@@ -737,8 +691,6 @@ int main(void)
 	test_slot_fallback();
 	test_powerloss(seed);
 	free(blk);
-	nvmefs_devset_close(set);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
+	test_img_teardown();
 	return test_result();
 }

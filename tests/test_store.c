@@ -18,7 +18,6 @@
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "store.h"
+#include "test_img.h"
 #include "test_util.h"
 
 #define IMG_SIZE (20u << 20)
@@ -37,20 +37,6 @@
 static const uint8_t uuid[16] = {7, 7, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 4096, .slot_blocks = 8};
 static const struct nvmefs_store_cfg small_cfg = {.l0_runs = 3, .l1_blocks = 4, .fanout = 3};
-static char dir[256], img[300], base_img[300];
-static struct nvmefs_devset *set;
-static char last_msg[512];
-
-static void sink(enum nvmefs_log_level level, const char *msg)
-{
-	(void)level;
-	snprintf(last_msg, sizeof(last_msg), "%s", msg);
-}
-
-static struct nvmefs_dev *dev(void)
-{
-	return &set->devs[0];
-}
 
 static uint64_t rnd(uint64_t *x)
 {
@@ -186,7 +172,7 @@ static void check_all(struct nvmefs_store *s, const uint32_t *model, const char 
 	for (int i = 0; i < NK; i++)
 		bad += !holds(s, i, model[i]);
 	CHECKF(bad == 0, "%s: %u keys differ from the model", what, bad);
-	check_prefix(s, model, NULL, 0, what);
+	check_prefix(s, model, (const uint8_t *)"", 0, what);
 }
 
 /* Free blocks and live runs' blocks make the run space. */
@@ -439,22 +425,6 @@ static void pl_child(uint32_t cut, uint64_t seed, bool compact)
 	_exit(10);
 }
 
-static int copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ssize_t n = 0;
-
-	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			n = -1;
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	return in < 0 || out < 0 || n < 0 ? -1 : 0;
-}
-
 /* One cut: 1 when the child ran to its end. The store after it is the
  * base or (a flush that committed) the changed one, and takes writes. */
 static int pl_once(uint32_t cut, uint64_t seed, bool compact)
@@ -507,14 +477,14 @@ static void test_powerloss(uint64_t seed)
 	nvmefs_store_close(s);
 	memcpy(next, base, sizeof(next));
 	change(NULL, next);
-	CHECK(copy_file(img, base_img) == 0);
+	CHECK(test_img_copy(img, base_img) == 0);
 	for (int compact = 0; compact < 2; compact++) {
 		uint32_t cut;
 
 		for (cut = 0; cut < 200; cut++) {
 			int done = pl_once(cut, seed + cut, compact);
 
-			CHECK(copy_file(base_img, img) == 0);
+			CHECK(test_img_copy(base_img, img) == 0);
 			if (done)
 				break;
 		}
@@ -570,32 +540,16 @@ static void test_enospc(void)
 
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	const char *paths[1] = {img};
 	uint64_t seed = test_seed();
-	char cmd[600];
-	int fd;
 
 	printf("seed %" PRIu64 " (NVMEFS_TEST_SEED)\n", seed);
-	snprintf(dir, sizeof(dir), "%s/test_store.XXXXXX", tmp);
-	if (!mkdtemp(dir))
-		TEST_SKIP("mkdtemp in %s failed", tmp);
-	snprintf(img, sizeof(img), "%s/d0.img", dir);
-	snprintf(base_img, sizeof(base_img), "%s/base.img", dir);
-	fd = open(img, O_RDWR | O_CREAT, 0600);
-	CHECK(fd >= 0 && ftruncate(fd, IMG_SIZE) == 0);
-	close(fd);
-	nvmefs_log_set_sink(sink);
-	if (nvmefs_devset_open(&set, paths, 1, NULL))
-		TEST_SKIP("cannot open %s for O_DIRECT: %s", img, last_msg);
+	test_img_setup("test_store", IMG_SIZE);
 	make_keys();
 	test_model(seed);
 	test_tombstones();
 	test_flush_cost();
 	test_powerloss(seed);
 	test_enospc();
-	nvmefs_devset_close(set);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
+	test_img_teardown();
 	return test_result();
 }
