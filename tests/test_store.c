@@ -15,10 +15,13 @@
  *  - power loss (striping/fault.c, in a child that the cut ends) at every
  *    write of a flush and of a compaction leaves the previous or the new
  *    state, readable, writable, and no space leaked;
- *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged.
+ *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
+ *  - a thread's puts, gets and prefix scans during another's flushes and
+ *    compactions (for TSan: only short lock holds, no torn view).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -430,10 +433,12 @@ static void pl_child(uint32_t cut, uint64_t seed, bool compact)
 static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 {
 	struct nvmefs_store *s;
-	pid_t pid = fork();
 	uint64_t replay;
+	pid_t pid;
 	int st;
 
+	fflush(stdout); /* the child's exit must not print it again */
+	pid = fork();
 	if (pid == 0)
 		pl_child(cut, seed, compact);
 	CHECK(waitpid(pid, &st, 0) == pid);
@@ -538,6 +543,64 @@ static void test_enospc(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- threads ---- */
+
+struct worker {
+	struct nvmefs_store *s;
+	unsigned bad;
+};
+
+/* Puts and reads back INODE keys 100000.. (the main thread's are below). */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t k[NVMEFS_KEY_MAX], val[100], got[128];
+
+	for (uint64_t i = 0; i < 3000; i++) {
+		struct nvmefs_store_iter *it;
+		struct nvmefs_run_ent e;
+		size_t kl = nvmefs_key_inode(k, 100000 + i), n;
+
+		memset(val, (int)(i & 0xff), sizeof(val));
+		w->bad += nvmefs_store_put(w->s, k, kl, val, sizeof(val)) != 0;
+		kl = nvmefs_key_inode(k, 100000 + i / 2);
+		w->bad += nvmefs_store_get(w->s, k, kl, got, sizeof(got), &n) != 0 ||
+			  got[0] != (uint8_t)((i / 2) & 0xff);
+		if (i % 500 == 0 && !nvmefs_store_iter_prefix(&it, w->s, k, 1)) {
+			while (nvmefs_store_iter_next(it, &e) == 1)
+				;
+			nvmefs_store_iter_close(it);
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct worker w = {.s = fresh_store(&small_cfg)};
+	pthread_t t;
+
+	if (!w.s)
+		return;
+	CHECK(pthread_create(&t, NULL, worker_main, &w) == 0);
+	for (uint64_t b = 0; b < 20; b++) {
+		put_inodes(w.s, 1 + b * 100, 100, 5);
+		CHECK_ERR(nvmefs_store_flush(w.s, b + 1), 0);
+		compact_all(w.s);
+	}
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECKF(w.bad == 0, "%u failed puts or gets in the worker", w.bad);
+	for (uint64_t i = 0; i < 3000; i += 37) {
+		uint8_t k[NVMEFS_KEY_MAX], got[128];
+		size_t n;
+
+		CHECK_ERR(nvmefs_store_get(w.s, k, nvmefs_key_inode(k, 100000 + i), got,
+					   sizeof(got), &n),
+			  0);
+	}
+	nvmefs_store_close(w.s);
+}
+
 int main(void)
 {
 	uint64_t seed = test_seed();
@@ -550,6 +613,7 @@ int main(void)
 	test_flush_cost();
 	test_powerloss(seed);
 	test_enospc();
+	test_threads();
 	test_img_teardown();
 	return test_result();
 }
