@@ -10,7 +10,8 @@
  *  - a merge of three runs (newest first) against a model: the newest
  *    entry of a key wins, tombstones hide it or, for compaction, come out;
  *  - space: a run never lands on a live one, a dropped run's space is
- *    reused only after the manifest without it is committed;
+ *    reused only after the manifest without it is committed, and a held
+ *    one's only once released; the free blocks add up;
  *  - corruption: a byte flipped in any block of a run (run blocks, index,
  *    filter) is refused on read; manifests torn, of another volume, with
  *    overlapping runs or reused ids are refused; a damaged current slot
@@ -22,7 +23,6 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runs.h"
+#include "test_img.h"
 #include "test_util.h"
 
 #define IMG_SIZE (8u << 20)
@@ -40,29 +41,13 @@
 static const uint8_t uuid[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const uint8_t other[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 1536, .slot_blocks = 4};
-static char dir[256], img[300], base_img[300];
-static struct nvmefs_devset *set;
 static uint8_t *blk; /* NVMEFS_RUN_BUF, aligned */
-static char last_msg[512];
-static unsigned nmsg;
-
-static void sink(enum nvmefs_log_level level, const char *msg)
-{
-	(void)level;
-	snprintf(last_msg, sizeof(last_msg), "%s", msg);
-	nmsg++;
-}
 
 static void *aligned(size_t len)
 {
 	void *p = NULL;
 
 	return posix_memalign(&p, NVMEFS_BLOCK, len) ? NULL : p;
-}
-
-static struct nvmefs_dev *dev(void)
-{
-	return &set->devs[0];
 }
 
 /* ---- entries of a run, from (tag, index) ---- */
@@ -231,10 +216,11 @@ static void test_grid(void)
 		t[g] = make_run((uint32_t)g + 1, grid[g].n, grid[g].flags);
 		CHECK_ERR(write_run(a, t[g], grid[g].n, (uint32_t)g % NVMEFS_RUN_LEVELS, &m[g]), 0);
 	}
-	CHECK_ERR(nvmefs_runs_commit(a, m, ng), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, m, ng, 0x1122334455667788ull), 0);
 	nvmefs_runs_close(a);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK(nvmefs_runs_current(a)->n == ng && nvmefs_runs_current(a)->seq == 2);
+	CHECK(nvmefs_runs_current(a)->replay == 0x1122334455667788ull);
 	for (size_t g = 0; g < ng; g++) {
 		const struct nvmefs_run_meta *cm = &nvmefs_runs_current(a)->runs[g];
 		struct nvmefs_runr r;
@@ -357,23 +343,32 @@ static void test_space(void)
 	nvmefs_runw_abort(&w);
 	CHECK_ERR(write_run(a, t, 400, 0, &m1), 0);
 	CHECK(m1.start == 2 * geom.slot_blocks);
-	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, 0), 0);
 	CHECK_ERR(write_run(a, t, 400, 1, &m2), 0);
 	CHECK(!overlap(&m1, &m2));
 	/* Not yet committed: m3 cannot take m1's place or m2's. */
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start >= m2.start + nvmefs_run_blocks(&m2));
 	nvmefs_runw_abort(&w);
-	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1), 0); /* m1 leaves */
+	CHECK_ERR(nvmefs_runs_hold(a, &m1), 0);		/* a reader of m1 */
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, 0), 0); /* m1 leaves */
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
+	CHECK(w.meta.start != m1.start); /* held: not reused yet */
+	nvmefs_runw_abort(&w);
+	CHECK(nvmefs_runs_free_blocks(a) ==
+	      geom.blocks - 2 * geom.slot_blocks - nvmefs_run_blocks(&m1) - nvmefs_run_blocks(&m2));
+	nvmefs_runs_release(a, m1.id);
+	CHECK(nvmefs_runs_free_blocks(a) ==
+	      geom.blocks - 2 * geom.slot_blocks - nvmefs_run_blocks(&m2));
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start == m1.start); /* first fit: m1's place is free now */
 	nvmefs_runw_abort(&w);
 	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
 	nvmefs_runs_drop(a, m3.id);
-	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1), -EINVAL); /* dropped: unknown */
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL); /* dropped: unknown */
 	m3 = m2;
 	m3.id = 999;
-	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1), -EINVAL);
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL);
 	nvmefs_runs_close(a);
 	free(t);
 }
@@ -422,7 +417,7 @@ static void test_corrupt_run(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 60, 2, &m), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0);
 	CHECK_ERR(read_all(a, &m, t, 60), 0);
 	for (uint64_t b = 0; b < nvmefs_run_blocks(&m); b++) {
 		size_t at = (size_t)(b * 977 % NVMEFS_BLOCK);
@@ -446,7 +441,8 @@ static ssize_t big_manifest(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n, 
 			    uint32_t salt)
 {
 	static struct nvmefs_run_meta r[16];
-	struct nvmefs_manifest m = {.seq = seq, .next_id = 100, .n = n, .runs = r};
+	struct nvmefs_manifest m = {
+		.seq = seq, .next_id = 100, .replay = seq << 40, .n = n, .runs = r};
 	struct tent t;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -480,7 +476,7 @@ static void test_corrupt_manifest(void)
 	olen = big_manifest(old, cap, 3, 12, false, 1);
 	CHECKF(len > (ssize_t)NVMEFS_BLOCK && len == olen, "manifest of %zd bytes", len);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), 0);
-	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100);
+	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100 && m.replay == 5ull << 40);
 	nvmefs_manifest_free(&m);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, other, &geom, &m), -EINVAL);
 	CHECK_ERR(nvmefs_manifest_decode(buf, (size_t)len - NVMEFS_BLOCK, uuid, &geom, &m),
@@ -518,11 +514,11 @@ static void test_slot_fallback(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 30, 0, &m1), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1), 0); /* seq 2, slot B */
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, 0), 0); /* seq 2, slot B */
 	CHECK_ERR(write_run(a, t, 30, 0, &m2), 0);
 	both[0] = m1;
 	both[1] = m2;
-	CHECK_ERR(nvmefs_runs_commit(a, both, 2), 0); /* seq 3, slot A */
+	CHECK_ERR(nvmefs_runs_commit(a, both, 2, 0), 0); /* seq 3, slot A */
 	CHECK(a->cur_slot == 0);
 	nvmefs_runs_close(a);
 	flip(0, 100);
@@ -594,25 +590,9 @@ static void pl_child(uint32_t cut, uint64_t seed)
 		_exit(4);
 	if (write(pl_pipe[1], "C", 1) != 1) /* the manifest's write starts */
 		_exit(3);
-	if (nvmefs_runs_commit(a, m, cur->n + 1) == -EIO && cut == UINT32_MAX)
+	if (nvmefs_runs_commit(a, m, cur->n + 1, 0) == -EIO && cut == UINT32_MAX)
 		nvmefs_powerloss_now(&o, pl_report); /* after the write, before its flush */
 	_exit(10);
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ssize_t n = 0;
-
-	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			n = -1;
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	return in < 0 || out < 0 || n < 0 ? -1 : 0;
 }
 
 /* One cut: 1 when the child ran to its end without one. What the cut did
@@ -669,14 +649,14 @@ static void test_powerloss(uint64_t seed)
 		CHECK_ERR(write_run(a, t, PL_N, 1, &m[i]), 0);
 		free(t);
 	}
-	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS, 0), 0);
 	CHECK(nvmefs_runs_current(a)->seq == 2);
 	nvmefs_runs_close(a);
-	CHECK(copy_file(img, base_img) == 0);
+	CHECK(test_img_copy(img, base_img) == 0);
 	for (cut = 0; cut < 200; cut++) {
 		int done = pl_once(cut, seed + cut, &rep);
 
-		CHECK(copy_file(base_img, img) == 0);
+		CHECK(test_img_copy(base_img, img) == 0);
 		if (done)
 			break;
 	}
@@ -684,7 +664,7 @@ static void test_powerloss(uint64_t seed)
 	for (uint32_t i = 0; i < PL_SEEDS; i++) {
 		CHECK(pl_once(UINT32_MAX, seed + i, &rep) == 0);
 		CHECK(rep.unflushed == 1); /* the manifest's write */
-		CHECK(copy_file(base_img, img) == 0);
+		CHECK(test_img_copy(base_img, img) == 0);
 		kept += rep.kept;
 		torn += rep.torn;
 	}
@@ -697,24 +677,10 @@ static void test_powerloss(uint64_t seed)
 
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	const char *paths[1] = {img};
 	uint64_t seed = test_seed();
-	char cmd[600];
-	int fd;
 
 	printf("seed %" PRIu64 " (NVMEFS_TEST_SEED)\n", seed);
-	snprintf(dir, sizeof(dir), "%s/test_runs.XXXXXX", tmp);
-	if (!mkdtemp(dir))
-		TEST_SKIP("mkdtemp in %s failed", tmp);
-	snprintf(img, sizeof(img), "%s/d0.img", dir);
-	snprintf(base_img, sizeof(base_img), "%s/base.img", dir);
-	fd = open(img, O_RDWR | O_CREAT, 0600);
-	CHECK(fd >= 0 && ftruncate(fd, IMG_SIZE) == 0);
-	close(fd);
-	nvmefs_log_set_sink(sink);
-	if (nvmefs_devset_open(&set, paths, 1, NULL))
-		TEST_SKIP("cannot open %s for O_DIRECT: %s", img, last_msg);
+	test_img_setup("test_runs", IMG_SIZE);
 	blk = aligned(NVMEFS_RUN_BUF);
 	CHECK(blk != NULL);
 	test_grid();
@@ -725,8 +691,6 @@ int main(void)
 	test_slot_fallback();
 	test_powerloss(seed);
 	free(blk);
-	nvmefs_devset_close(set);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	CHECK(system(cmd) == 0);
+	test_img_teardown();
 	return test_result();
 }

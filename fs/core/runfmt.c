@@ -44,6 +44,10 @@ struct mrun_disk {
 };
 _Static_assert(sizeof(struct mrun_disk) == 48, "manifest run record is 48 bytes");
 
+/* A manifest's body starts with the committer's replay position (u64,
+ * little-endian), then its runs. */
+#define MANIFEST_PREFIX 8u
+
 #define CRC_OFF 12u
 
 size_t nvmefs_obj_seal(void *buf, const char magic[8], const uint8_t uuid[16],
@@ -182,14 +186,16 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 			       size_t cap)
 {
 	struct nvmefs_obj o = {.id = m->seq, .count = m->n, .aux = m->next_id};
+	uint64_t replay = htole64(m->replay);
 	uint8_t *b = buf;
-	size_t used = 0;
+	size_t used = MANIFEST_PREFIX;
 
 	for (size_t i = 0; i < m->n; i++)
 		used += mrun_size(&m->runs[i]);
 	if (used > UINT32_MAX || (size_t)nvmefs_obj_blocks(used) * NVMEFS_BLOCK > cap)
 		return -ENOSPC;
-	used = 0;
+	memcpy(b + NVMEFS_OBJ_HDR, &replay, MANIFEST_PREFIX);
+	used = MANIFEST_PREFIX;
 	for (size_t i = 0; i < m->n; i++) {
 		mrun_put(b + NVMEFS_OBJ_HDR + used, &m->runs[i]);
 		used += mrun_size(&m->runs[i]);
@@ -258,7 +264,10 @@ static int check_extents(const struct nvmefs_manifest *m, const struct nvmefs_ru
 	for (size_t i = 0; i < m->n; i++) {
 		const struct nvmefs_run_meta *r = &m->runs[i];
 
-		e[i] = (struct nvmefs_runs_ext){r->id, r->start, nvmefs_run_blocks(r), true};
+		e[i] = (struct nvmefs_runs_ext){.id = r->id,
+						.start = r->start,
+						.blocks = nvmefs_run_blocks(r),
+						.done = true};
 		if (r->id >= m->next_id || r->start < lo || r->start > g->blocks ||
 		    e[i].blocks > g->blocks - r->start)
 			ret = -EINVAL;
@@ -279,10 +288,14 @@ static int check_extents(const struct nvmefs_manifest *m, const struct nvmefs_ru
 static int decode_runs(const uint8_t *b, const struct nvmefs_obj *o,
 		       const struct nvmefs_runs_geom *g, struct nvmefs_manifest *m)
 {
-	size_t pos = 0, sz;
+	size_t pos = MANIFEST_PREFIX, sz;
+	uint64_t replay;
 
-	if (o->count > o->used / sizeof(struct mrun_disk))
+	if (o->used < MANIFEST_PREFIX ||
+	    o->count > (o->used - MANIFEST_PREFIX) / sizeof(struct mrun_disk))
 		return -EINVAL;
+	memcpy(&replay, b + NVMEFS_OBJ_HDR, MANIFEST_PREFIX);
+	m->replay = le64toh(replay);
 	m->runs = o->count ? calloc(o->count, sizeof(*m->runs)) : NULL;
 	if (o->count && !m->runs)
 		return -ENOMEM;

@@ -158,7 +158,10 @@ static struct nvmefs_runs_ext *held(const struct nvmefs_runs *a, size_t *n)
 	for (size_t i = 0; i < a->cur.n; i++) {
 		const struct nvmefs_run_meta *r = &a->cur.runs[i];
 
-		e[i] = (struct nvmefs_runs_ext){r->id, r->start, nvmefs_run_blocks(r), true};
+		e[i] = (struct nvmefs_runs_ext){.id = r->id,
+						.start = r->start,
+						.blocks = nvmefs_run_blocks(r),
+						.done = true};
 	}
 	if (a->nbusy)
 		memcpy(e + a->cur.n, a->busy, a->nbusy * sizeof(*e));
@@ -192,17 +195,18 @@ static int find_free(const struct nvmefs_runs *a, uint64_t want, uint64_t *start
 	return *len ? 0 : -ENOSPC;
 }
 
-static struct nvmefs_runs_ext *busy_find(struct nvmefs_runs *a, uint64_t id)
+/* The busy entry of run id: the writer's (held false) or a reader's hold. */
+static struct nvmefs_runs_ext *busy_find(struct nvmefs_runs *a, uint64_t id, bool held)
 {
 	for (size_t i = 0; i < a->nbusy; i++)
-		if (a->busy[i].id == id)
+		if (a->busy[i].id == id && a->busy[i].held == held)
 			return &a->busy[i];
 	return NULL;
 }
 
-static void busy_remove(struct nvmefs_runs *a, uint64_t id)
+static void busy_remove(struct nvmefs_runs *a, uint64_t id, bool held)
 {
-	struct nvmefs_runs_ext *e = busy_find(a, id);
+	struct nvmefs_runs_ext *e = busy_find(a, id, held);
 
 	if (e)
 		*e = a->busy[--a->nbusy];
@@ -211,8 +215,53 @@ static void busy_remove(struct nvmefs_runs *a, uint64_t id)
 void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
 {
 	pthread_mutex_lock(&a->lock);
-	busy_remove(a, id);
+	busy_remove(a, id, false);
 	pthread_mutex_unlock(&a->lock);
+}
+
+int nvmefs_runs_hold(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
+{
+	int ret;
+
+	pthread_mutex_lock(&a->lock);
+	ret = nvmefs_grow(&a->busy, &a->busy_cap, a->nbusy + 1, sizeof(*a->busy));
+	if (!ret)
+		a->busy[a->nbusy++] = (struct nvmefs_runs_ext){.id = r->id,
+							       .start = r->start,
+							       .blocks = nvmefs_run_blocks(r),
+							       .held = true};
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
+void nvmefs_runs_release(struct nvmefs_runs *a, uint64_t id)
+{
+	pthread_mutex_lock(&a->lock);
+	busy_remove(a, id, true);
+	pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t nvmefs_runs_free_blocks(struct nvmefs_runs *a)
+{
+	uint64_t pos = 2ull * nvmefs_runs_slot_blocks(&a->g), used = 0;
+	struct nvmefs_runs_ext *e;
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
+	e = held(a, &n);
+	pthread_mutex_unlock(&a->lock);
+	if (!e)
+		return 0;
+	for (size_t i = 0; i < n; i++) { /* by start; a held run may be live too */
+		uint64_t end = e[i].start + e[i].blocks;
+
+		if (end > pos) {
+			used += end - (e[i].start > pos ? e[i].start : pos);
+			pos = end;
+		}
+	}
+	free(e);
+	return a->g.blocks - 2ull * nvmefs_runs_slot_blocks(&a->g) - used;
 }
 
 /* ---- commit ---- */
@@ -220,7 +269,7 @@ void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
 /* Is r a run of the current manifest, or one written and pending? */
 static bool known(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 {
-	const struct nvmefs_runs_ext *e = busy_find(a, r->id);
+	const struct nvmefs_runs_ext *e = busy_find(a, r->id, false);
 	const struct nvmefs_run_meta *c = NULL;
 
 	if (e)
@@ -235,9 +284,9 @@ static bool known(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 /* Encode the next manifest of runs into buf and check it decodes (no run
  * twice, none overlapping): its length, or -errno. */
 static ssize_t encode_next(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
-			   uint8_t *buf, size_t cap, struct nvmefs_manifest *out)
+			   uint64_t replay, uint8_t *buf, size_t cap, struct nvmefs_manifest *out)
 {
-	struct nvmefs_manifest m = {.seq = a->cur.seq + 1, .n = n};
+	struct nvmefs_manifest m = {.seq = a->cur.seq + 1, .n = n, .replay = replay};
 	ssize_t len;
 	int ret;
 
@@ -263,15 +312,16 @@ static ssize_t encode_next(struct nvmefs_runs *a, const struct nvmefs_run_meta *
 static void install(struct nvmefs_runs *a, struct nvmefs_manifest *m, unsigned s)
 {
 	pthread_mutex_lock(&a->lock);
-	for (size_t i = 0; i < m->n; i++)
-		busy_remove(a, m->runs[i].id);
+	for (size_t i = 0; i < m->n; i++) /* written and now live; holds stay */
+		busy_remove(a, m->runs[i].id, false);
 	nvmefs_manifest_free(&a->cur);
 	a->cur = *m;
 	a->cur_slot = s;
 	pthread_mutex_unlock(&a->lock);
 }
 
-int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n)
+int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
+		       uint64_t replay)
 {
 	uint32_t sb = nvmefs_runs_slot_blocks(&a->g);
 	size_t cap = (size_t)sb * NVMEFS_BLOCK;
@@ -284,7 +334,7 @@ int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs
 	buf = nvmefs_aligned_alloc(cap);
 	if (!buf)
 		return -ENOMEM;
-	len = encode_next(a, runs, n, buf, cap, &m);
+	len = encode_next(a, runs, n, replay, buf, cap, &m);
 	ret = len < 0 ? (int)len : 0;
 	if (ret)
 		goto out;
@@ -497,7 +547,7 @@ int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta)
 		return ret;
 	}
 	pthread_mutex_lock(&w->a->lock);
-	e = busy_find(w->a, w->meta.id);
+	e = busy_find(w->a, w->meta.id, false);
 	assert(e); /* only nvmefs_runw_abort drops a run being written */
 	e->blocks = nvmefs_run_blocks(&w->meta); /* the rest is free again */
 	e->done = true;
@@ -666,7 +716,7 @@ static int load_block(struct nvmefs_runr *r, uint32_t i, void *buf, struct nvmef
 	ret = pio(r->a, false, r->meta.start + r->off[i], buf, nb);
 	if (ret)
 		return ret;
-	r->block_reads++;
+	__atomic_fetch_add(&r->block_reads, 1, __ATOMIC_RELAXED); /* lookups in threads */
 	ret = nvmefs_run_decode(buf, (size_t)nb * NVMEFS_BLOCK, r->a->uuid, r->meta.id, i, h);
 	if (!ret && (h->nblocks != nb || h->level != r->meta.level))
 		ret = -EINVAL;

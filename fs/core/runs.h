@@ -20,7 +20,8 @@
  * kind-specific fields), then their bytes, zeros to the block's end.
  *
  * The manifest lists the live runs (id, level, extent, block counts, entry
- * count, smallest and largest key) and goes to the slot that is not
+ * count, smallest and largest key), after an opaque u64 its committer gives
+ * (the journal position replay starts from), and goes to the slot that is not
  * current, with the next sequence number; the current manifest is the
  * valid one with the higher sequence. A manifest is valid only whole (its
  * crc covers every block, every block carries nothing older), so a write
@@ -35,8 +36,10 @@
  * it from the manifest.
  *
  * Threads: the area's functions may be called from several threads; a
- * writer, reader or iterator is used by one thread at a time; commits are
- * serialized by the caller (one at a time).
+ * writer or iterator is used by one thread at a time; a reader's lookups
+ * (nvmefs_runr_get, nvmefs_runr_may_hold) may run in several threads at
+ * once, each with its own buffer; commits are serialized by the caller
+ * (one at a time).
  */
 #ifndef NVMEFS_RUNS_H
 #define NVMEFS_RUNS_H
@@ -96,6 +99,7 @@ static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
 struct nvmefs_manifest {
 	uint64_t seq;	  /* higher is newer; 0 is never written */
 	uint64_t next_id; /* every run id is below it */
+	uint64_t replay;  /* the caller's: where journal replay starts (opaque here) */
 	size_t n;
 	struct nvmefs_run_meta *runs;
 };
@@ -131,6 +135,7 @@ void nvmefs_manifest_free(struct nvmefs_manifest *m);
 struct nvmefs_runs_ext {
 	uint64_t id, start, blocks;
 	bool done; /* busy runs: written by nvmefs_runw_end (else being written) */
+	bool held; /* busy runs: held by nvmefs_runs_hold (a reader's), not written */
 };
 
 struct nvmefs_runs {
@@ -141,7 +146,8 @@ struct nvmefs_runs {
 	struct nvmefs_manifest cur; /* the current (durable) manifest */
 	unsigned cur_slot;
 	uint64_t next_id;
-	struct nvmefs_runs_ext *busy; /* runs written or being written, not in cur */
+	struct nvmefs_runs_ext *busy; /* runs written or being written, not in cur;
+				       * and runs held for readers (in cur or not) */
 	size_t nbusy, busy_cap;
 };
 
@@ -169,19 +175,36 @@ void nvmefs_runs_close(struct nvmefs_runs *a);
 const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
 
 /*
- * Make runs[0..n) the live runs: write them as the next manifest to the
- * spare slot, after flushing the member (so every run it names is
- * durable), and flush again. Each run must be in the current manifest or
+ * Make runs[0..n) the live runs, with replay the caller's journal position
+ * (kept opaque in the manifest: nvmefs_runs_current(a)->replay to keep the
+ * current one): write them as the next manifest to the spare slot, after flushing the member (so
+ * every run it names is durable), and flush again. Each run must be in the current manifest or
  * written by nvmefs_runw_end and not yet committed (-EINVAL otherwise, the
  * caller's bug). Afterwards runs of the old manifest that are not named
  * are free, and written runs that are named are no longer pending. Returns
  * 0, -EINVAL, -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O
  * error (the current manifest then stays as it was).
  */
-int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n);
+int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
+		       uint64_t replay);
 
 /* Free a run nvmefs_runw_end wrote that will not be committed. */
 void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
+
+/*
+ * Keep run r's extent out of the free space, even after a commit that
+ * leaves it out of the manifest, until nvmefs_runs_release(a, r->id): a
+ * reader of a run that a compaction retires keeps reading it, and its
+ * blocks are reused only once the last reader is gone. r must be live or
+ * written (the caller's). 0 or -ENOMEM.
+ */
+int nvmefs_runs_hold(struct nvmefs_runs *a, const struct nvmefs_run_meta *r);
+/* End nvmefs_runs_hold: the run's space is free if no manifest names it. */
+void nvmefs_runs_release(struct nvmefs_runs *a, uint64_t id);
+
+/* The run space's free blocks: neither live, nor written or being written
+ * and not yet committed, nor held. */
+uint64_t nvmefs_runs_free_blocks(struct nvmefs_runs *a);
 
 /* ---- writing a run ---- */
 
@@ -244,7 +267,7 @@ struct nvmefs_runr {
 	uint16_t *klen;
 	const uint8_t *bits; /* the filter, into buf */
 	uint64_t nbits;
-	uint64_t block_reads; /* run blocks read by lookups and iterators */
+	uint64_t block_reads; /* run blocks read by lookups and iterators (atomic) */
 };
 
 /*

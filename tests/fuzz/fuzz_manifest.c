@@ -7,7 +7,7 @@
  * Whatever decodes must describe runs that fit the harness's area (inside
  * the run space, not overlapping, ids unique and below next_id, keys valid
  * and ordered: checked again here, pairwise), and must re-encode to the
- * input's bytes.
+ * input's bytes (the committer's replay position included).
  */
 #include <endian.h>
 #include <stdint.h>

@@ -1,0 +1,886 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Format v2's LSM store over a run area (store.h): memtables, flush, the
+ * leveled compaction, lookups and range iterators.
+ *
+ * The live runs are a "view": an array of open runs (index and filter in
+ * memory, nvmefs_runr) newest first, counted by references. A flush or a
+ * compaction commits a manifest and then installs a new view; readers
+ * (lookups, iterators) take a reference to the view under the store's
+ * lock and read its runs without it. An open run holds its extent
+ * (nvmefs_runs_hold) until the last view naming it is gone, so a retired
+ * run stays readable by whoever still reads it.
+ *
+ * Locks, in order: flush_lock or compact_lock (one flush and one
+ * compaction at a time), commit_lock (one manifest commit and view
+ * install at a time), lock (memtables, the view, every reference count,
+ * the counters; never held across I/O), then the area's own lock.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtable_i.h"
+#include "runfmt_i.h"
+#include "store.h"
+#include "util_i.h"
+
+#define L0_RUNS_DEFAULT	  4u
+#define L1_BLOCKS_DEFAULT 2560u
+#define FANOUT_DEFAULT	  10u
+
+/* An open run, shared by the views that name it. */
+struct srun {
+	struct nvmefs_runr r;
+	unsigned refs; /* protected by s->lock */
+};
+
+/* The live runs, newest first: level 0 by id descending, then levels 1.. */
+struct view {
+	unsigned refs; /* protected by s->lock */
+	size_t n;
+	struct srun *run[];
+};
+
+struct nvmefs_store {
+	struct nvmefs_runs *a;
+	struct nvmefs_store_cfg cfg;
+	pthread_mutex_t flush_lock, compact_lock, commit_lock;
+	pthread_mutex_t lock;
+	struct nvmefs_memtable *mem;  /* protected by lock */
+	struct nvmefs_memtable *imm;  /* frozen, being flushed; set and cleared under lock */
+	uint64_t imm_replay;	      /* the replay position imm was frozen with */
+	struct view *view;	      /* protected by lock */
+	struct nvmefs_store_stats st; /* protected by lock */
+	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
+};
+
+/* ---- runs and views (lock held where said) ---- */
+
+static int srun_open(struct nvmefs_store *s, const struct nvmefs_run_meta *m, struct srun **out)
+{
+	struct srun *sr = calloc(1, sizeof(*sr));
+	int ret;
+
+	*out = NULL;
+	if (!sr)
+		return -ENOMEM;
+	ret = nvmefs_runr_open(&sr->r, s->a, m);
+	if (ret)
+		goto err_free;
+	ret = nvmefs_runs_hold(s->a, m);
+	if (ret)
+		goto err_close;
+	*out = sr;
+	return 0;
+err_close:
+	nvmefs_runr_close(&sr->r);
+err_free:
+	free(sr);
+	return ret;
+}
+
+/* Close a run no view names (refs 0): its extent is no longer held. */
+static void srun_close(struct nvmefs_store *s, struct srun *sr)
+{
+	uint64_t id = sr->r.meta.id;
+
+	nvmefs_runr_close(&sr->r);
+	nvmefs_runs_release(s->a, id);
+	free(sr);
+}
+
+/* Drop a reference to v (lock held). */
+static void view_put(struct nvmefs_store *s, struct view *v)
+{
+	if (!v || --v->refs)
+		return;
+	for (size_t i = 0; i < v->n; i++)
+		if (!--v->run[i]->refs)
+			srun_close(s, v->run[i]);
+	free(v);
+}
+
+static struct view *view_alloc(size_t n)
+{
+	struct view *v = calloc(1, sizeof(*v) + n * sizeof(v->run[0]));
+
+	if (v)
+		v->refs = 1;
+	return v;
+}
+
+static int newest_first(const void *x, const void *y)
+{
+	const struct nvmefs_run_meta *a = &(*(struct srun *const *)x)->r.meta;
+	const struct nvmefs_run_meta *b = &(*(struct srun *const *)y)->r.meta;
+
+	if (a->level != b->level)
+		return a->level < b->level ? -1 : 1;
+	return a->id > b->id ? -1 : a->id < b->id;
+}
+
+/* Fill v (allocated for n runs) with the runs[0..n) of a committed
+ * manifest: the current view's open runs, or fresh (lock held). */
+static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmefs_run_meta *runs,
+		      size_t n, struct srun *fresh)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct srun *sr = fresh && fresh->r.meta.id == runs[i].id ? fresh : NULL;
+
+		for (size_t j = 0; j < s->view->n && !sr; j++)
+			if (s->view->run[j]->r.meta.id == runs[i].id)
+				sr = s->view->run[j];
+		assert(sr); /* every committed run is open */
+		sr->refs++;
+		v->run[v->n++] = sr;
+	}
+	qsort(v->run, v->n, sizeof(v->run[0]), newest_first);
+}
+
+/*
+ * Commit the current manifest less the runs drop[0..ndrop) plus fresh (may
+ * be NULL), with replay, and install the view of it (commit_lock held).
+ * With clear_imm the frozen memtable is gone in the same step (its run is
+ * fresh). 0 or -errno (nothing changed).
+ */
+static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t ndrop,
+		       struct srun *fresh, uint64_t replay, bool clear_imm)
+{
+	const struct nvmefs_manifest *cur = nvmefs_runs_current(s->a);
+	struct nvmefs_memtable *imm = NULL;
+	struct nvmefs_run_meta *list;
+	struct view *v, *old;
+	size_t n = 0;
+	int ret = -ENOMEM;
+
+	list = malloc((cur->n + 1) * sizeof(*list));
+	v = view_alloc(cur->n + 1);
+	if (!list || !v)
+		goto out;
+	for (size_t i = 0; i < cur->n; i++) {
+		bool gone = false;
+
+		for (size_t j = 0; j < ndrop && !gone; j++)
+			gone = drop[j]->r.meta.id == cur->runs[i].id;
+		if (!gone)
+			list[n++] = cur->runs[i];
+	}
+	if (fresh)
+		list[n++] = fresh->r.meta;
+	ret = nvmefs_runs_commit(s->a, list, n, replay);
+	if (ret)
+		goto out;
+	pthread_mutex_lock(&s->lock);
+	view_fill(s, v, list, n, fresh);
+	old = s->view;
+	s->view = v;
+	v = NULL;
+	view_put(s, old);
+	if (clear_imm) {
+		imm = s->imm;
+		s->imm = NULL;
+	}
+	s->st.runs = (unsigned)n;
+	pthread_mutex_unlock(&s->lock);
+	if (imm) {
+		nvmefs_mem_exit(imm);
+		free(imm);
+	}
+out:
+	free(list);
+	free(v);
+	return ret;
+}
+
+/* ---- open, close ---- */
+
+static struct nvmefs_memtable *mem_new(struct nvmefs_store *s)
+{
+	struct nvmefs_memtable *m = malloc(sizeof(*m));
+	uint64_t seed;
+
+	if (!m)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	seed = ++s->seed * 0x9e3779b97f4a7c15ull;
+	pthread_mutex_unlock(&s->lock);
+	if (!nvmefs_mem_init(m, seed))
+		return m;
+	free(m);
+	return NULL;
+}
+
+static void mem_free(struct nvmefs_memtable *m)
+{
+	if (!m)
+		return;
+	nvmefs_mem_exit(m);
+	free(m);
+}
+
+/* Open every run of the current manifest as the first view. */
+static int open_view(struct nvmefs_store *s)
+{
+	const struct nvmefs_manifest *cur = nvmefs_runs_current(s->a);
+	int ret = 0;
+
+	s->view = view_alloc(cur->n);
+	if (!s->view)
+		return -ENOMEM;
+	for (size_t i = 0; i < cur->n && !ret; i++) {
+		ret = srun_open(s, &cur->runs[i], &s->view->run[i]);
+		if (!ret) {
+			s->view->run[i]->refs = 1;
+			s->view->n++;
+		}
+	}
+	qsort(s->view->run, s->view->n, sizeof(s->view->run[0]), newest_first);
+	s->st.runs = (unsigned)s->view->n;
+	return ret;
+}
+
+int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
+		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
+		      const struct nvmefs_store_cfg *cfg)
+{
+	struct nvmefs_store *s;
+	int ret;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	if (cfg)
+		s->cfg = *cfg;
+	s->cfg.l0_runs = s->cfg.l0_runs ? s->cfg.l0_runs : L0_RUNS_DEFAULT;
+	s->cfg.l1_blocks = s->cfg.l1_blocks ? s->cfg.l1_blocks : L1_BLOCKS_DEFAULT;
+	s->cfg.fanout = s->cfg.fanout > 1 ? s->cfg.fanout : FANOUT_DEFAULT;
+	pthread_mutex_init(&s->flush_lock, NULL);
+	pthread_mutex_init(&s->compact_lock, NULL);
+	pthread_mutex_init(&s->commit_lock, NULL);
+	pthread_mutex_init(&s->lock, NULL);
+	ret = nvmefs_runs_open(&s->a, dev, g, uuid);
+	if (ret)
+		goto err;
+	s->mem = mem_new(s);
+	ret = s->mem ? open_view(s) : -ENOMEM;
+	if (ret)
+		goto err;
+	*out = s;
+	return 0;
+err:
+	nvmefs_store_close(s);
+	return ret;
+}
+
+void nvmefs_store_close(struct nvmefs_store *s)
+{
+	if (!s)
+		return;
+	if (s->view) {
+		assert(s->view->refs == 1); /* no reader left */
+		view_put(s, s->view);
+	}
+	mem_free(s->mem);
+	mem_free(s->imm);
+	nvmefs_runs_close(s->a);
+	pthread_mutex_destroy(&s->flush_lock);
+	pthread_mutex_destroy(&s->compact_lock);
+	pthread_mutex_destroy(&s->commit_lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+uint64_t nvmefs_store_replay(struct nvmefs_store *s)
+{
+	uint64_t r;
+
+	pthread_mutex_lock(&s->commit_lock);
+	r = nvmefs_runs_current(s->a)->replay;
+	pthread_mutex_unlock(&s->commit_lock);
+	return r;
+}
+
+struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s)
+{
+	return s->a;
+}
+
+void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st)
+{
+	pthread_mutex_lock(&s->lock);
+	*st = s->st;
+	st->mem_bytes = s->mem->bytes;
+	st->mem_entries = s->mem->n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- put, get ---- */
+
+static int put(struct nvmefs_store *s, const uint8_t *key, size_t klen, const void *val,
+	       size_t vlen, bool tomb)
+{
+	int ret;
+
+	if (nvmefs_key_check(key, klen) || vlen > NVMEFS_XATTR_VALUE_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	ret = nvmefs_mem_put(s->mem, key, klen, val, vlen, tomb);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int nvmefs_store_put(struct nvmefs_store *s, const uint8_t *key, size_t klen, const void *val,
+		     size_t vlen)
+{
+	return put(s, key, klen, val, vlen, false);
+}
+
+int nvmefs_store_del(struct nvmefs_store *s, const uint8_t *key, size_t klen)
+{
+	return put(s, key, klen, NULL, 0, true);
+}
+
+static int copy_out(const struct nvmefs_run_ent *e, void *val, size_t cap, size_t *vlen)
+{
+	if (e->tomb)
+		return -ENOENT;
+	*vlen = e->vlen;
+	if (e->vlen > cap)
+		return -ERANGE;
+	if (e->vlen)
+		memcpy(val, e->val, e->vlen);
+	return 0;
+}
+
+/* The runs of v newest first: the first that has an entry for key. */
+static int get_runs(struct view *v, const uint8_t *key, size_t klen, void *val, size_t cap,
+		    size_t *vlen)
+{
+	uint8_t *buf = NULL;
+	int ret = -ENOENT;
+
+	for (size_t i = 0; i < v->n; i++) {
+		struct nvmefs_runr *r = &v->run[i]->r;
+		struct nvmefs_run_ent e;
+
+		if (!nvmefs_runr_may_hold(r, key, klen))
+			continue;
+		if (!buf && !(buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF))) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = nvmefs_runr_get(r, key, klen, buf, &e);
+		if (ret == -ENOENT)
+			continue;
+		if (!ret)
+			ret = copy_out(&e, val, cap, vlen);
+		break;
+	}
+	free(buf);
+	return ret;
+}
+
+int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, void *val, size_t cap,
+		     size_t *vlen)
+{
+	const struct nvmefs_mem_node *x;
+	struct nvmefs_run_ent e;
+	struct view *v;
+	int ret;
+
+	if (nvmefs_key_check(key, klen))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	x = nvmefs_mem_find(s->mem, key, klen);
+	if (!x && s->imm)
+		x = nvmefs_mem_find(s->imm, key, klen);
+	if (x) {
+		nvmefs_mem_ent(x, &e);
+		ret = copy_out(&e, val, cap, vlen);
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
+	v = s->view;
+	v->refs++;
+	pthread_mutex_unlock(&s->lock);
+	ret = get_runs(v, key, klen, val, cap, vlen);
+	pthread_mutex_lock(&s->lock);
+	view_put(s, v);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* ---- flush ---- */
+
+/*
+ * Blocks a run of the memtable's entries can take at most, so that a
+ * flush reserves no more than it needs. A run block is closed when the
+ * next entry does not fit: if that entry is at most half a block's room,
+ * the closed block holds more than that half; each longer entry may close
+ * one block and take ceil((header + entry) / 4 KiB) of its own.
+ */
+static uint64_t run_bound(const struct nvmefs_memtable *m)
+{
+	const uint64_t half = (NVMEFS_BLOCK - NVMEFS_RUN_HDR) / 2;
+	uint64_t small = 0, data = 1, idx;
+	const struct nvmefs_mem_node *x;
+
+	for (x = nvmefs_mem_seek(m, NULL, 0); x; x = x->next[0]) {
+		uint64_t len = NVMEFS_RUN_ENT_HDR + x->klen + x->vlen;
+
+		if (len <= half)
+			small += len;
+		else
+			data += 1 + (NVMEFS_RUN_HDR + len + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK;
+	}
+	data += small / half;
+	idx = data * (6 + NVMEFS_KEY_MAX); /* an index entry per run block */
+	return data + nvmefs_obj_blocks(idx) + nvmefs_obj_blocks(nvmefs_filter_nbits(m->n) / 8);
+}
+
+/* Write the frozen memtable as a level-0 run; *out its open run. */
+static int write_imm(struct nvmefs_store *s, struct srun **out)
+{
+	const struct nvmefs_mem_node *x;
+	struct nvmefs_run_meta meta;
+	struct nvmefs_run_ent e;
+	struct nvmefs_runw w;
+	int ret;
+
+	ret = nvmefs_runw_begin(&w, s->a, 0, run_bound(s->imm));
+	if (ret)
+		return ret;
+	for (x = nvmefs_mem_seek(s->imm, NULL, 0); x && !ret; x = x->next[0]) {
+		nvmefs_mem_ent(x, &e);
+		ret = nvmefs_runw_add(&w, e.key, e.klen, e.val, e.vlen, e.tomb);
+	}
+	if (ret) {
+		nvmefs_runw_abort(&w);
+		return ret;
+	}
+	ret = nvmefs_runw_end(&w, &meta);
+	if (ret)
+		return ret;
+	ret = srun_open(s, &meta, out);
+	if (ret)
+		nvmefs_runs_drop(s->a, meta.id);
+	return ret;
+}
+
+/* The frozen memtable to a run, committed; on failure it stays frozen. */
+static int flush_imm(struct nvmefs_store *s)
+{
+	struct srun *sr;
+	int ret = write_imm(s, &sr);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&s->commit_lock);
+	ret = commit_view(s, NULL, 0, sr, s->imm_replay, true);
+	pthread_mutex_unlock(&s->commit_lock);
+	if (ret) {
+		uint64_t id = sr->r.meta.id;
+
+		srun_close(s, sr);
+		nvmefs_runs_drop(s->a, id);
+		return ret;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->st.flushes++;
+	s->st.flush_blocks_written = nvmefs_run_blocks(&sr->r.meta);
+	s->st.flush_blocks_read = (uint64_t)sr->r.meta.index_blocks + sr->r.meta.filter_blocks;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Nothing to write: commit the replay position alone, if it moved. */
+static int commit_replay(struct nvmefs_store *s, uint64_t replay)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&s->commit_lock);
+	if (nvmefs_runs_current(s->a)->replay != replay)
+		ret = commit_view(s, NULL, 0, NULL, replay, false);
+	pthread_mutex_unlock(&s->commit_lock);
+	return ret;
+}
+
+int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay)
+{
+	struct nvmefs_memtable *fresh = NULL;
+	bool retry;
+	int ret;
+
+	pthread_mutex_lock(&s->flush_lock);
+	do {
+		if (!fresh && !(fresh = mem_new(s))) {
+			ret = -ENOMEM;
+			break;
+		}
+		pthread_mutex_lock(&s->lock);
+		retry = s->imm != NULL; /* a failed flush's: written first */
+		if (!retry && !s->mem->n) {
+			pthread_mutex_unlock(&s->lock);
+			ret = commit_replay(s, replay);
+			break;
+		}
+		if (!retry) { /* freeze: puts go on into fresh */
+			s->imm = s->mem;
+			s->imm_replay = replay;
+			s->mem = fresh;
+			fresh = NULL;
+		}
+		pthread_mutex_unlock(&s->lock);
+		ret = flush_imm(s);
+	} while (!ret && retry);
+	pthread_mutex_unlock(&s->flush_lock);
+	mem_free(fresh);
+	return ret;
+}
+
+/* ---- compaction ---- */
+
+/* Level k's budget in blocks (k >= 1). */
+static uint64_t budget(const struct nvmefs_store *s, uint32_t k)
+{
+	uint64_t b = s->cfg.l1_blocks;
+
+	while (--k && b < UINT64_MAX / s->cfg.fanout)
+		b *= s->cfg.fanout;
+	return b;
+}
+
+struct pick {
+	struct srun **in; /* newest first */
+	size_t n;
+	uint32_t level; /* the output's */
+	bool drop_tombs;
+};
+
+/* Runs of v at levels [lo, hi] into p, in v's order (newest first). */
+static void pick_levels(const struct view *v, uint32_t lo, uint32_t hi, struct pick *p)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (v->run[i]->r.meta.level >= lo && v->run[i]->r.meta.level <= hi)
+			p->in[p->n++] = v->run[i];
+}
+
+/* What the rule says to merge (store.h): 1, 0 when nothing is due, or
+ * -ENOMEM. p->in is then the caller's to free. */
+static int pick(const struct nvmefs_store *s, const struct view *v, bool full, struct pick *p)
+{
+	uint64_t size[NVMEFS_RUN_LEVELS] = {0};
+	uint32_t deepest = 0;
+	size_t l0 = 0;
+
+	*p = (struct pick){.in = calloc(v->n ? v->n : 1, sizeof(*p->in))};
+	if (!p->in)
+		return -ENOMEM;
+	for (size_t i = 0; i < v->n; i++) {
+		const struct nvmefs_run_meta *m = &v->run[i]->r.meta;
+
+		size[m->level] += nvmefs_run_blocks(m);
+		l0 += m->level == 0;
+		deepest = m->level > deepest ? m->level : deepest;
+	}
+	if (full && v->n) {
+		p->level = deepest ? deepest : 1;
+		pick_levels(v, 0, deepest, p);
+	} else if (l0 > s->cfg.l0_runs) {
+		p->level = 1;
+		pick_levels(v, 0, 1, p);
+	}
+	for (uint32_t k = 1; !p->n && k + 1 < NVMEFS_RUN_LEVELS; k++)
+		if (size[k] > budget(s, k)) {
+			p->level = k + 1;
+			pick_levels(v, k, k + 1, p);
+		}
+	p->drop_tombs = p->level >= deepest; /* nothing older below the output */
+	return p->n > 0;
+}
+
+/* Every entry of the merge m into w: 0 or -errno. */
+static int copy_merge(struct nvmefs_merge *m, struct nvmefs_runw *w)
+{
+	struct nvmefs_run_ent e;
+	int ret;
+
+	while ((ret = nvmefs_merge_next(m, &e)) == 1) {
+		ret = nvmefs_runw_add(w, e.key, e.klen, e.val, e.vlen, e.tomb);
+		if (ret)
+			return ret;
+	}
+	return ret;
+}
+
+/* Merge p's runs into a run of p->level: *out its open run, or NULL when
+ * nothing is left (every entry deleted). */
+static int merge_write(struct nvmefs_store *s, const struct pick *p, struct srun **out)
+{
+	struct nvmefs_runit *it = calloc(p->n, sizeof(*it));
+	struct nvmefs_kv_src *src = calloc(p->n, sizeof(*src));
+	struct nvmefs_run_meta meta;
+	struct nvmefs_merge m;
+	struct nvmefs_runw w;
+	size_t nit = 0;
+	int ret = it && src ? 0 : -ENOMEM;
+
+	*out = NULL;
+	for (; nit < p->n && !ret; nit++) {
+		ret = nvmefs_runit_init(&it[nit], &p->in[nit]->r);
+		src[nit] = nvmefs_runit_src(&it[nit]);
+	}
+	if (!ret)
+		ret = nvmefs_merge_init(&m, src, (unsigned)p->n, !p->drop_tombs);
+	if (ret)
+		goto out;
+	ret = nvmefs_runw_begin(&w, s->a, p->level, 0);
+	if (!ret && (ret = copy_merge(&m, &w)))
+		nvmefs_runw_abort(&w);
+	nvmefs_merge_exit(&m);
+	if (ret)
+		goto out;
+	ret = nvmefs_runw_end(&w, &meta);
+	if (ret == -ENODATA) /* all deleted: the inputs just go */
+		ret = 0;
+	else if (!ret && (ret = srun_open(s, &meta, out)))
+		nvmefs_runs_drop(s->a, meta.id);
+out:
+	for (size_t i = 0; i < nit; i++)
+		nvmefs_runit_exit(&it[i]);
+	free(it);
+	free(src);
+	return ret;
+}
+
+int nvmefs_store_compact(struct nvmefs_store *s, bool full)
+{
+	struct srun *sr;
+	struct view *v;
+	struct pick p;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->compact_lock);
+	pthread_mutex_lock(&s->lock);
+	v = s->view;
+	v->refs++;
+	pthread_mutex_unlock(&s->lock);
+	ret = pick(s, v, full, &p);
+	if (ret <= 0)
+		goto out;
+	ret = merge_write(s, &p, &sr);
+	if (ret)
+		goto out;
+	pthread_mutex_lock(&s->commit_lock);
+	ret = commit_view(s, p.in, p.n, sr, nvmefs_runs_current(s->a)->replay, false);
+	pthread_mutex_unlock(&s->commit_lock);
+	if (ret && sr) {
+		uint64_t id = sr->r.meta.id;
+
+		srun_close(s, sr);
+		nvmefs_runs_drop(s->a, id);
+	}
+	if (!ret) {
+		pthread_mutex_lock(&s->lock);
+		s->st.compactions++;
+		s->st.compact_blocks_written = sr ? nvmefs_run_blocks(&sr->r.meta) : 0;
+		pthread_mutex_unlock(&s->lock);
+		ret = 1;
+	}
+out:
+	free(p.in);
+	pthread_mutex_lock(&s->lock);
+	view_put(s, v);
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->compact_lock);
+	return ret;
+}
+
+/* ---- iterators ---- */
+
+/* A copy of a memtable's entries in a key range: a merge source. */
+struct snap {
+	struct nvmefs_run_ent *e;
+	size_t n, pos;
+	uint8_t *bytes;
+};
+
+struct nvmefs_store_iter {
+	struct nvmefs_store *s;
+	struct view *v;
+	struct snap snap[2]; /* the memtable, the frozen one */
+	struct nvmefs_runit *rit;
+	size_t nrit;
+	struct nvmefs_kv_src *src;
+	struct nvmefs_merge m;
+	bool merging, has_hi;
+	uint16_t hilen;
+	uint8_t hi[NVMEFS_KEY_MAX];
+};
+
+static bool below_hi(const struct nvmefs_store_iter *it, const uint8_t *k, size_t klen)
+{
+	return !it->has_hi || nvmefs_key_cmp(k, klen, it->hi, it->hilen) < 0;
+}
+
+/* Copy m's entries in [lo, hi) into sn (s->lock held). */
+static int snap_take(struct snap *sn, const struct nvmefs_memtable *m, const uint8_t *lo,
+		     size_t lolen, const struct nvmefs_store_iter *it)
+{
+	const struct nvmefs_mem_node *first = m ? nvmefs_mem_seek(m, lo, lolen) : NULL, *x;
+	size_t bytes = 0, pos = 0;
+
+	for (x = first; x && below_hi(it, x->key, x->klen); x = x->next[0]) {
+		sn->n++;
+		bytes += (size_t)x->klen + x->vlen;
+	}
+	sn->e = calloc(sn->n ? sn->n : 1, sizeof(*sn->e));
+	sn->bytes = malloc(bytes ? bytes : 1);
+	if (!sn->e || !sn->bytes)
+		return -ENOMEM;
+	for (size_t i = 0; i < sn->n; i++, first = first->next[0]) {
+		nvmefs_mem_ent(first, &sn->e[i]);
+		memcpy(sn->bytes + pos, first->key, (size_t)first->klen + first->vlen);
+		sn->e[i].key = sn->bytes + pos;
+		sn->e[i].val = sn->bytes + pos + first->klen;
+		pos += (size_t)first->klen + first->vlen;
+	}
+	return 0;
+}
+
+static int snap_next(void *ctx, struct nvmefs_run_ent *e)
+{
+	struct snap *sn = ctx;
+
+	if (sn->pos >= sn->n)
+		return 0;
+	*e = sn->e[sn->pos++];
+	return 1;
+}
+
+/* May run r hold keys in [lo, hi)? */
+static bool run_in_range(const struct nvmefs_store_iter *it, const struct nvmefs_run_meta *r,
+			 const uint8_t *lo, size_t lolen)
+{
+	return (!lo || nvmefs_key_cmp(r->max, r->max_len, lo, lolen) >= 0) &&
+	       below_hi(it, r->min, r->min_len);
+}
+
+/* The runs' iterators, placed at lo, after the two snapshots. */
+static int open_sources(struct nvmefs_store_iter *it, const uint8_t *lo, size_t lolen)
+{
+	int ret;
+
+	it->rit = calloc(it->v->n ? it->v->n : 1, sizeof(*it->rit));
+	it->src = calloc(it->v->n + 2, sizeof(*it->src));
+	if (!it->rit || !it->src)
+		return -ENOMEM;
+	it->src[0] = (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[0]};
+	it->src[1] = (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[1]};
+	for (size_t i = 0; i < it->v->n; i++) {
+		struct nvmefs_runr *r = &it->v->run[i]->r;
+
+		if (!run_in_range(it, &r->meta, lo, lolen))
+			continue;
+		ret = nvmefs_runit_init(&it->rit[it->nrit], r);
+		if (ret)
+			return ret;
+		it->nrit++;
+		ret = nvmefs_runit_seek(&it->rit[it->nrit - 1], lo, lolen);
+		if (ret)
+			return ret;
+		it->src[it->nrit + 1] = nvmefs_runit_src(&it->rit[it->nrit - 1]);
+	}
+	ret = nvmefs_merge_init(&it->m, it->src, (unsigned)it->nrit + 2, false);
+	it->merging = !ret;
+	return ret;
+}
+
+int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *s,
+			   const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen)
+{
+	struct nvmefs_store_iter *it;
+	int ret;
+
+	*out = NULL;
+	if ((lo && lolen > NVMEFS_KEY_MAX) || (hi && hilen > NVMEFS_KEY_MAX))
+		return -EINVAL;
+	it = calloc(1, sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	it->s = s;
+	if (hi) {
+		it->has_hi = true;
+		it->hilen = (uint16_t)hilen;
+		memcpy(it->hi, hi, hilen);
+	}
+	pthread_mutex_lock(&s->lock);
+	it->v = s->view;
+	it->v->refs++;
+	ret = snap_take(&it->snap[0], s->mem, lo, lolen, it);
+	if (!ret)
+		ret = snap_take(&it->snap[1], s->imm, lo, lolen, it);
+	pthread_mutex_unlock(&s->lock);
+	if (!ret)
+		ret = open_sources(it, lo, lolen);
+	if (ret) {
+		nvmefs_store_iter_close(it);
+		return ret;
+	}
+	*out = it;
+	return 0;
+}
+
+int nvmefs_store_iter_prefix(struct nvmefs_store_iter **out, struct nvmefs_store *s,
+			     const uint8_t *prefix, size_t plen)
+{
+	uint8_t hi[NVMEFS_KEY_MAX];
+	size_t hilen = plen;
+
+	if (!plen || plen > NVMEFS_KEY_MAX)
+		return -EINVAL;
+	memcpy(hi, prefix, plen);
+	while (hilen && hi[hilen - 1] == 0xff) /* the first key past the prefix */
+		hilen--;
+	if (hilen)
+		hi[hilen - 1]++;
+	return nvmefs_store_iter_open(out, s, prefix, plen, hilen ? hi : NULL, hilen);
+}
+
+int nvmefs_store_iter_next(struct nvmefs_store_iter *it, struct nvmefs_run_ent *e)
+{
+	int ret;
+
+	if (!it->merging)
+		return 0;
+	ret = nvmefs_merge_next(&it->m, e);
+	if (ret == 1 && !below_hi(it, e->key, e->klen))
+		ret = 0;
+	if (ret <= 0)
+		it->merging = false; /* ended, or failed: nothing more */
+	return ret;
+}
+
+void nvmefs_store_iter_close(struct nvmefs_store_iter *it)
+{
+	if (!it)
+		return;
+	if (it->src)
+		nvmefs_merge_exit(&it->m);
+	for (size_t i = 0; i < it->nrit; i++)
+		nvmefs_runit_exit(&it->rit[i]);
+	free(it->rit);
+	free(it->src);
+	for (int i = 0; i < 2; i++) {
+		free(it->snap[i].e);
+		free(it->snap[i].bytes);
+	}
+	pthread_mutex_lock(&it->s->lock);
+	view_put(it->s, it->v);
+	pthread_mutex_unlock(&it->s->lock);
+	free(it);
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Format v2's key/value store (docs/METADATA-V2.md, step 3b): an LSM tree
+ * over one run area (runs.h). Nothing on a volume uses it yet; step 4's
+ * metadata cache will read through it and step 5 will flush it in place
+ * of v1's checkpoint. Tested on image files (tests/test_store.c).
+ *
+ * Writes go to a memtable (memtable_i.h: a skip list, O(log n)). A flush
+ * freezes it (a pointer swap under the store's lock: puts go on into a new
+ * memtable), writes it as a level-0 run and commits a manifest naming the
+ * run and the caller's journal position, from which replay will fill the
+ * memtable again at mount: what was put after the last flush is lost by a
+ * close or a crash, by design.
+ *
+ * A lookup reads the memtable, then the frozen one being flushed, then the
+ * runs newest first (level 0 newest run first, then levels 1, 2, ...),
+ * skipping each run whose key range or bloom filter says no, and reading
+ * at most one run block of each run that may hold the key. An iterator
+ * merges the same sources over a key range (a prefix: a directory's
+ * entries, a file's extents).
+ *
+ * Compaction, leveled: each level from 1 holds at most one run. When level
+ * 0 holds more than cfg.l0_runs runs, all of them and level 1's run merge
+ * into a new level-1 run; when level k >= 1's run is longer than its
+ * budget (cfg.l1_blocks * cfg.fanout^(k-1) blocks), it and level k+1's
+ * merge into a new level k+1 run. Tombstones are dropped when no run lies
+ * below the output's level. Readers keep the runs they read held
+ * (nvmefs_runs_hold) so a retired run's space is reused only after its
+ * manifest successor is durable and its last reader is gone.
+ *
+ * Threads: put, del, get and iterators may run in any threads at once
+ * with one flush and one compaction; they hold the store's lock only for
+ * in-memory work (memtable search or insert, taking a reference to the
+ * runs), never across I/O. Flushes are serialized among themselves, and
+ * compactions among themselves, by the store.
+ */
+#ifndef NVMEFS_STORE_H
+#define NVMEFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runs.h"
+
+struct nvmefs_dev;
+struct nvmefs_store;
+struct nvmefs_store_iter;
+
+/* Compaction's shape; a zeroed config means the defaults. */
+struct nvmefs_store_cfg {
+	unsigned l0_runs;   /* level-0 runs allowed before they merge; 0: 4 */
+	uint64_t l1_blocks; /* level 1's budget in 4 KiB blocks; 0: 2560 (10 MiB) */
+	unsigned fanout;    /* each level's budget over the one above; 0: 10 */
+};
+
+struct nvmefs_store_stats {
+	uint64_t flushes, compactions;	 /* committed */
+	uint64_t flush_blocks_written;	 /* by the last flush: its run's blocks */
+	uint64_t flush_blocks_read;	 /* by the last flush: the new run's index and filter */
+	uint64_t compact_blocks_written; /* by the last compaction: its run's blocks */
+	size_t mem_bytes;		 /* the memtable's memory (the frozen one's apart) */
+	size_t mem_entries;
+	unsigned runs; /* live */
+};
+
+/*
+ * Open the store over the run area g of dev (formatted by
+ * nvmefs_runs_format; dev outlives the store), of volume uuid, cfg may be
+ * NULL. Opens every live run's index and filter. *out is the caller's
+ * until nvmefs_store_close. 0, -EINVAL (a bad area or run: logged),
+ * -ENOMEM or an I/O error.
+ */
+int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
+		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
+		      const struct nvmefs_store_cfg *cfg);
+
+/* Free the store (no I/O): the memtables' contents are dropped. No put,
+ * get, flush, compaction or iterator may be running. */
+void nvmefs_store_close(struct nvmefs_store *s);
+
+/* The replay position the current manifest carries (0 after format). */
+uint64_t nvmefs_store_replay(struct nvmefs_store *s);
+
+/* The run area (for its free space and manifest; the store's). */
+struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s);
+
+/*
+ * Set key to val (vlen <= NVMEFS_XATTR_VALUE_MAX bytes), or with del to a
+ * tombstone, in the memtable. 0, -EINVAL (a key nvmefs_key_check refuses,
+ * a value too long) or -ENOMEM.
+ */
+int nvmefs_store_put(struct nvmefs_store *s, const uint8_t *key, size_t klen, const void *val,
+		     size_t vlen);
+int nvmefs_store_del(struct nvmefs_store *s, const uint8_t *key, size_t klen);
+
+/*
+ * Look key up. 0 with the value copied to val and its length in *vlen;
+ * -ERANGE when it is longer than cap (*vlen says how long); -ENOENT (no
+ * entry, or a tombstone); -EINVAL (a damaged run block: logged), -ENOMEM
+ * or an I/O error.
+ */
+int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, void *val, size_t cap,
+		     size_t *vlen);
+
+/*
+ * Flush: freeze the memtable, write it as a level-0 run, commit a
+ * manifest naming it with replay (the journal position from which replay
+ * restores what is put after this call). A frozen memtable a failed flush
+ * left is written first. With an empty memtable only the replay position
+ * is committed (when it changed). 0, -ENOSPC (no free extent for the run,
+ * or the manifest slot is full: the store stays as it was, the frozen
+ * memtable kept for the next flush), -ENOMEM or an I/O error (the same).
+ */
+int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay);
+
+/*
+ * One compaction step by the rule above (full: every run into one at the
+ * deepest level in use, at least 1, tombstones dropped). Returns 1 when
+ * runs were merged (call again while it does), 0 when nothing is due,
+ * -ENOSPC (no free extent for the output: nothing changed), -ENOMEM, or
+ * an I/O error or -EINVAL (a damaged input run: nothing changed).
+ */
+int nvmefs_store_compact(struct nvmefs_store *s, bool full);
+
+/* A snapshot of the counters. */
+void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st);
+
+/*
+ * An iterator over the keys in [lo, hi) (hi NULL: to the end; lo NULL:
+ * from the start), tombstones hidden, each key once with its newest value.
+ * It sees the runs live at its start (they stay readable until it ends)
+ * and a copy of the memtables' entries in the range taken then. *out is
+ * the caller's until nvmefs_store_iter_close. 0, -ENOMEM or an I/O error.
+ */
+int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *s,
+			   const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen);
+
+/* The same over every key that starts with prefix[0..plen) (plen >= 1). */
+int nvmefs_store_iter_prefix(struct nvmefs_store_iter **out, struct nvmefs_store *s,
+			     const uint8_t *prefix, size_t plen);
+
+/* The next entry: 1 with *e (never a tombstone; valid until the next call
+ * or the close), 0 at the end, -EINVAL (damaged block) or an I/O error. */
+int nvmefs_store_iter_next(struct nvmefs_store_iter *it, struct nvmefs_run_ent *e);
+
+/* Free the iterator; the runs it saw may then be freed. NULL is allowed. */
+void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
+
+#endif

@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Format v2's LSM store (fs/core/store.h) on an image file opened as a
+ * member:
+ *  - random puts, deletes and gets against a model, with flushes, leveled
+ *    and full compactions and reopens at random points; a reopened store
+ *    equals the model as of its last flush (the memtable is lost by
+ *    design), with its replay position;
+ *  - prefix iteration (a directory's entries, a file's extents) against
+ *    the model, over memtable and runs;
+ *  - tombstones hide older runs' values, stay through a compaction above
+ *    the last level and are gone after the last level's;
+ *  - a flush writes as many blocks for the same memtable at two store
+ *    sizes (a cost of the memtable, not of the store);
+ *  - power loss (striping/fault.c, in a child that the cut ends) at every
+ *    write of a flush and of a compaction leaves the previous or the new
+ *    state, readable, writable, and no space leaked;
+ *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
+ *  - a thread's puts, gets and prefix scans during another's flushes and
+ *    compactions (for TSan: only short lock holds, no torn view).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fault_i.h"
+#include "nvmefs/devset.h"
+#include "nvmefs/util.h"
+#include "store.h"
+#include "test_img.h"
+#include "test_util.h"
+
+#define IMG_SIZE (20u << 20)
+#define NK	 1500 /* keys of the model */
+
+static const uint8_t uuid[16] = {7, 7, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 4096, .slot_blocks = 8};
+static const struct nvmefs_store_cfg small_cfg = {.l0_runs = 3, .l1_blocks = 4, .fanout = 3};
+
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* ---- the model: key i, version v (0: absent) ---- */
+
+struct mkey {
+	uint8_t k[NVMEFS_KEY_MAX];
+	size_t klen;
+};
+
+static struct mkey keys[NK];
+static int order[NK]; /* key indexes in key order */
+
+/* Key i: an INODE, a DIRENT of one of 7 parents or an EXTENT of one of 5
+ * inodes. */
+static void make_keys(void)
+{
+	for (int i = 0; i < NK; i++) {
+		char name[32];
+		int n = snprintf(name, sizeof(name), "n%d", i);
+
+		if (i % 3 == 0)
+			keys[i].klen = nvmefs_key_inode(keys[i].k, (uint64_t)i);
+		else if (i % 3 == 1)
+			keys[i].klen = nvmefs_key_dirent(keys[i].k, i % 7 + 1, name, (size_t)n);
+		else
+			keys[i].klen = nvmefs_key_extent(keys[i].k, i % 5 + 100, 0, i * 4096ull);
+		order[i] = i;
+	}
+	for (int i = 1; i < NK; i++) /* insertion sort: once */
+		for (int j = i; j > 0; j--) {
+			const struct mkey *a = &keys[order[j - 1]], *b = &keys[order[j]];
+			int t;
+
+			if (nvmefs_key_cmp(a->k, a->klen, b->k, b->klen) <= 0)
+				break;
+			t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+}
+
+static size_t vlen_of(int i, uint32_t v)
+{
+	return (size_t)((i * 31u + v * 7u) % 301u);
+}
+
+static uint8_t vbyte(int i, uint32_t v, size_t j)
+{
+	return (uint8_t)(i * 3u + v * 11u + j);
+}
+
+static int put_v(struct nvmefs_store *s, int i, uint32_t v)
+{
+	uint8_t val[301];
+	size_t n = vlen_of(i, v);
+
+	for (size_t j = 0; j < n; j++)
+		val[j] = vbyte(i, v, j);
+	return nvmefs_store_put(s, keys[i].k, keys[i].klen, val, n);
+}
+
+/* The store's value of key i is version v (0: absent)? */
+static bool holds(struct nvmefs_store *s, int i, uint32_t v)
+{
+	uint8_t val[512];
+	size_t n = 0;
+	int ret = nvmefs_store_get(s, keys[i].k, keys[i].klen, val, sizeof(val), &n);
+
+	if (!v)
+		return ret == -ENOENT;
+	if (ret || n != vlen_of(i, v))
+		return false;
+	for (size_t j = 0; j < n; j++)
+		if (val[j] != vbyte(i, v, j))
+			return false;
+	return true;
+}
+
+static bool ent_is(const struct nvmefs_run_ent *e, int i, uint32_t v)
+{
+	if (nvmefs_key_cmp(e->key, e->klen, keys[i].k, keys[i].klen) || e->tomb ||
+	    e->vlen != vlen_of(i, v))
+		return false;
+	for (size_t j = 0; j < e->vlen; j++)
+		if (e->val[j] != vbyte(i, v, j))
+			return false;
+	return true;
+}
+
+/* Iterate the keys starting with prefix (plen 0: all) against the model. */
+static void check_prefix(struct nvmefs_store *s, const uint32_t *model, const uint8_t *prefix,
+			 size_t plen, const char *what)
+{
+	struct nvmefs_store_iter *it;
+	struct nvmefs_run_ent e;
+	int o = 0, ret, seen = 0;
+
+	ret = plen ? nvmefs_store_iter_prefix(&it, s, prefix, plen)
+		   : nvmefs_store_iter_open(&it, s, NULL, 0, NULL, 0);
+	CHECK_ERR(ret, 0);
+	if (ret)
+		return;
+	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
+		for (; o < NK; o++) { /* the next key of the model in the range */
+			const struct mkey *k = &keys[order[o]];
+
+			if (model[order[o]] && k->klen >= plen && !memcmp(k->k, prefix, plen))
+				break;
+		}
+		CHECKF(o < NK && ent_is(&e, order[o], model[order[o]]), "%s: entry %d", what, seen);
+		o++;
+		seen++;
+	}
+	CHECK_ERR(ret, 0);
+	for (; o < NK; o++)
+		CHECKF(!model[order[o]] || keys[order[o]].klen < plen ||
+			       memcmp(keys[order[o]].k, prefix, plen),
+		       "%s: key %d missing after %d entries", what, order[o], seen);
+	nvmefs_store_iter_close(it);
+}
+
+static void check_all(struct nvmefs_store *s, const uint32_t *model, const char *what)
+{
+	unsigned bad = 0;
+
+	for (int i = 0; i < NK; i++)
+		bad += !holds(s, i, model[i]);
+	CHECKF(bad == 0, "%s: %u keys differ from the model", what, bad);
+	check_prefix(s, model, (const uint8_t *)"", 0, what);
+}
+
+/* Free blocks and live runs' blocks make the run space. */
+static void check_space(struct nvmefs_store *s, const char *what)
+{
+	struct nvmefs_runs *a = nvmefs_store_area(s);
+	const struct nvmefs_manifest *m = nvmefs_runs_current(a);
+	uint64_t live = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		live += nvmefs_run_blocks(&m->runs[i]);
+	CHECKF(live + nvmefs_runs_free_blocks(a) == geom.blocks - 2ull * geom.slot_blocks,
+	       "%s: %" PRIu64 " live + %" PRIu64 " free blocks", what, live,
+	       nvmefs_runs_free_blocks(a));
+}
+
+static struct nvmefs_store *fresh_store(const struct nvmefs_store_cfg *cfg)
+{
+	struct nvmefs_store *s = NULL;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, cfg), 0);
+	return s;
+}
+
+/* ---- random operations against the model ---- */
+
+static uint32_t cur[NK], durable[NK];
+
+static void compact_all(struct nvmefs_store *s)
+{
+	int ret, n = 0;
+
+	while ((ret = nvmefs_store_compact(s, false)) == 1 && n < 50)
+		n++;
+	CHECK_ERR(ret, 0);
+}
+
+static void test_model(uint64_t seed)
+{
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	struct nvmefs_store_stats st;
+	uint64_t x = seed | 1, replay = 0;
+	uint32_t version = 0;
+	unsigned reopens = 0, fulls = 0, flushes = 0, compactions = 0;
+
+	memset(cur, 0, sizeof(cur));
+	memset(durable, 0, sizeof(durable));
+	for (int op = 1; op <= 6000 && s; op++) {
+		unsigned r = (unsigned)(rnd(&x) % 1000);
+		int i = (int)(rnd(&x) % NK);
+
+		if (r < 550) {
+			CHECK_ERR(put_v(s, i, ++version), 0);
+			cur[i] = version;
+		} else if (r < 800) {
+			CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
+			cur[i] = 0;
+		} else if (r < 900) {
+			CHECKF(holds(s, i, cur[i]), "op %d: key %d", op, i);
+		} else if (r < 940) {
+			CHECK_ERR(nvmefs_store_flush(s, (uint64_t)op), 0);
+			replay = (uint64_t)op;
+			memcpy(durable, cur, sizeof(cur));
+			flushes++;
+		} else if (r < 970) {
+			compact_all(s);
+			compactions++;
+		} else if (r < 975) {
+			CHECK(nvmefs_store_compact(s, true) >= 0);
+			fulls++;
+		} else if (r < 990) {
+			uint8_t p[NVMEFS_KEY_MAX]; /* kind and parent, or kind and inode */
+
+			if (i % 2)
+				nvmefs_key_dirent(p, i % 7 + 1, "x", 1);
+			else
+				nvmefs_key_extent(p, i % 5 + 100, 0, 0);
+			check_prefix(s, cur, p, 9, i % 2 ? "dirents" : "extents");
+		} else {
+			nvmefs_store_close(s);
+			CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+			CHECK(nvmefs_store_replay(s) == replay);
+			memcpy(cur, durable, sizeof(cur));
+			check_space(s, "reopened");
+			reopens++;
+		}
+		if (op % 1000 == 0)
+			check_all(s, cur, "periodic");
+	}
+	check_all(s, cur, "at the end");
+	nvmefs_store_stats(s, &st);
+	printf("model: %u flushes, %u leveled and %u full compactions, %u reopens, %u runs at "
+	       "the end\n",
+	       flushes, compactions, fulls, reopens, st.runs);
+	CHECK(st.runs <= small_cfg.l0_runs + NVMEFS_RUN_LEVELS || fulls);
+	nvmefs_store_close(s);
+}
+
+/* ---- tombstones ---- */
+
+static uint64_t entries_at(struct nvmefs_store *s, uint32_t level, unsigned *nruns)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	uint64_t n = 0;
+
+	*nruns = 0;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->runs[i].level == level) {
+			n += m->runs[i].nentries;
+			(*nruns)++;
+		}
+	return n;
+}
+
+static void test_tombstones(void)
+{
+	/* One level-0 run merges; level 1 spills into level 2 at once. */
+	static const struct nvmefs_store_cfg cfg = {.l0_runs = 1, .l1_blocks = 1, .fanout = 100};
+	struct nvmefs_store *s = fresh_store(&cfg);
+	unsigned nr;
+
+	memset(cur, 0, sizeof(cur));
+	for (int i = 0; i < 300; i += 3) {
+		CHECK_ERR(put_v(s, i, 1), 0);
+		cur[i] = 1;
+	}
+	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	CHECK_ERR(put_v(s, 600, 1), 0);
+	cur[600] = 1;
+	CHECK_ERR(nvmefs_store_flush(s, 2), 0);
+	compact_all(s);
+	CHECK(entries_at(s, 2, &nr) == 101 && nr == 1); /* all at level 2 */
+	for (int i = 0; i < 150; i += 3) {
+		CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
+		cur[i] = 0;
+	}
+	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
+	CHECK(holds(s, 0, 0) && holds(s, 150, 1)); /* hidden by a level-0 tombstone */
+	CHECK_ERR(put_v(s, 603, 1), 0);
+	cur[603] = 1;
+	CHECK_ERR(nvmefs_store_flush(s, 4), 0);
+	CHECK_ERR(nvmefs_store_compact(s, false), 1);  /* level 0 into 1, above level 2 */
+	CHECK(entries_at(s, 1, &nr) == 51 && nr == 1); /* the 50 tombstones kept */
+	check_all(s, cur, "tombstones at level 1");
+	compact_all(s); /* level 1 into 2, the last: tombstones dropped */
+	CHECK(entries_at(s, 1, &nr) == 0 && nr == 0);
+	CHECK(entries_at(s, 2, &nr) == 52 && nr == 1);
+	check_all(s, cur, "tombstones dropped");
+	for (int i = 150; i < 300; i += 3) { /* everything deleted: no run at all */
+		CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
+		cur[i] = 0;
+	}
+	CHECK_ERR(nvmefs_store_del(s, keys[600].k, keys[600].klen), 0);
+	CHECK_ERR(nvmefs_store_del(s, keys[603].k, keys[603].klen), 0);
+	cur[600] = cur[603] = 0;
+	CHECK_ERR(nvmefs_store_flush(s, 5), 0);
+	CHECK_ERR(nvmefs_store_compact(s, true), 1);
+	CHECK(nvmefs_runs_current(nvmefs_store_area(s))->n == 0);
+	check_all(s, cur, "all deleted");
+	check_space(s, "all deleted");
+	nvmefs_store_close(s);
+}
+
+/* ---- a flush's cost ---- */
+
+/* Put keys [from, from + n) as INODEs with 100-byte values. */
+static void put_inodes(struct nvmefs_store *s, uint64_t from, uint64_t n, uint8_t fill)
+{
+	uint8_t k[NVMEFS_KEY_MAX], val[100];
+
+	memset(val, fill, sizeof(val));
+	for (uint64_t i = from; i < from + n; i++)
+		CHECK_ERR(nvmefs_store_put(s, k, nvmefs_key_inode(k, i), val, sizeof(val)), 0);
+}
+
+static void test_flush_cost(void)
+{
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	struct nvmefs_store_stats small, big;
+
+	put_inodes(s, 1, 200, 1);
+	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	nvmefs_store_stats(s, &small);
+	for (uint64_t b = 0; b < 10; b++) { /* the store grows 100 times */
+		put_inodes(s, 1000 + b * 2000, 2000, 2);
+		CHECK_ERR(nvmefs_store_flush(s, 2 + b), 0);
+		compact_all(s);
+	}
+	put_inodes(s, 50000, 200, 3); /* a memtable like the first */
+	CHECK_ERR(nvmefs_store_flush(s, 20), 0);
+	nvmefs_store_stats(s, &big);
+	printf("flush of 200 entries: %" PRIu64 " blocks written, %" PRIu64
+	       " read, at 200 and at 20,400 keys\n",
+	       big.flush_blocks_written, big.flush_blocks_read);
+	CHECKF(small.flush_blocks_written == big.flush_blocks_written &&
+		       small.flush_blocks_read == big.flush_blocks_read,
+	       "%" PRIu64 "/%" PRIu64 " blocks written/read at 200 keys, %" PRIu64 "/%" PRIu64
+	       " at 20,400",
+	       small.flush_blocks_written, small.flush_blocks_read, big.flush_blocks_written,
+	       big.flush_blocks_read);
+	nvmefs_store_close(s);
+}
+
+/* ---- power loss ---- */
+
+static uint32_t base[NK], next[NK];
+
+/* The changes the child makes after the base state: deterministic. */
+static void change(struct nvmefs_store *s, uint32_t *model)
+{
+	uint64_t x = 12345;
+
+	for (int n = 0; n < 300; n++) {
+		int i = (int)(rnd(&x) % NK);
+
+		if (n % 4 == 3) {
+			if (s)
+				nvmefs_store_del(s, keys[i].k, keys[i].klen);
+			model[i] = 0;
+		} else {
+			if (s)
+				put_v(s, i, 1000 + (uint32_t)n);
+			model[i] = 1000 + (uint32_t)n;
+		}
+	}
+}
+
+static void pl_report(const struct nvmefs_powerloss_report *r)
+{
+	(void)r;
+	_exit(0);
+}
+
+/* The child: a flush of the changes, or a full compaction, that the cut
+ * ends (exit 0) or that ends without one (exit 10). */
+static void pl_child(uint32_t cut, uint64_t seed, bool compact)
+{
+	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = 40, .tear_pct = 40};
+	struct nvmefs_store *s;
+
+	if (nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg))
+		_exit(2);
+	if (!compact)
+		change(s, next);
+	if (nvmefs_powerloss_record(set) || nvmefs_powerloss_after(cut, &o, pl_report))
+		_exit(2);
+	if (compact ? nvmefs_store_compact(s, true) != 1 : nvmefs_store_flush(s, 2) != 0)
+		_exit(4);
+	_exit(10);
+}
+
+/* One cut: 1 when the child ran to its end. The store after it is the
+ * base or (a flush that committed) the changed one, and takes writes. */
+static int pl_once(uint32_t cut, uint64_t seed, bool compact)
+{
+	struct nvmefs_store *s;
+	uint64_t replay;
+	pid_t pid;
+	int st;
+
+	fflush(stdout); /* the child's exit must not print it again */
+	pid = fork();
+	if (pid == 0)
+		pl_child(cut, seed, compact);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 10),
+	       "cut %u: child status %#x", cut, st);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+	if (!s)
+		return 1;
+	replay = nvmefs_store_replay(s);
+	CHECKF(replay == 1 || (replay == 2 && !compact), "cut %u: replay %" PRIu64, cut, replay);
+	if (WEXITSTATUS(st) == 10)
+		CHECK(replay == (compact ? 1u : 2u));
+	check_all(s, replay == 2 ? next : base, compact ? "compaction cut" : "flush cut");
+	check_space(s, "after the cut");
+	CHECK_ERR(put_v(s, 5, 77), 0); /* and it goes on */
+	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
+	CHECK_ERR(nvmefs_store_compact(s, true), 1);
+	CHECK(holds(s, 5, 77));
+	check_space(s, "after the cut and a compaction");
+	nvmefs_store_close(s);
+	return WEXITSTATUS(st) == 10;
+}
+
+static void test_powerloss(uint64_t seed)
+{
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	uint64_t x = seed | 1;
+
+	memset(base, 0, sizeof(base));
+	for (int round = 0; round < 4; round++) { /* runs at levels 0 and 1 */
+		for (int n = 0; n < 400; n++) {
+			int i = (int)(rnd(&x) % NK);
+
+			CHECK_ERR(put_v(s, i, (uint32_t)(round * 1000 + n + 1)), 0);
+			base[i] = (uint32_t)(round * 1000 + n + 1);
+		}
+		CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+		if (round == 1)
+			compact_all(s);
+	}
+	nvmefs_store_close(s);
+	memcpy(next, base, sizeof(next));
+	change(NULL, next);
+	CHECK(test_img_copy(img, base_img) == 0);
+	for (int compact = 0; compact < 2; compact++) {
+		uint32_t cut;
+
+		for (cut = 0; cut < 200; cut++) {
+			int done = pl_once(cut, seed + cut, compact);
+
+			CHECK(test_img_copy(base_img, img) == 0);
+			if (done)
+				break;
+		}
+		CHECKF(cut > 2 && cut < 200, "%u writes", cut);
+		printf("power loss: cut at each of the %u writes of a %s\n", cut,
+		       compact ? "compaction" : "flush");
+	}
+}
+
+/* ---- a full area ---- */
+
+static void test_enospc(void)
+{
+	static const struct nvmefs_runs_geom tiny = {
+		.off = 64 * 1024, .blocks = 16 + 24, .slot_blocks = 8};
+	struct nvmefs_store *s = NULL;
+	uint64_t from = 1;
+	int ret = 0, flushes = 0;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &tiny, uuid), 0);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &tiny, uuid, &small_cfg), 0);
+	if (!s)
+		return;
+	while (flushes < 50) {
+		put_inodes(s, from, 100, 4);
+		from += 100;
+		ret = nvmefs_store_flush(s, from);
+		if (ret)
+			break;
+		flushes++;
+	}
+	CHECK_ERR(ret, -ENOSPC);
+	ret = nvmefs_store_compact(s, true);
+	CHECKF(ret == 1 || ret == -ENOSPC, "compaction: %d", ret);
+	for (uint64_t i = 1; i < from; i += 7) { /* all there: runs and memtables */
+		uint8_t k[NVMEFS_KEY_MAX], val[128];
+		size_t n;
+
+		CHECK_ERR(nvmefs_store_get(s, k, nvmefs_key_inode(k, i), val, sizeof(val), &n), 0);
+	}
+	nvmefs_store_close(s);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &tiny, uuid, &small_cfg), 0);
+	for (uint64_t i = 1; s && i < from; i += 7) { /* as of the last flush */
+		uint8_t k[NVMEFS_KEY_MAX], val[128];
+		size_t n;
+
+		CHECK_ERR(nvmefs_store_get(s, k, nvmefs_key_inode(k, i), val, sizeof(val), &n),
+			  i < 1 + 100ull * (unsigned)flushes ? 0 : -ENOENT);
+	}
+	printf("full area: %d flushes of 100 entries, then -ENOSPC\n", flushes);
+	nvmefs_store_close(s);
+}
+
+/* ---- threads ---- */
+
+struct worker {
+	struct nvmefs_store *s;
+	unsigned bad;
+};
+
+/* Puts and reads back INODE keys 100000.. (the main thread's are below). */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t k[NVMEFS_KEY_MAX], val[100], got[128];
+
+	for (uint64_t i = 0; i < 3000; i++) {
+		struct nvmefs_store_iter *it;
+		struct nvmefs_run_ent e;
+		size_t kl = nvmefs_key_inode(k, 100000 + i), n;
+
+		memset(val, (int)(i & 0xff), sizeof(val));
+		w->bad += nvmefs_store_put(w->s, k, kl, val, sizeof(val)) != 0;
+		kl = nvmefs_key_inode(k, 100000 + i / 2);
+		w->bad += nvmefs_store_get(w->s, k, kl, got, sizeof(got), &n) != 0 ||
+			  got[0] != (uint8_t)((i / 2) & 0xff);
+		if (i % 500 == 0 && !nvmefs_store_iter_prefix(&it, w->s, k, 1)) {
+			while (nvmefs_store_iter_next(it, &e) == 1)
+				;
+			nvmefs_store_iter_close(it);
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct worker w = {.s = fresh_store(&small_cfg)};
+	pthread_t t;
+
+	if (!w.s)
+		return;
+	CHECK(pthread_create(&t, NULL, worker_main, &w) == 0);
+	for (uint64_t b = 0; b < 20; b++) {
+		put_inodes(w.s, 1 + b * 100, 100, 5);
+		CHECK_ERR(nvmefs_store_flush(w.s, b + 1), 0);
+		compact_all(w.s);
+	}
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECKF(w.bad == 0, "%u failed puts or gets in the worker", w.bad);
+	for (uint64_t i = 0; i < 3000; i += 37) {
+		uint8_t k[NVMEFS_KEY_MAX], got[128];
+		size_t n;
+
+		CHECK_ERR(nvmefs_store_get(w.s, k, nvmefs_key_inode(k, 100000 + i), got,
+					   sizeof(got), &n),
+			  0);
+	}
+	nvmefs_store_close(w.s);
+}
+
+int main(void)
+{
+	uint64_t seed = test_seed();
+
+	printf("seed %" PRIu64 " (NVMEFS_TEST_SEED)\n", seed);
+	test_img_setup("test_store", IMG_SIZE);
+	make_keys();
+	test_model(seed);
+	test_tombstones();
+	test_flush_cost();
+	test_powerloss(seed);
+	test_enospc();
+	test_threads();
+	test_img_teardown();
+	return test_result();
+}
