@@ -100,7 +100,7 @@ class Report(unittest.TestCase):
         # store: 3.5 x Python and 3.5 / 4.0 = 0.875 x fio raw: both met
         self.assertTrue(by["store"].startswith("PASS"), by["store"])
         self.assertIn("3.50 x py_store", by["store"])
-        self.assertIn("0.88 x fio raw write (4.00 GB/s)", by["store"])
+        self.assertIn("0.88 x fio raw write (4.00 GB/s, medians of 3 rounds)", by["store"])
         # load: 4.5 x Python but 4.5 / 6.0 = 0.75 x fio raw: missed
         self.assertTrue(by["load"].startswith("FAIL"), by["load"])
         self.assertTrue(by["sd_save"].startswith("FAIL"))  # 2.0 x < 3
@@ -120,10 +120,30 @@ class Report(unittest.TestCase):
         by = {line.split()[2].rstrip(":"): line for line in rep.targets()}
         # load: 4.5 / 5.0 = 0.90 x the pass just before it: met now
         self.assertTrue(by["load"].startswith("PASS"), by["load"])
-        self.assertIn("0.90 x fio raw read (5.00 GB/s)", by["load"])
-        self.assertIn("0.88 x fio raw write (4.00 GB/s)", by["store"])
+        self.assertIn("0.90 x fio raw read (5.00 GB/s, medians of 3 rounds)", by["load"])
+        self.assertIn("0.88 x fio raw write (4.00 GB/s, medians of 3 rounds)", by["store"])
         self.assertEqual(bench.DnReport(res).table()[3].strip("| ").split(" | ")[1], "5.00")
         self.assertEqual(bench.DN_RAW_LOOPS, 3)
+
+    def test_rounds(self):
+        """Several rounds: the handle's figure is the median, and its ratio
+        the median of each round's ratio to the fio raw pass before it."""
+        res = self.full()
+        for k, (raw, d) in {1: ("8000", "4.0"), 2: ("4000", "3.0"), 3: ("5000", "4.5")}.items():
+            res[(bench.DN_SETUP, N, bench.round_fs("fio-again", k), "raw_write")] = raw
+            res[(bench.DN_SETUP, N, bench.round_fs("direct", k), "aio_store")] = d
+        rep = bench.DnReport(res)
+        d, raw, rr = rep.figure("write", "aio_store")
+        # ratios 0.50, 0.75, 0.90: median 0.75; handle median 4.0; fio raw median 5.0
+        self.assertEqual((d, raw, round(rr, 2)), ("4.0000", "5.0000", 0.75))
+        by = {line.split()[2].rstrip(":"): line for line in rep.targets()}
+        self.assertRegex(by["store"], r"^FAIL .* 0\.75 x fio raw write \(5\.00 GB/s, medians of 3 rounds\)")
+        self.assertEqual(rep.round_lines()[0], "- store, round by round (handle / fio raw write GB/s = ratio): "
+                         "4.00 / 8.00 = 0.50; 3.00 / 4.00 = 0.75; 4.50 / 5.00 = 0.90")
+        # A round without its figure fails the target rather than being left out.
+        res[(bench.DN_SETUP, N, "direct.3", "aio_store")] = "ERR"
+        by = {line.split()[2].rstrip(":"): line for line in bench.DnReport(res).targets()}
+        self.assertRegex(by["store"], r"^FAIL .*no figure \(handle ERR")
 
     def test_missing_figure(self):
         res = self.full()
