@@ -32,6 +32,7 @@
 #include "fault_i.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
+#include "runfmt_i.h"
 #include "runs.h"
 #include "test_util.h"
 
@@ -508,6 +509,57 @@ static void test_corrupt_manifest(void)
 	free(mix);
 }
 
+/*
+ * A run claiming more entries than its blocks hold: n * 10 bits wrap to a
+ * filter of 0 bits, which a lookup would take modulo. The decoder refuses
+ * the count, the reader a filter of no bits (the reviewer's image).
+ */
+static void test_huge_nentries(void)
+{
+	static const uint64_t huge = 1844674407370955161ull; /* 10 * huge + 63 wraps */
+	size_t cap = (size_t)geom.slot_blocks * NVMEFS_BLOCK;
+	struct nvmefs_obj o = {.count = huge, .aux2 = NVMEFS_FILTER_PROBES};
+	struct tent *t = make_run(5, 20, 0);
+	struct nvmefs_manifest dm = {.seq = 9, .n = 1}, got;
+	struct nvmefs_run_meta m, bad;
+	struct nvmefs_runs *a;
+	struct nvmefs_runr r;
+	uint64_t at;
+	int ret;
+
+	CHECK(nvmefs_filter_nbits(0) == 64 && nvmefs_filter_nbits(7) == 128);
+	CHECK(nvmefs_filter_nbits(huge) == 0 && nvmefs_filter_nbits(UINT64_MAX) == 0);
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 20, 0, &m), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), 0);
+	bad = m;
+	bad.nentries = m.data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1) + 1;
+	dm.next_id = m.id + 1;
+	dm.runs = &bad;
+	CHECK(nvmefs_manifest_encode(&dm, uuid, blk, cap) > 0);
+	CHECK_ERR(nvmefs_manifest_decode(blk, cap, uuid, &geom, &got), -EINVAL);
+	nvmefs_manifest_free(&got);
+	bad.nentries = huge;
+	CHECK(nvmefs_manifest_encode(&dm, uuid, blk, cap) > 0);
+	CHECK_ERR(nvmefs_manifest_decode(blk, cap, uuid, &geom, &got), -EINVAL);
+	nvmefs_manifest_free(&got);
+	/* The reader, given that meta, and a filter of huge keys in no bits. */
+	o.id = m.id;
+	nvmefs_obj_seal(blk, NVMEFS_FILTER_MAGIC, uuid, &o);
+	at = geom.off + (m.start + m.data_blocks + m.index_blocks) * NVMEFS_BLOCK;
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, at, blk, NVMEFS_BLOCK), 0);
+	bad.filter_blocks = 1;
+	ret = nvmefs_runr_open(&r, a, &bad);
+	CHECK_ERR(ret, -EINVAL);
+	if (!ret) {
+		CHECK(!nvmefs_runr_may_hold(&r, t[0].k, t[0].klen)); /* % 0 before the fix */
+		nvmefs_runr_close(&r);
+	}
+	nvmefs_runs_close(a);
+	free(t);
+}
+
 /* A damaged current slot: the previous manifest is current again. */
 static void test_slot_fallback(void)
 {
@@ -722,6 +774,7 @@ int main(void)
 	test_space();
 	test_corrupt_run();
 	test_corrupt_manifest();
+	test_huge_nentries();
 	test_slot_fallback();
 	test_powerloss(seed);
 	free(blk);

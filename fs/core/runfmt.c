@@ -122,8 +122,11 @@ void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2])
 
 uint64_t nvmefs_filter_nbits(uint64_t n)
 {
-	uint64_t bits = n * NVMEFS_FILTER_BITS;
+	uint64_t bits;
 
+	if (n > (UINT64_MAX - 63) / NVMEFS_FILTER_BITS)
+		return 0; /* n * 10, rounded up, would wrap (to 0 bits for some n) */
+	bits = n * NVMEFS_FILTER_BITS;
 	return bits < 64 ? 64 : (bits + 63) / 64 * 64;
 }
 
@@ -216,7 +219,10 @@ static size_t mrun_get(const uint8_t *p, size_t avail, struct nvmefs_run_meta *r
 				      .filter_blocks = le32toh(d.filter_blocks),
 				      .min_len = le16toh(d.min_len),
 				      .max_len = le16toh(d.max_len)};
+	/* An entry takes its header and a key of a byte at least: a count
+	 * past that (whose filter size wraps) is not a run's. */
 	if (d.reserved || r->level >= NVMEFS_RUN_LEVELS || !r->nentries || !r->data_blocks ||
+	    r->nentries > (uint64_t)r->data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1) ||
 	    !r->index_blocks || !r->filter_blocks || r->min_len > NVMEFS_KEY_MAX ||
 	    r->max_len > NVMEFS_KEY_MAX || avail - sizeof(d) < (size_t)r->min_len + r->max_len)
 		return 0;

@@ -576,7 +576,7 @@ static int check_filter(struct nvmefs_runr *r, const uint8_t *f)
 
 	if (ret)
 		return ret;
-	if (o.id != r->meta.id || o.nblocks != r->meta.filter_blocks ||
+	if (o.id != r->meta.id || o.nblocks != r->meta.filter_blocks || o.aux == 0 ||
 	    o.count != r->meta.nentries || o.aux != nvmefs_filter_nbits(o.count) ||
 	    o.used != o.aux / 8 || o.aux2 != NVMEFS_FILTER_PROBES)
 		return -EINVAL;

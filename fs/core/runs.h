@@ -113,9 +113,10 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 /*
  * Decode a manifest slot's len bytes at buf (of volume uuid, area g),
  * trusting nothing before it is checked: magic, crc, version, journal id,
- * its length within len, every run's fields (level, non-empty extents
- * inside the run space and not overlapping, unique ids below next_id,
- * valid keys with min <= max), no byte after the runs. Fills m (its runs
+ * its length within len, every run's fields (level, entries no more than
+ * its run blocks hold, non-empty extents inside the run space and not
+ * overlapping, unique ids below next_id, valid keys with min <= max), no
+ * byte after the runs. Fills m (its runs
  * allocated; nvmefs_manifest_free) and returns 0, or -EINVAL, -EPROTO
  * (another version) or -ENOMEM, m then empty.
  */
