@@ -588,6 +588,45 @@ static void test_slot_fallback(void)
 	free(t);
 }
 
+/*
+ * A commit whose manifest was written but not flushed fails, yet that
+ * manifest may be durable: until the area is reopened nothing may take
+ * the space of the runs it names, even once the caller dropped them.
+ */
+static void test_commit_fail(void)
+{
+	struct nvmefs_fault f = {
+		.kind = NVMEFS_FAULT_EIO, .ops = NVMEFS_FAULT_FLUSHES, .after = 1, .count = 1};
+	struct nvmefs_fault none = {.kind = NVMEFS_FAULT_NONE};
+	struct tent *t = make_run(6, 200, 0), *u = make_run(7, 200, 0);
+	const struct nvmefs_manifest *cur;
+	struct nvmefs_run_meta m, m2;
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 200, 0, &m), 0);
+	CHECK_ERR(nvmefs_dev_inject(dev(), &f), 0); /* the flush after the manifest fails */
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), -EIO);
+	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 1);
+	nvmefs_runs_drop(a, m.id);
+	CHECK_ERR(write_run(a, u, 200, 0, &m2), -EIO); /* it would land on m */
+	CHECK_ERR(nvmefs_runs_commit(a, NULL, 0), -EIO);
+	nvmefs_runs_close(a);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	cur = nvmefs_runs_current(a);
+	CHECK(cur->seq == 2 && cur->n == 1); /* the failed manifest was durable */
+	for (size_t i = 0; i < cur->n; i++)
+		CHECK_ERR(read_all(a, &cur->runs[i], t, 200), 0);
+	CHECK_ERR(write_run(a, u, 200, 0, &m2), 0); /* reopened: usable again */
+	CHECK(!overlap(&m, &m2));
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1), 0);
+	nvmefs_runs_close(a);
+	free(t);
+	free(u);
+}
+
 /* ---- power loss ---- */
 
 #define PL_RUNS	 8
@@ -772,6 +811,7 @@ int main(void)
 	test_grid();
 	test_merge(seed);
 	test_space();
+	test_commit_fail();
 	test_corrupt_run();
 	test_corrupt_manifest();
 	test_huge_nentries();

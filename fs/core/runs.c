@@ -242,6 +242,10 @@ static ssize_t encode_next(struct nvmefs_runs *a, const struct nvmefs_run_meta *
 	int ret;
 
 	pthread_mutex_lock(&a->lock);
+	if (a->failed) { /* a manifest we do not know may be durable */
+		pthread_mutex_unlock(&a->lock);
+		return -EIO;
+	}
 	m.next_id = a->next_id;
 	for (size_t i = 0; i < n; i++)
 		if (!known(a, &runs[i])) {
@@ -271,6 +275,18 @@ static void install(struct nvmefs_runs *a, struct nvmefs_manifest *m, unsigned s
 	pthread_mutex_unlock(&a->lock);
 }
 
+/*
+ * The manifest's write or its flush failed: it may be durable all the
+ * same, naming runs the caller may now drop, and a reopen would take it.
+ * Nothing may take their space, so nothing more is written until then.
+ */
+static void fail(struct nvmefs_runs *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->failed = true;
+	pthread_mutex_unlock(&a->lock);
+}
+
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n)
 {
 	uint32_t sb = nvmefs_runs_slot_blocks(&a->g);
@@ -289,10 +305,13 @@ int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs
 	if (ret)
 		goto out;
 	ret = nvmefs_dev_flush(a->dev); /* every run it names is durable first */
-	if (!ret)
+	if (!ret) {
 		ret = pio(a, true, (uint64_t)s * sb, buf, (uint64_t)len / NVMEFS_BLOCK);
-	if (!ret)
-		ret = nvmefs_dev_flush(a->dev);
+		if (!ret)
+			ret = nvmefs_dev_flush(a->dev);
+		if (ret)
+			fail(a);
+	}
 	if (ret)
 		nvmefs_manifest_free(&m);
 	else
@@ -331,7 +350,7 @@ int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t lev
 	if (!w->buf)
 		return -ENOMEM;
 	pthread_mutex_lock(&a->lock);
-	ret = find_free(a, want, &e.start, &e.blocks);
+	ret = a->failed ? -EIO : find_free(a, want, &e.start, &e.blocks);
 	if (!ret)
 		ret = nvmefs_grow(&a->busy, &a->busy_cap, a->nbusy + 1, sizeof(*a->busy));
 	if (!ret) {

@@ -144,6 +144,7 @@ struct nvmefs_runs {
 	uint64_t next_id;
 	struct nvmefs_runs_ext *busy; /* runs written or being written, not in cur */
 	size_t nbusy, busy_cap;
+	bool failed; /* a commit failed once its manifest's write began */
 };
 
 /*
@@ -178,6 +179,13 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
  * are free, and written runs that are named are no longer pending. Returns
  * 0, -EINVAL, -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O
  * error (the current manifest then stays as it was).
+ *
+ * An I/O error in the manifest's write or the flush after it sticks, as a
+ * failed fsync does: that manifest may be durable all the same (a reopen
+ * would take it), so the space of the runs it names, pending ones the
+ * caller may drop included, must not be reused. Every later
+ * nvmefs_runw_begin and nvmefs_runs_commit on a then fails with -EIO until
+ * the area is closed and opened again, which reads what is durable.
  */
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n);
 
@@ -204,8 +212,8 @@ struct nvmefs_runw {
  * Start a run of level on area a: reserve want blocks of run space (0: the
  * largest free extent; what the run does not use is given back at its
  * end) and a new run id. Returns 0, -EINVAL (level), -ENOSPC (no free
- * extent that long) or -ENOMEM. w must then end with nvmefs_runw_end or
- * nvmefs_runw_abort.
+ * extent that long), -ENOMEM or -EIO (a commit failed: nvmefs_runs_commit).
+ * w must then end with nvmefs_runw_end or nvmefs_runw_abort.
  */
 int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t level, uint64_t want);
 
