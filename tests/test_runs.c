@@ -379,6 +379,51 @@ static void test_space(void)
 	free(t);
 }
 
+/* A run's meta altered after nvmefs_runw_end or after its commit (level,
+ * entries, keys: what lookups trust) is refused by the next commit. */
+static void test_commit_altered(void)
+{
+	struct tent *t = make_run(8, 100, 0);
+	struct nvmefs_run_meta live, m, two[2];
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 100, 0, &live), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &live, 1), 0);
+	CHECK_ERR(write_run(a, t, 100, 1, &m), 0);
+	for (int k = 0; k < 10; k++) {
+		struct nvmefs_run_meta *x = &two[k % 2];
+
+		two[0] = live;
+		two[1] = m;
+		switch (k / 2) {
+		case 0:
+			x->level = (x->level + 1) % NVMEFS_RUN_LEVELS;
+			break;
+		case 1:
+			x->nentries--;
+			break;
+		case 2:
+			x->min[x->min_len - 1]++; /* still <= max */
+			break;
+		case 3:
+			x->max[x->max_len - 1]--;
+			break;
+		default:
+			memcpy(x->max, x->min, x->min_len);
+			break;
+		}
+		CHECKF(nvmefs_runs_commit(a, two, 2) == -EINVAL, "%s run, change %d",
+		       k % 2 ? "pending" : "live", k / 2);
+	}
+	two[0] = live;
+	two[1] = m;
+	CHECK_ERR(nvmefs_runs_commit(a, two, 2), 0);
+	nvmefs_runs_close(a);
+	free(t);
+}
+
 /* ---- corruption ---- */
 
 static void flip(uint64_t block, size_t at)
@@ -811,6 +856,7 @@ int main(void)
 	test_grid();
 	test_merge(seed);
 	test_space();
+	test_commit_altered();
 	test_commit_fail();
 	test_corrupt_run();
 	test_corrupt_manifest();

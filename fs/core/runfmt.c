@@ -264,7 +264,10 @@ static int check_extents(const struct nvmefs_manifest *m, const struct nvmefs_ru
 	for (size_t i = 0; i < m->n; i++) {
 		const struct nvmefs_run_meta *r = &m->runs[i];
 
-		e[i] = (struct nvmefs_runs_ext){r->id, r->start, nvmefs_run_blocks(r), true};
+		e[i] = (struct nvmefs_runs_ext){.id = r->id,
+						.start = r->start,
+						.blocks = nvmefs_run_blocks(r),
+						.done = true};
 		if (r->id >= m->next_id || r->start < lo || r->start > g->blocks ||
 		    e[i].blocks > g->blocks - r->start)
 			ret = -EINVAL;

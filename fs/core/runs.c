@@ -158,7 +158,10 @@ static struct nvmefs_runs_ext *held(const struct nvmefs_runs *a, size_t *n)
 	for (size_t i = 0; i < a->cur.n; i++) {
 		const struct nvmefs_run_meta *r = &a->cur.runs[i];
 
-		e[i] = (struct nvmefs_runs_ext){r->id, r->start, nvmefs_run_blocks(r), true};
+		e[i] = (struct nvmefs_runs_ext){.id = r->id,
+						.start = r->start,
+						.blocks = nvmefs_run_blocks(r),
+						.done = true};
 	}
 	if (a->nbusy)
 		memcpy(e + a->cur.n, a->busy, a->nbusy * sizeof(*e));
@@ -217,19 +220,30 @@ void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
 
 /* ---- commit ---- */
 
-/* Is r a run of the current manifest, or one written and pending? */
+/* x and y name the same run the same way: every field and key byte (a
+ * lookup trusts level, entries and keys as much as the extent). */
+static bool meta_eq(const struct nvmefs_run_meta *x, const struct nvmefs_run_meta *y)
+{
+	return x->id == y->id && x->start == y->start && x->nentries == y->nentries &&
+	       x->level == y->level && x->data_blocks == y->data_blocks &&
+	       x->index_blocks == y->index_blocks && x->filter_blocks == y->filter_blocks &&
+	       x->min_len == y->min_len && x->max_len == y->max_len &&
+	       !memcmp(x->min, y->min, x->min_len) && !memcmp(x->max, y->max, x->max_len);
+}
+
+/* Is r a run of the current manifest, or one written and pending, as it
+ * was given? */
 static bool known(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 {
 	const struct nvmefs_runs_ext *e = busy_find(a, r->id);
 	const struct nvmefs_run_meta *c = NULL;
 
 	if (e)
-		return e->done && e->start == r->start && e->blocks == nvmefs_run_blocks(r);
+		return e->done && meta_eq(&e->meta, r);
 	for (size_t i = 0; i < a->cur.n && !c; i++)
 		if (a->cur.runs[i].id == r->id)
 			c = &a->cur.runs[i];
-	return c && c->start == r->start && c->data_blocks == r->data_blocks &&
-	       c->index_blocks == r->index_blocks && c->filter_blocks == r->filter_blocks;
+	return c && meta_eq(c, r);
 }
 
 /* Encode the next manifest of runs into buf and check it decodes (no run
@@ -520,6 +534,7 @@ int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta)
 	assert(e); /* only nvmefs_runw_abort drops a run being written */
 	e->blocks = nvmefs_run_blocks(&w->meta); /* the rest is free again */
 	e->done = true;
+	e->meta = w->meta; /* what commit checks it against */
 	pthread_mutex_unlock(&w->a->lock);
 	*meta = w->meta;
 	runw_free(w);

@@ -132,6 +132,7 @@ void nvmefs_manifest_free(struct nvmefs_manifest *m);
 struct nvmefs_runs_ext {
 	uint64_t id, start, blocks;
 	bool done; /* busy runs: written by nvmefs_runw_end (else being written) */
+	struct nvmefs_run_meta meta; /* busy and done: what nvmefs_runw_end gave */
 };
 
 struct nvmefs_runs {
@@ -174,11 +175,12 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
  * Make runs[0..n) the live runs: write them as the next manifest to the
  * spare slot, after flushing the member (so every run it names is
  * durable), and flush again. Each run must be in the current manifest or
- * written by nvmefs_runw_end and not yet committed (-EINVAL otherwise, the
- * caller's bug). Afterwards runs of the old manifest that are not named
- * are free, and written runs that are named are no longer pending. Returns
- * 0, -EINVAL, -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O
- * error (the current manifest then stays as it was).
+ * written by nvmefs_runw_end and not yet committed, its meta unchanged to
+ * the last field and key byte (-EINVAL otherwise, the caller's bug).
+ * Afterwards runs of the old manifest that are not named are free, and
+ * written runs that are named are no longer pending. Returns 0, -EINVAL,
+ * -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O error (the
+ * current manifest then stays as it was).
  *
  * An I/O error in the manifest's write or the flush after it sticks, as a
  * failed fsync does: that manifest may be durable all the same (a reopen
