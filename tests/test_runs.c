@@ -672,6 +672,49 @@ static void test_commit_fail(void)
 	free(u);
 }
 
+/* Slot's manifest (one block) made version 3, crc and all: 2 when undone. */
+static void set_version(uint64_t slot, uint32_t v)
+{
+	uint64_t off = geom.off + slot * geom.slot_blocks * NVMEFS_BLOCK;
+	uint32_t crc;
+
+	v = htole32(v);
+	CHECK_ERR(nvmefs_dev_pio(dev(), false, off, blk, NVMEFS_BLOCK), 0);
+	memcpy(blk + 8, &v, 4);
+	crc = htole32(nvmefs_crc32c_hole(blk, NVMEFS_BLOCK, 12));
+	memcpy(blk + 12, &crc, 4);
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, off, blk, NVMEFS_BLOCK), 0);
+}
+
+/* A manifest of another version in either slot fails the open: taking
+ * the other slot's would lose (the newer) or later overwrite it. */
+static void test_future_version(void)
+{
+	struct tent *t = make_run(9, 30, 0);
+	struct nvmefs_run_meta m;
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 30, 0, &m), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), 0); /* seq 2, slot B */
+	nvmefs_runs_close(a);
+	for (uint64_t slot = 0; slot < 2; slot++) {
+		set_version(slot, NVMEFS_OBJ_VERSION + 1);
+		last_msg[0] = '\0';
+		a = NULL;
+		CHECKF(nvmefs_runs_open(&a, dev(), &geom, uuid) == -EPROTO, "slot %" PRIu64, slot);
+		CHECKF(strstr(last_msg, "version") && strstr(last_msg, dev()->path), "message: %s",
+		       last_msg);
+		nvmefs_runs_close(a);
+		set_version(slot, NVMEFS_OBJ_VERSION);
+	}
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 2);
+	nvmefs_runs_close(a);
+	free(t);
+}
+
 /* ---- power loss ---- */
 
 #define PL_RUNS	 8
@@ -862,6 +905,7 @@ int main(void)
 	test_corrupt_manifest();
 	test_huge_nentries();
 	test_slot_fallback();
+	test_future_version();
 	test_powerloss(seed);
 	free(blk);
 	nvmefs_devset_close(set);

@@ -84,10 +84,19 @@ static int load_manifest(struct nvmefs_runs *a)
 	free(buf);
 	if (ret)
 		return ret;
-	if (r[0] == -ENOMEM || r[1] == -ENOMEM) {
+	if (r[0] == -EPROTO || r[1] == -EPROTO) {
+		/* Another version's manifest may be the newer one: taking the
+		 * other slot would lose it, and the next commit overwrite it. */
+		nvmefs_err("%s: run area: manifest slot %c is of another version than %u",
+			   a->dev->path, r[0] == -EPROTO ? 'A' : 'B', NVMEFS_OBJ_VERSION);
+		ret = -EPROTO;
+	} else if (r[0] == -ENOMEM || r[1] == -ENOMEM) {
+		ret = -ENOMEM;
+	}
+	if (ret) {
 		nvmefs_manifest_free(&m[0]);
 		nvmefs_manifest_free(&m[1]);
-		return -ENOMEM;
+		return ret;
 	}
 	if (r[0] && r[1]) {
 		nvmefs_err("%s: run area: neither manifest slot holds a valid manifest",

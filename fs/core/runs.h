@@ -160,7 +160,8 @@ int nvmefs_runs_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g,
  * Open the area: read both manifest slots and take the valid one with the
  * higher sequence. *out is the caller's until nvmefs_runs_close. Returns 0,
  * -EINVAL (bad geometry, or neither slot holds a manifest: logged naming
- * the member), -ENOMEM or an I/O error.
+ * the member), -EPROTO (either slot holds a manifest of another version,
+ * which may be the newer: logged), -ENOMEM or an I/O error.
  */
 int nvmefs_runs_open(struct nvmefs_runs **out, struct nvmefs_dev *dev,
 		     const struct nvmefs_runs_geom *g, const uint8_t uuid[16]);
