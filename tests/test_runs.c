@@ -605,6 +605,40 @@ static void test_huge_nentries(void)
 	free(t);
 }
 
+/*
+ * An index claiming more run blocks than its bytes can list is refused
+ * before anything is sized by that count. The meta is a caller's (the
+ * decoder would refuse it): 2^32 - 1 run blocks, its start wrapped so
+ * that the index is read where the real run's is.
+ */
+static void test_index_count(void)
+{
+	struct tent *t = make_run(10, 30, 0);
+	struct nvmefs_run_meta m, bad;
+	uint64_t count = UINT32_MAX, at;
+	struct nvmefs_runs *a;
+	struct nvmefs_runr r;
+	uint32_t crc;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 30, 0, &m), 0);
+	CHECK(m.index_blocks == 1);
+	at = geom.off + (m.start + m.data_blocks) * NVMEFS_BLOCK;
+	CHECK_ERR(nvmefs_dev_pio(dev(), false, at, blk, NVMEFS_BLOCK), 0);
+	count = htole64(count);
+	memcpy(blk + 40, &count, 8);
+	crc = htole32(nvmefs_crc32c_hole(blk, NVMEFS_BLOCK, 12));
+	memcpy(blk + 12, &crc, 4);
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, at, blk, NVMEFS_BLOCK), 0);
+	bad = m;
+	bad.data_blocks = UINT32_MAX;
+	bad.start = m.start + m.data_blocks - UINT32_MAX;
+	CHECK_ERR(nvmefs_runr_open(&r, a, &bad), -EINVAL); /* not -ENOMEM: 77 GB asked */
+	nvmefs_runs_close(a);
+	free(t);
+}
+
 /* A damaged current slot: the previous manifest is current again. */
 static void test_slot_fallback(void)
 {
@@ -904,6 +938,7 @@ int main(void)
 	test_corrupt_run();
 	test_corrupt_manifest();
 	test_huge_nentries();
+	test_index_count();
 	test_slot_fallback();
 	test_future_version();
 	test_powerloss(seed);

@@ -594,8 +594,10 @@ static int parse_index(struct nvmefs_runr *r, const struct nvmefs_obj *o)
 	const uint8_t *p = r->buf + NVMEFS_OBJ_HDR;
 	size_t pos = 0, sz;
 
+	/* Each entry takes its header and a key byte at least: a count past
+	 * what used holds is refused before it sizes anything. */
 	if (o->id != r->meta.id || o->nblocks != r->meta.index_blocks || !o->count ||
-	    o->count > r->meta.data_blocks)
+	    o->count > o->used / (IDX_ENT_HDR + 1) || o->count > r->meta.data_blocks)
 		return -EINVAL;
 	r->nrb = (uint32_t)o->count;
 	r->off = calloc(r->nrb, sizeof(*r->off));
