@@ -424,6 +424,27 @@ static void test_commit_altered(void)
 	free(t);
 }
 
+/* A run's reservation stops at 2^32 - 1 blocks (its block counts are 32
+ * bits): on an area of 2^33 blocks, which begin never reads or writes. */
+static void test_run_limit(void)
+{
+	struct nvmefs_runs a = {.dev = dev(),
+				.g = {.blocks = 1ull << 33, .slot_blocks = 4},
+				.cur = {.seq = 1, .next_id = 1},
+				.next_id = 1};
+	struct nvmefs_runw w;
+
+	pthread_mutex_init(&a.lock, NULL);
+	for (int k = 0; k < 2; k++) {
+		CHECK_ERR(nvmefs_runw_begin(&w, &a, 0, k ? 1ull << 32 : 0), 0);
+		CHECKF(w.cap == UINT32_MAX && a.nbusy == 1 && a.busy[0].blocks == UINT32_MAX,
+		       "want %s: %" PRIu64 " blocks", k ? "2^32" : "the largest", w.cap);
+		nvmefs_runw_abort(&w);
+	}
+	free(a.busy);
+	pthread_mutex_destroy(&a.lock);
+}
+
 /* ---- corruption ---- */
 
 static void flip(uint64_t block, size_t at)
@@ -933,6 +954,7 @@ int main(void)
 	test_grid();
 	test_merge(seed);
 	test_space();
+	test_run_limit();
 	test_commit_altered();
 	test_commit_fail();
 	test_corrupt_run();

@@ -372,8 +372,12 @@ int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t lev
 	w->buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF);
 	if (!w->buf)
 		return -ENOMEM;
+	if (want > UINT32_MAX) /* a run's block counts are 32 bits */
+		want = UINT32_MAX;
 	pthread_mutex_lock(&a->lock);
 	ret = a->failed ? -EIO : find_free(a, want, &e.start, &e.blocks);
+	if (e.blocks > UINT32_MAX) /* the largest extent: give the rest to others */
+		e.blocks = UINT32_MAX;
 	if (!ret)
 		ret = nvmefs_grow(&a->busy, &a->busy_cap, a->nbusy + 1, sizeof(*a->busy));
 	if (!ret) {

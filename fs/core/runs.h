@@ -213,10 +213,11 @@ struct nvmefs_runw {
 
 /*
  * Start a run of level on area a: reserve want blocks of run space (0: the
- * largest free extent; what the run does not use is given back at its
- * end) and a new run id. Returns 0, -EINVAL (level), -ENOSPC (no free
- * extent that long), -ENOMEM or -EIO (a commit failed: nvmefs_runs_commit).
- * w must then end with nvmefs_runw_end or nvmefs_runw_abort.
+ * largest free extent; at most 2^32 - 1 blocks, a run's limit; what the
+ * run does not use is given back at its end) and a new run id. Returns 0,
+ * -EINVAL (level), -ENOSPC (no free extent that long), -ENOMEM or -EIO (a
+ * commit failed: nvmefs_runs_commit). w must then end with nvmefs_runw_end
+ * or nvmefs_runw_abort.
  */
 int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t level, uint64_t want);
 
