@@ -322,6 +322,13 @@ static void test_merge(uint64_t seed)
 			       keep);
 		}
 		CHECK_ERR(ret, 0);
+		for (; i < MKEYS; i++) { /* none left out: with keep, no key; else tombstones */
+			const struct msrc *w = &src[win[i]];
+
+			for (uint32_t j = 0; j < w->n; j++)
+				CHECKF(w->t[j].i != i || (!keep && w->t[j].tomb),
+				       "key %u not merged (keep %d)", i, keep);
+		}
 		nvmefs_merge_exit(&mg);
 	}
 	for (int k = 0; k < 3; k++) {
