@@ -5,16 +5,26 @@
  *  - round trips over a grid (1 entry, thousands spanning many run blocks,
  *    tombstones, entries of NVMEFS_RUN_ENT_MAX among small ones; no entry
  *    refused), through a commit and a reopen of the area: every key found
- *    with at most one run block read, absent keys refused (mostly by the
- *    filter), iteration and seeks in key order;
+ *    with one run block read; absent keys not found, each with at most
+ *    one run block read, and no more than 5 + n/20 of them read one (the
+ *    rest answered by the filter or the run's key range); iteration and
+ *    seeks in key order;
  *  - a merge of three runs (newest first) against a model: the newest
  *    entry of a key wins, tombstones hide it or, for compaction, come out;
+ *    nothing is left out at the end;
  *  - space: a run never lands on a live one, a dropped run's space is
- *    reused only after the manifest without it is committed;
+ *    reused only after the manifest without it is committed, a run
+ *    reserves at most 2^32 - 1 blocks; commit refuses a run whose meta
+ *    was changed; after a commit whose manifest was written but not
+ *    flushed (fault injection) nothing is written until a reopen;
  *  - corruption: a byte flipped in any block of a run (run blocks, index,
- *    filter) is refused on read; manifests torn, of another volume, with
- *    overlapping runs or reused ids are refused; a damaged current slot
- *    leaves the previous manifest current;
+ *    filter) is refused on read; the manifest decoder refuses manifests
+ *    torn, of another volume, with overlapping runs, reused ids, a level
+ *    past 7, an id not below the next, min > max, bytes after the last
+ *    run or more entries than a run's blocks hold; the reader a filter of
+ *    0 bits and an index counting more run blocks than it lists; a damaged
+ *    current slot leaves the previous manifest current; another version's
+ *    manifest in either slot fails the open;
  *  - power loss (striping/fault.c, in a child that the cut ends): cut at
  *    every write of a run and of a two-block manifest, with writes kept,
  *    torn or dropped; the previous manifest stays current unless the new
@@ -515,32 +525,75 @@ static void test_corrupt_run(void)
 	free(t);
 }
 
+static struct nvmefs_run_meta mr[16]; /* big_manifest's runs */
+
+/* A manifest of mr[0..n) (next id 100) into buf. */
+static ssize_t encode_mr(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n)
+{
+	struct nvmefs_manifest m = {.seq = seq, .next_id = 100, .n = n, .runs = mr};
+
+	return nvmefs_manifest_encode(&m, uuid, buf, cap);
+}
+
 /* A manifest of n runs with long keys (several blocks) into buf. */
 static ssize_t big_manifest(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n, bool clash,
 			    uint32_t salt)
 {
-	static struct nvmefs_run_meta r[16];
-	struct nvmefs_manifest m = {.seq = seq, .next_id = 100, .n = n, .runs = r};
 	struct tent t;
 
 	for (uint32_t i = 0; i < n; i++) {
-		r[i] = (struct nvmefs_run_meta){.id = i + 1,
-						.start = 8 + 10ull * i,
-						.nentries = 5,
-						.level = (i + salt) % 3,
-						.data_blocks = 8,
-						.index_blocks = 1,
-						.filter_blocks = 1};
+		mr[i] = (struct nvmefs_run_meta){.id = i + 1,
+						 .start = 8 + 10ull * i,
+						 .nentries = 5,
+						 .level = (i + salt) % 3,
+						 .data_blocks = 8,
+						 .index_blocks = 1,
+						 .filter_blocks = 1};
 		make_ent(&t, i, 1, F_LONG);
-		memcpy(r[i].min, t.k, t.klen);
-		r[i].min_len = (uint16_t)t.klen;
+		memcpy(mr[i].min, t.k, t.klen);
+		mr[i].min_len = (uint16_t)t.klen;
 		make_ent(&t, i, 2, F_LONG);
-		memcpy(r[i].max, t.k, t.klen);
-		r[i].max_len = (uint16_t)t.klen;
+		memcpy(mr[i].max, t.k, t.klen);
+		mr[i].max_len = (uint16_t)t.klen;
 	}
 	if (clash)
-		r[n - 1].start = r[0].start + 3;
-	return nvmefs_manifest_encode(&m, uuid, buf, cap);
+		mr[n - 1].start = mr[0].start + 3;
+	return encode_mr(buf, cap, seq, n);
+}
+
+/* Three runs made bad one way (well encoded, crc and all), or none. */
+static void bad_manifest(uint8_t *buf, size_t cap, int how)
+{
+	struct nvmefs_obj o = {.id = 5, .count = 3, .aux = 100};
+	struct nvmefs_run_meta x;
+	uint32_t used;
+
+	big_manifest(buf, cap, 5, 3, false, 0);
+	switch (how) {
+	case 1: /* an id used twice */
+		mr[2].id = mr[0].id;
+		break;
+	case 2:
+		mr[1].level = NVMEFS_RUN_LEVELS;
+		break;
+	case 3: /* the next id */
+		mr[1].id = 100;
+		break;
+	case 4: /* min > max */
+		x = mr[1];
+		memcpy(mr[1].min, x.max, x.max_len);
+		memcpy(mr[1].max, x.min, x.min_len);
+		mr[1].min_len = x.max_len;
+		mr[1].max_len = x.min_len;
+		break;
+	}
+	encode_mr(buf, cap, 5, 3);
+	if (how == 5 || how == 6) { /* bytes after the last run, counted in used */
+		memcpy(&used, buf + 36, 4);
+		o.used = le32toh(used) + 7;
+		memset(buf + NVMEFS_OBJ_HDR + le32toh(used), how == 5 ? 0xa5 : 0, 7);
+		nvmefs_obj_seal(buf, NVMEFS_MANIFEST_MAGIC, uuid, &o);
+	}
 }
 
 static void test_corrupt_manifest(void)
@@ -569,6 +622,17 @@ static void test_corrupt_manifest(void)
 		buf[at] ^= 1;
 		CHECKF(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m) < 0, "byte %zd", at);
 		buf[at] ^= 1;
+	}
+	for (int how = 0; how <= 6; how++) { /* 0: unchanged, decodes */
+		static const char *const what[] = {"none",	    "reused id", "level 8",
+						   "id = next_id",  "min > max", "trailing bytes",
+						   "trailing zeros"};
+		int ret;
+
+		bad_manifest(buf, cap, how);
+		ret = nvmefs_manifest_decode(buf, cap, uuid, &geom, &m);
+		CHECKF(ret == (how ? -EINVAL : 0), "%s: %d", what[how], ret);
+		nvmefs_manifest_free(&m);
 	}
 	big_manifest(buf, cap, 5, 3, true, 0);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), -EINVAL); /* overlap */
