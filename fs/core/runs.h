@@ -4,8 +4,9 @@
  * step 3): writing a run, reading it back, and the manifest that says which
  * runs are live. Nothing on a volume uses it yet (steps 4 and 5); it is a
  * module over one member descriptor and a byte range of it, tested on image
- * files (tests/test_runs.c) and its manifest decoder fuzzed
- * (tests/fuzz/fuzz_manifest.c).
+ * files (tests/test_runs.c), its manifest decoder fuzzed
+ * (tests/fuzz/fuzz_manifest.c) and its reader's index and filter decoders
+ * too (tests/fuzz/fuzz_runr.c).
  *
  * The area, in 4 KiB blocks from its start:
  *
