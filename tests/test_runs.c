@@ -221,6 +221,36 @@ static void check_get(struct nvmefs_runr *r, const struct tent *t, uint32_t n)
 	CHECKF(positives <= 5 + n / 20, "%" PRIu64 " false positives in %u", positives, n);
 }
 
+/* ---- the filter ---- */
+
+/* A key sets 7 distinct bits, its sums wrapping at 2^64 or not, for
+ * filters of 64 bits up (multiples of 64, not powers of two). */
+static void test_filter_probes(void)
+{
+	static const uint64_t nbits[] = {64, 192, 640, 6400, 1ull << 20};
+	uint8_t *bits = calloc(1, (1u << 20) / 8);
+	uint64_t x = 1;
+
+	CHECK(bits != NULL);
+	for (size_t b = 0; b < sizeof(nbits) / sizeof(nbits[0]) && bits; b++)
+		for (int i = 0; i < 200; i++) {
+			uint64_t h[2];
+			unsigned nset = 0;
+
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			h[0] = i % 2 ? UINT64_MAX - (x >> 60) : x; /* odd i: h0 + h1 wraps */
+			h[1] = (x >> 1 | 1ull << 63) | 1;
+			memset(bits, 0, nbits[b] / 8);
+			nvmefs_filter_add(bits, nbits[b], h);
+			for (uint64_t k = 0; k < nbits[b] / 8; k++)
+				nset += (unsigned)__builtin_popcount(bits[k]);
+			CHECKF(nset == NVMEFS_FILTER_PROBES &&
+				       nvmefs_filter_test(bits, nbits[b], h),
+			       "%u bits of %" PRIu64 " set", nset, nbits[b]);
+		}
+	free(bits);
+}
+
 /* ---- round trips ---- */
 
 static void test_grid(void)
@@ -1022,6 +1052,7 @@ int main(void)
 		TEST_SKIP("cannot open %s for O_DIRECT: %s", img, last_msg);
 	blk = aligned(NVMEFS_RUN_BUF);
 	CHECK(blk != NULL);
+	test_filter_probes();
 	test_grid();
 	test_merge(seed);
 	test_space();

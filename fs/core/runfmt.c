@@ -117,7 +117,7 @@ void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2])
 	XXH128_hash_t x = XXH3_128bits(key, klen);
 
 	h[0] = x.low64;
-	h[1] = x.high64 | 1; /* odd, nbits a multiple of 64: 7 distinct probes */
+	h[1] = x.high64 | 1; /* odd, nbits a multiple of 64: 7 distinct probes (probe) */
 }
 
 uint64_t nvmefs_filter_nbits(uint64_t n)
@@ -131,7 +131,10 @@ uint64_t nvmefs_filter_nbits(uint64_t n)
 }
 
 /* Probe i of h: double hashing (Kirsch and Mitzenmacher), one XXH3 for
- * all NVMEFS_FILTER_PROBES. */
+ * all NVMEFS_FILTER_PROBES: h0 + i * h1 computed mod 2^64 (it wraps),
+ * then mod nbits. Still distinct: two probes' sums differ by (i - j) * h1
+ * mod 2^64, not a multiple of 64 for h1 odd and |i - j| < 64, and 64
+ * divides nbits. */
 static uint64_t probe(uint64_t nbits, const uint64_t h[2], unsigned i)
 {
 	return (h[0] + i * h[1]) % nbits;
