@@ -416,8 +416,13 @@ static void test_space(void)
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start == m1.start); /* first fit: m1's place is free now */
 	nvmefs_runw_abort(&w);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, 0), 0); /* its writer's: drop refuses it */
+	CHECK_ERR(nvmefs_runs_drop(a, w.meta.id), -EBUSY);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, t[0].klen, NULL, 0, false), 0);
+	CHECK_ERR(nvmefs_runw_end(&w, &m3), 0);
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);
 	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
-	nvmefs_runs_drop(a, m3.id);
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);
 	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1), -EINVAL); /* dropped: unknown */
 	m3 = m2;
 	m3.id = 999;
@@ -811,7 +816,7 @@ static void test_commit_fail(void)
 	CHECK_ERR(nvmefs_runs_commit(a, &m, 1), -EIO);
 	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
 	CHECK(nvmefs_runs_current(a)->seq == 1);
-	nvmefs_runs_drop(a, m.id);
+	CHECK_ERR(nvmefs_runs_drop(a, m.id), 0);
 	CHECK_ERR(write_run(a, u, 200, 0, &m2), -EIO); /* it would land on m */
 	CHECK_ERR(nvmefs_runs_commit(a, NULL, 0), -EIO);
 	nvmefs_runs_close(a);

@@ -220,11 +220,19 @@ static void busy_remove(struct nvmefs_runs *a, uint64_t id)
 		*e = a->busy[--a->nbusy];
 }
 
-void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
+int nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
 {
+	struct nvmefs_runs_ext *e;
+	int ret = 0;
+
 	pthread_mutex_lock(&a->lock);
-	busy_remove(a, id);
+	e = busy_find(a, id);
+	if (e && !e->done)
+		ret = -EBUSY; /* its writer would write on space given away */
+	else
+		busy_remove(a, id);
 	pthread_mutex_unlock(&a->lock);
+	return ret;
 }
 
 /* ---- commit ---- */
@@ -357,7 +365,9 @@ static void runw_free(struct nvmefs_runw *w)
 
 void nvmefs_runw_abort(struct nvmefs_runw *w)
 {
-	nvmefs_runs_drop(w->a, w->meta.id);
+	pthread_mutex_lock(&w->a->lock);
+	busy_remove(w->a, w->meta.id);
+	pthread_mutex_unlock(&w->a->lock);
 	runw_free(w);
 }
 
@@ -544,7 +554,7 @@ int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta)
 	}
 	pthread_mutex_lock(&w->a->lock);
 	e = busy_find(w->a, w->meta.id);
-	assert(e); /* only nvmefs_runw_abort drops a run being written */
+	assert(e); /* only nvmefs_runw_abort drops a run being written (drop: -EBUSY) */
 	e->blocks = nvmefs_run_blocks(&w->meta); /* the rest is free again */
 	e->done = true;
 	e->meta = w->meta; /* what commit checks it against */

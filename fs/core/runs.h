@@ -193,8 +193,10 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
  */
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n);
 
-/* Free a run nvmefs_runw_end wrote that will not be committed. */
-void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
+/* Free a run nvmefs_runw_end wrote that will not be committed. Returns 0
+ * (also when id is not pending: nothing to free), or -EBUSY when id is
+ * still being written (nvmefs_runw_abort gives that up). */
+int nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
 
 /* ---- writing a run ---- */
 
