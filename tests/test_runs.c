@@ -5,17 +5,30 @@
  *  - round trips over a grid (1 entry, thousands spanning many run blocks,
  *    tombstones, entries of NVMEFS_RUN_ENT_MAX among small ones; no entry
  *    refused), through a commit and a reopen of the area: every key found
- *    with at most one run block read, absent keys refused (mostly by the
- *    filter), iteration and seeks in key order;
+ *    with one run block read; absent keys not found, each with at most
+ *    one run block read, and no more than 5 + n/20 of them read one (the
+ *    rest answered by the filter or the run's key range); iteration and
+ *    seeks in key order;
  *  - a merge of three runs (newest first) against a model: the newest
  *    entry of a key wins, tombstones hide it or, for compaction, come out;
+ *    nothing is left out at the end;
  *  - space: a run never lands on a live one, a dropped run's space is
  *    reused only after the manifest without it is committed, and a held
- *    one's only once released; the free blocks add up;
+ *    one's only once released; the free blocks add up; drop refuses a run
+ *    being written and leaves a hold alone; a run reserves at most
+ *    2^32 - 1 blocks; commit refuses a run whose meta was changed, held
+ *    or not, and a held run that is neither live nor written; after a
+ *    commit whose manifest was written but not flushed (fault injection)
+ *    nothing is written until a reopen, which finds that manifest and its
+ *    replay position;
  *  - corruption: a byte flipped in any block of a run (run blocks, index,
- *    filter) is refused on read; manifests torn, of another volume, with
- *    overlapping runs or reused ids are refused; a damaged current slot
- *    leaves the previous manifest current;
+ *    filter) is refused on read; the manifest decoder refuses manifests
+ *    torn, of another volume, with overlapping runs, reused ids, a level
+ *    past 7, an id not below the next, min > max, bytes after the last
+ *    run or more entries than a run's blocks hold; the reader a filter of
+ *    0 bits and an index counting more run blocks than it lists; a damaged
+ *    current slot leaves the previous manifest current; another version's
+ *    manifest in either slot fails the open;
  *  - power loss (striping/fault.c, in a child that the cut ends): cut at
  *    every write of a run and of a two-block manifest, with writes kept,
  *    torn or dropped; the previous manifest stays current unless the new
@@ -32,6 +45,7 @@
 #include "fault_i.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
+#include "runfmt_i.h"
 #include "runs.h"
 #include "test_img.h"
 #include "test_util.h"
@@ -195,6 +209,36 @@ static void check_get(struct nvmefs_runr *r, const struct tent *t, uint32_t n)
 	CHECKF(positives <= 5 + n / 20, "%" PRIu64 " false positives in %u", positives, n);
 }
 
+/* ---- the filter ---- */
+
+/* A key sets 7 distinct bits, its sums wrapping at 2^64 or not, for
+ * filters of 64 bits up (multiples of 64, not powers of two). */
+static void test_filter_probes(void)
+{
+	static const uint64_t nbits[] = {64, 192, 640, 6400, 1ull << 20};
+	uint8_t *bits = calloc(1, (1u << 20) / 8);
+	uint64_t x = 1;
+
+	CHECK(bits != NULL);
+	for (size_t b = 0; b < sizeof(nbits) / sizeof(nbits[0]) && bits; b++)
+		for (int i = 0; i < 200; i++) {
+			uint64_t h[2];
+			unsigned nset = 0;
+
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			h[0] = i % 2 ? UINT64_MAX - (x >> 60) : x; /* odd i: h0 + h1 wraps */
+			h[1] = (x >> 1 | 1ull << 63) | 1;
+			memset(bits, 0, nbits[b] / 8);
+			nvmefs_filter_add(bits, nbits[b], h);
+			for (uint64_t k = 0; k < nbits[b] / 8; k++)
+				nset += (unsigned)__builtin_popcount(bits[k]);
+			CHECKF(nset == NVMEFS_FILTER_PROBES &&
+				       nvmefs_filter_test(bits, nbits[b], h),
+			       "%u bits of %" PRIu64 " set", nset, nbits[b]);
+		}
+	free(bits);
+}
+
 /* ---- round trips ---- */
 
 static void test_grid(void)
@@ -307,6 +351,13 @@ static void test_merge(uint64_t seed)
 			       keep);
 		}
 		CHECK_ERR(ret, 0);
+		for (; i < MKEYS; i++) { /* none left out: with keep, no key; else tombstones */
+			const struct msrc *w = &src[win[i]];
+
+			for (uint32_t j = 0; j < w->n; j++)
+				CHECKF(w->t[j].i != i || (!keep && w->t[j].tomb),
+				       "key %u not merged (keep %d)", i, keep);
+		}
 		nvmefs_merge_exit(&mg);
 	}
 	for (int k = 0; k < 3; k++) {
@@ -330,6 +381,7 @@ static void test_space(void)
 	struct nvmefs_run_meta m1, m2, m3;
 	struct nvmefs_runs *a;
 	struct nvmefs_runw w;
+	uint64_t nfree;
 
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
@@ -363,14 +415,104 @@ static void test_space(void)
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start == m1.start); /* first fit: m1's place is free now */
 	nvmefs_runw_abort(&w);
+	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, 0), 0); /* its writer's: drop refuses it */
+	CHECK_ERR(nvmefs_runs_drop(a, w.meta.id), -EBUSY);
+	CHECK_ERR(nvmefs_runw_add(&w, t[0].k, t[0].klen, NULL, 0, false), 0);
+	CHECK_ERR(nvmefs_runw_end(&w, &m3), 0);
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);
 	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
-	nvmefs_runs_drop(a, m3.id);
+	CHECK_ERR(nvmefs_runs_hold(a, &m3), 0); /* a reader of it, as the store's */
+	nfree = nvmefs_runs_free_blocks(a);
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0); /* the writer's entry, not the hold */
+	CHECK(nvmefs_runs_free_blocks(a) == nfree);
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL); /* held is not written */
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);	      /* only held: nothing to drop */
+	CHECK(nvmefs_runs_free_blocks(a) == nfree);
+	nvmefs_runs_release(a, m3.id);
+	CHECK(nvmefs_runs_free_blocks(a) == nfree + nvmefs_run_blocks(&m3));
+	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);
 	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL); /* dropped: unknown */
 	m3 = m2;
 	m3.id = 999;
 	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL);
 	nvmefs_runs_close(a);
 	free(t);
+}
+
+/* A run's meta altered after nvmefs_runw_end or after its commit (level,
+ * entries, keys: what lookups trust) is refused by the next commit, with
+ * both runs held by readers too (the store's case: a hold is not what
+ * commit compares against). */
+static void test_commit_altered(void)
+{
+	struct tent *t = make_run(8, 100, 0);
+	struct nvmefs_run_meta live, m, two[2];
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 100, 0, &live), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &live, 1, 0), 0);
+	CHECK_ERR(write_run(a, t, 100, 1, &m), 0);
+	CHECK_ERR(nvmefs_runs_hold(a, &live), 0);
+	CHECK_ERR(nvmefs_runs_hold(a, &m), 0);
+	for (int k = 0; k < 10; k++) {
+		struct nvmefs_run_meta *x = &two[k % 2];
+
+		two[0] = live;
+		two[1] = m;
+		switch (k / 2) {
+		case 0:
+			x->level = (x->level + 1) % NVMEFS_RUN_LEVELS;
+			break;
+		case 1:
+			x->nentries--;
+			break;
+		case 2:
+			x->min[x->min_len - 1]++; /* still <= max */
+			break;
+		case 3:
+			x->max[x->max_len - 1]--;
+			break;
+		default:
+			memcpy(x->max, x->min, x->min_len);
+			break;
+		}
+		CHECKF(nvmefs_runs_commit(a, two, 2, 0) == -EINVAL, "%s run, change %d",
+		       k % 2 ? "pending" : "live", k / 2);
+	}
+	two[0] = live;
+	two[1] = m;
+	CHECK_ERR(nvmefs_runs_commit(a, two, 2, 0), 0);
+	CHECK(a->nbusy == 2); /* m is live: its writer's entry went, the holds stay */
+	CHECK_ERR(nvmefs_runs_commit(a, two, 2, 0), 0);
+	nvmefs_runs_release(a, live.id);
+	nvmefs_runs_release(a, m.id);
+	CHECK(a->nbusy == 0);
+	nvmefs_runs_close(a);
+	free(t);
+}
+
+/* A run's reservation stops at 2^32 - 1 blocks (its block counts are 32
+ * bits): on an area of 2^33 blocks, which begin never reads or writes. */
+static void test_run_limit(void)
+{
+	struct nvmefs_runs a = {.dev = dev(),
+				.g = {.blocks = 1ull << 33, .slot_blocks = 4},
+				.cur = {.seq = 1, .next_id = 1},
+				.next_id = 1};
+	struct nvmefs_runw w;
+
+	pthread_mutex_init(&a.lock, NULL);
+	for (int k = 0; k < 2; k++) {
+		CHECK_ERR(nvmefs_runw_begin(&w, &a, 0, k ? 1ull << 32 : 0), 0);
+		CHECKF(w.cap == UINT32_MAX && a.nbusy == 1 && a.busy[0].blocks == UINT32_MAX,
+		       "want %s: %" PRIu64 " blocks", k ? "2^32" : "the largest", w.cap);
+		nvmefs_runw_abort(&w);
+	}
+	free(a.busy);
+	pthread_mutex_destroy(&a.lock);
 }
 
 /* ---- corruption ---- */
@@ -436,33 +578,76 @@ static void test_corrupt_run(void)
 	free(t);
 }
 
+static struct nvmefs_run_meta mr[16]; /* big_manifest's runs */
+
+/* A manifest of mr[0..n) (next id 100, replay seq << 40) into buf. */
+static ssize_t encode_mr(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n)
+{
+	struct nvmefs_manifest m = {
+		.seq = seq, .next_id = 100, .replay = seq << 40, .n = n, .runs = mr};
+
+	return nvmefs_manifest_encode(&m, uuid, buf, cap);
+}
+
 /* A manifest of n runs with long keys (several blocks) into buf. */
 static ssize_t big_manifest(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n, bool clash,
 			    uint32_t salt)
 {
-	static struct nvmefs_run_meta r[16];
-	struct nvmefs_manifest m = {
-		.seq = seq, .next_id = 100, .replay = seq << 40, .n = n, .runs = r};
 	struct tent t;
 
 	for (uint32_t i = 0; i < n; i++) {
-		r[i] = (struct nvmefs_run_meta){.id = i + 1,
-						.start = 8 + 10ull * i,
-						.nentries = 5,
-						.level = (i + salt) % 3,
-						.data_blocks = 8,
-						.index_blocks = 1,
-						.filter_blocks = 1};
+		mr[i] = (struct nvmefs_run_meta){.id = i + 1,
+						 .start = 8 + 10ull * i,
+						 .nentries = 5,
+						 .level = (i + salt) % 3,
+						 .data_blocks = 8,
+						 .index_blocks = 1,
+						 .filter_blocks = 1};
 		make_ent(&t, i, 1, F_LONG);
-		memcpy(r[i].min, t.k, t.klen);
-		r[i].min_len = (uint16_t)t.klen;
+		memcpy(mr[i].min, t.k, t.klen);
+		mr[i].min_len = (uint16_t)t.klen;
 		make_ent(&t, i, 2, F_LONG);
-		memcpy(r[i].max, t.k, t.klen);
-		r[i].max_len = (uint16_t)t.klen;
+		memcpy(mr[i].max, t.k, t.klen);
+		mr[i].max_len = (uint16_t)t.klen;
 	}
 	if (clash)
-		r[n - 1].start = r[0].start + 3;
-	return nvmefs_manifest_encode(&m, uuid, buf, cap);
+		mr[n - 1].start = mr[0].start + 3;
+	return encode_mr(buf, cap, seq, n);
+}
+
+/* Three runs made bad one way (well encoded, crc and all), or none. */
+static void bad_manifest(uint8_t *buf, size_t cap, int how)
+{
+	struct nvmefs_obj o = {.id = 5, .count = 3, .aux = 100};
+	struct nvmefs_run_meta x;
+	uint32_t used;
+
+	big_manifest(buf, cap, 5, 3, false, 0);
+	switch (how) {
+	case 1: /* an id used twice */
+		mr[2].id = mr[0].id;
+		break;
+	case 2:
+		mr[1].level = NVMEFS_RUN_LEVELS;
+		break;
+	case 3: /* the next id */
+		mr[1].id = 100;
+		break;
+	case 4: /* min > max */
+		x = mr[1];
+		memcpy(mr[1].min, x.max, x.max_len);
+		memcpy(mr[1].max, x.min, x.min_len);
+		mr[1].min_len = x.max_len;
+		mr[1].max_len = x.min_len;
+		break;
+	}
+	encode_mr(buf, cap, 5, 3);
+	if (how == 5 || how == 6) { /* bytes after the last run, counted in used */
+		memcpy(&used, buf + 36, 4);
+		o.used = le32toh(used) + 7;
+		memset(buf + NVMEFS_OBJ_HDR + le32toh(used), how == 5 ? 0xa5 : 0, 7);
+		nvmefs_obj_seal(buf, NVMEFS_MANIFEST_MAGIC, uuid, &o);
+	}
 }
 
 static void test_corrupt_manifest(void)
@@ -492,6 +677,17 @@ static void test_corrupt_manifest(void)
 		CHECKF(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m) < 0, "byte %zd", at);
 		buf[at] ^= 1;
 	}
+	for (int how = 0; how <= 6; how++) { /* 0: unchanged, decodes */
+		static const char *const what[] = {"none",	    "reused id", "level 8",
+						   "id = next_id",  "min > max", "trailing bytes",
+						   "trailing zeros"};
+		int ret;
+
+		bad_manifest(buf, cap, how);
+		ret = nvmefs_manifest_decode(buf, cap, uuid, &geom, &m);
+		CHECKF(ret == (how ? -EINVAL : 0), "%s: %d", what[how], ret);
+		nvmefs_manifest_free(&m);
+	}
 	big_manifest(buf, cap, 5, 3, true, 0);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), -EINVAL); /* overlap */
 	big_manifest(buf, cap, 5, 16, false, 0);
@@ -502,6 +698,91 @@ static void test_corrupt_manifest(void)
 	free(buf);
 	free(old);
 	free(mix);
+}
+
+/*
+ * A run claiming more entries than its blocks hold: n * 10 bits wrap to a
+ * filter of 0 bits, which a lookup would take modulo. The decoder refuses
+ * the count, the reader a filter of no bits (the reviewer's image).
+ */
+static void test_huge_nentries(void)
+{
+	static const uint64_t huge = 1844674407370955161ull; /* 10 * huge + 63 wraps */
+	size_t cap = (size_t)geom.slot_blocks * NVMEFS_BLOCK;
+	struct nvmefs_obj o = {.count = huge, .aux2 = NVMEFS_FILTER_PROBES};
+	struct tent *t = make_run(5, 20, 0);
+	struct nvmefs_manifest dm = {.seq = 9, .n = 1}, got;
+	struct nvmefs_run_meta m, bad;
+	struct nvmefs_runs *a;
+	struct nvmefs_runr r;
+	uint64_t at;
+	int ret;
+
+	CHECK(nvmefs_filter_nbits(0) == 64 && nvmefs_filter_nbits(7) == 128);
+	CHECK(nvmefs_filter_nbits(huge) == 0 && nvmefs_filter_nbits(UINT64_MAX) == 0);
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 20, 0, &m), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0);
+	bad = m;
+	bad.nentries = m.data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1) + 1;
+	dm.next_id = m.id + 1;
+	dm.runs = &bad;
+	CHECK(nvmefs_manifest_encode(&dm, uuid, blk, cap) > 0);
+	CHECK_ERR(nvmefs_manifest_decode(blk, cap, uuid, &geom, &got), -EINVAL);
+	nvmefs_manifest_free(&got);
+	bad.nentries = huge;
+	CHECK(nvmefs_manifest_encode(&dm, uuid, blk, cap) > 0);
+	CHECK_ERR(nvmefs_manifest_decode(blk, cap, uuid, &geom, &got), -EINVAL);
+	nvmefs_manifest_free(&got);
+	/* The reader, given that meta, and a filter of huge keys in no bits. */
+	o.id = m.id;
+	nvmefs_obj_seal(blk, NVMEFS_FILTER_MAGIC, uuid, &o);
+	at = geom.off + (m.start + m.data_blocks + m.index_blocks) * NVMEFS_BLOCK;
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, at, blk, NVMEFS_BLOCK), 0);
+	bad.filter_blocks = 1;
+	ret = nvmefs_runr_open(&r, a, &bad);
+	CHECK_ERR(ret, -EINVAL);
+	if (!ret) {
+		CHECK(!nvmefs_runr_may_hold(&r, t[0].k, t[0].klen)); /* % 0 before the fix */
+		nvmefs_runr_close(&r);
+	}
+	nvmefs_runs_close(a);
+	free(t);
+}
+
+/*
+ * An index claiming more run blocks than its bytes can list is refused
+ * before anything is sized by that count. The meta is a caller's (the
+ * decoder would refuse it): 2^32 - 1 run blocks, its start wrapped so
+ * that the index is read where the real run's is.
+ */
+static void test_index_count(void)
+{
+	struct tent *t = make_run(10, 30, 0);
+	struct nvmefs_run_meta m, bad;
+	uint64_t count = UINT32_MAX, at;
+	struct nvmefs_runs *a;
+	struct nvmefs_runr r;
+	uint32_t crc;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 30, 0, &m), 0);
+	CHECK(m.index_blocks == 1);
+	at = geom.off + (m.start + m.data_blocks) * NVMEFS_BLOCK;
+	CHECK_ERR(nvmefs_dev_pio(dev(), false, at, blk, NVMEFS_BLOCK), 0);
+	count = htole64(count);
+	memcpy(blk + 40, &count, 8);
+	crc = htole32(nvmefs_crc32c_hole(blk, NVMEFS_BLOCK, 12));
+	memcpy(blk + 12, &crc, 4);
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, at, blk, NVMEFS_BLOCK), 0);
+	bad = m;
+	bad.data_blocks = UINT32_MAX;
+	bad.start = m.start + m.data_blocks - UINT32_MAX;
+	CHECK_ERR(nvmefs_runr_open(&r, a, &bad), -EINVAL); /* not -ENOMEM: 77 GB asked */
+	nvmefs_runs_close(a);
+	free(t);
 }
 
 /* A damaged current slot: the previous manifest is current again. */
@@ -529,6 +810,91 @@ static void test_slot_fallback(void)
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, other), -EINVAL); /* another volume's */
 	flip(geom.slot_blocks, 100);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), -EINVAL);
+	free(t);
+}
+
+/*
+ * A commit whose manifest was written but not flushed fails, yet that
+ * manifest may be durable: until the area is reopened nothing may take
+ * the space of the runs it names, even once the caller dropped them.
+ */
+static void test_commit_fail(void)
+{
+	struct nvmefs_fault f = {
+		.kind = NVMEFS_FAULT_EIO, .ops = NVMEFS_FAULT_FLUSHES, .after = 1, .count = 1};
+	struct nvmefs_fault none = {.kind = NVMEFS_FAULT_NONE};
+	struct tent *t = make_run(6, 200, 0), *u = make_run(7, 200, 0);
+	const struct nvmefs_manifest *cur;
+	struct nvmefs_run_meta m, m2;
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 200, 0, &m), 0);
+	CHECK_ERR(nvmefs_runs_hold(a, &m), 0);	    /* a reader's, as the store's */
+	CHECK_ERR(nvmefs_dev_inject(dev(), &f), 0); /* the flush after the manifest fails */
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 77), -EIO);
+	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 1 && nvmefs_runs_current(a)->replay == 0);
+	CHECK_ERR(nvmefs_runs_drop(a, m.id), 0);
+	nvmefs_runs_release(a, m.id);		       /* m's space is free in memory now */
+	CHECK_ERR(write_run(a, u, 200, 0, &m2), -EIO); /* it would land on m */
+	CHECK_ERR(nvmefs_runs_commit(a, NULL, 0, 0), -EIO);
+	nvmefs_runs_close(a);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	cur = nvmefs_runs_current(a);
+	CHECK(cur->seq == 2 && cur->n == 1); /* the failed manifest was durable */
+	CHECK(cur->replay == 77);
+	for (size_t i = 0; i < cur->n; i++)
+		CHECK_ERR(read_all(a, &cur->runs[i], t, 200), 0);
+	CHECK_ERR(write_run(a, u, 200, 0, &m2), 0); /* reopened: usable again */
+	CHECK(!overlap(&m, &m2));
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, 0), 0);
+	nvmefs_runs_close(a);
+	free(t);
+	free(u);
+}
+
+/* Slot's manifest (one block) made version 3, crc and all: 2 when undone. */
+static void set_version(uint64_t slot, uint32_t v)
+{
+	uint64_t off = geom.off + slot * geom.slot_blocks * NVMEFS_BLOCK;
+	uint32_t crc;
+
+	v = htole32(v);
+	CHECK_ERR(nvmefs_dev_pio(dev(), false, off, blk, NVMEFS_BLOCK), 0);
+	memcpy(blk + 8, &v, 4);
+	crc = htole32(nvmefs_crc32c_hole(blk, NVMEFS_BLOCK, 12));
+	memcpy(blk + 12, &crc, 4);
+	CHECK_ERR(nvmefs_dev_pio(dev(), true, off, blk, NVMEFS_BLOCK), 0);
+}
+
+/* A manifest of another version in either slot fails the open: taking
+ * the other slot's would lose (the newer) or later overwrite it. */
+static void test_future_version(void)
+{
+	struct tent *t = make_run(9, 30, 0);
+	struct nvmefs_run_meta m;
+	struct nvmefs_runs *a;
+
+	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK_ERR(write_run(a, t, 30, 0, &m), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0); /* seq 2, slot B */
+	nvmefs_runs_close(a);
+	for (uint64_t slot = 0; slot < 2; slot++) {
+		set_version(slot, NVMEFS_OBJ_VERSION + 1);
+		last_msg[0] = '\0';
+		a = NULL;
+		CHECKF(nvmefs_runs_open(&a, dev(), &geom, uuid) == -EPROTO, "slot %" PRIu64, slot);
+		CHECKF(strstr(last_msg, "version") && strstr(last_msg, dev()->path), "message: %s",
+		       last_msg);
+		nvmefs_runs_close(a);
+		set_version(slot, NVMEFS_OBJ_VERSION);
+	}
+	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
+	CHECK(nvmefs_runs_current(a)->seq == 2);
+	nvmefs_runs_close(a);
 	free(t);
 }
 
@@ -683,12 +1049,19 @@ int main(void)
 	test_img_setup("test_runs", IMG_SIZE);
 	blk = aligned(NVMEFS_RUN_BUF);
 	CHECK(blk != NULL);
+	test_filter_probes();
 	test_grid();
 	test_merge(seed);
 	test_space();
+	test_run_limit();
+	test_commit_altered();
+	test_commit_fail();
 	test_corrupt_run();
 	test_corrupt_manifest();
+	test_huge_nentries();
+	test_index_count();
 	test_slot_fallback();
+	test_future_version();
 	test_powerloss(seed);
 	free(blk);
 	test_img_teardown();

@@ -16,6 +16,9 @@
  *    write of a flush and of a compaction leaves the previous or the new
  *    state, readable, writable, and no space leaked;
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
+ *  - a flush whose manifest was written but not flushed (fault injection):
+ *    every later flush and compaction says -EIO at once, reads and puts go
+ *    on, and a reopen finds that manifest (its run, its replay position);
  *  - a thread's puts, gets and prefix scans during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
  */
@@ -543,6 +546,61 @@ static void test_enospc(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- a failed manifest write ---- */
+
+/* Key i of put_inodes (fill byte) is in s? */
+static bool has_inode(struct nvmefs_store *s, uint64_t i, uint8_t fill)
+{
+	uint8_t k[NVMEFS_KEY_MAX], val[128];
+	size_t n = 0;
+
+	return !nvmefs_store_get(s, k, nvmefs_key_inode(k, i), val, sizeof(val), &n) && n == 100 &&
+	       val[0] == fill && val[99] == fill;
+}
+
+static void test_commit_fail(void)
+{
+	/* A flush's flushes: the run's end, before the manifest, after it. */
+	struct nvmefs_fault f = {
+		.kind = NVMEFS_FAULT_EIO, .ops = NVMEFS_FAULT_FLUSHES, .after = 2, .count = 1};
+	struct nvmefs_fault none = {.kind = NVMEFS_FAULT_NONE};
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	unsigned bad = 0;
+
+	if (!s)
+		return;
+	put_inodes(s, 1, 100, 1);
+	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	put_inodes(s, 101, 100, 2);
+	CHECK_ERR(nvmefs_store_flush(s, 2), 0);
+	put_inodes(s, 201, 100, 3);
+	CHECK_ERR(nvmefs_dev_inject(dev(), &f), 0);
+	CHECK_ERR(nvmefs_store_flush(s, 3), -EIO);
+	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
+	CHECK(nvmefs_store_replay(s) == 2);
+	CHECK_ERR(nvmefs_store_flush(s, 4), -EIO); /* the frozen memtable first: refused */
+	CHECK_ERR(nvmefs_store_compact(s, true), -EIO);
+	CHECK_ERR(nvmefs_store_compact(s, false), 0); /* nothing due: nothing tried */
+	put_inodes(s, 301, 10, 4);		      /* the memtable takes puts still */
+	for (uint64_t i = 1; i <= 310; i++)
+		bad += !has_inode(s, i, (uint8_t)(i <= 300 ? (i - 1) / 100 + 1 : 4));
+	CHECKF(bad == 0, "%u keys lost after the failed commit", bad);
+	nvmefs_store_close(s);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+	if (!s)
+		return;
+	CHECK(nvmefs_store_replay(s) == 3); /* the manifest that failed was durable */
+	for (uint64_t i = 1; i <= 310; i++)
+		bad += has_inode(s, i, (uint8_t)(i <= 300 ? (i - 1) / 100 + 1 : 4)) != (i <= 300);
+	CHECKF(bad == 0, "%u keys differ after the reopen", bad);
+	check_space(s, "reopened after a failed commit");
+	put_inodes(s, 301, 10, 5);
+	CHECK_ERR(nvmefs_store_flush(s, 5), 0); /* usable again */
+	CHECK_ERR(nvmefs_store_compact(s, true), 1);
+	check_space(s, "compacted after a failed commit");
+	nvmefs_store_close(s);
+}
+
 /* ---- threads ---- */
 
 struct worker {
@@ -613,6 +671,7 @@ int main(void)
 	test_flush_cost();
 	test_powerloss(seed);
 	test_enospc();
+	test_commit_fail();
 	test_threads();
 	test_img_teardown();
 	return test_result();

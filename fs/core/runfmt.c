@@ -121,18 +121,24 @@ void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2])
 	XXH128_hash_t x = XXH3_128bits(key, klen);
 
 	h[0] = x.low64;
-	h[1] = x.high64 | 1; /* odd, nbits a multiple of 64: 7 distinct probes */
+	h[1] = x.high64 | 1; /* odd, nbits a multiple of 64: 7 distinct probes (probe) */
 }
 
 uint64_t nvmefs_filter_nbits(uint64_t n)
 {
-	uint64_t bits = n * NVMEFS_FILTER_BITS;
+	uint64_t bits;
 
+	if (n > (UINT64_MAX - 63) / NVMEFS_FILTER_BITS)
+		return 0; /* n * 10, rounded up, would wrap (to 0 bits for some n) */
+	bits = n * NVMEFS_FILTER_BITS;
 	return bits < 64 ? 64 : (bits + 63) / 64 * 64;
 }
 
 /* Probe i of h: double hashing (Kirsch and Mitzenmacher), one XXH3 for
- * all NVMEFS_FILTER_PROBES. */
+ * all NVMEFS_FILTER_PROBES: h0 + i * h1 computed mod 2^64 (it wraps),
+ * then mod nbits. Still distinct: two probes' sums differ by (i - j) * h1
+ * mod 2^64, not a multiple of 64 for h1 odd and |i - j| < 64, and 64
+ * divides nbits. */
 static uint64_t probe(uint64_t nbits, const uint64_t h[2], unsigned i)
 {
 	return (h[0] + i * h[1]) % nbits;
@@ -222,7 +228,10 @@ static size_t mrun_get(const uint8_t *p, size_t avail, struct nvmefs_run_meta *r
 				      .filter_blocks = le32toh(d.filter_blocks),
 				      .min_len = le16toh(d.min_len),
 				      .max_len = le16toh(d.max_len)};
+	/* An entry takes its header and a key of a byte at least: a count
+	 * past that (whose filter size wraps) is not a run's. */
 	if (d.reserved || r->level >= NVMEFS_RUN_LEVELS || !r->nentries || !r->data_blocks ||
+	    r->nentries > (uint64_t)r->data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1) ||
 	    !r->index_blocks || !r->filter_blocks || r->min_len > NVMEFS_KEY_MAX ||
 	    r->max_len > NVMEFS_KEY_MAX || avail - sizeof(d) < (size_t)r->min_len + r->max_len)
 		return 0;

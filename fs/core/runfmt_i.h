@@ -50,7 +50,8 @@ int nvmefs_obj_check(const void *buf, size_t len, const char magic[8], const uin
 
 /* The filter's hash of a key (two halves of XXH3-128, seed 0). */
 void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2]);
-/* Bits of a filter for n keys: NVMEFS_FILTER_BITS each, a multiple of 64. */
+/* Bits of a filter for n keys: NVMEFS_FILTER_BITS each, a multiple of 64,
+ * at least 64; 0 when n is too many for any filter (n * 10 would wrap). */
 uint64_t nvmefs_filter_nbits(uint64_t n);
 /* Set (add) or test a hash's probes in bits[nbits]. */
 void nvmefs_filter_add(uint8_t *bits, uint64_t nbits, const uint64_t h[2]);

@@ -84,10 +84,19 @@ static int load_manifest(struct nvmefs_runs *a)
 	free(buf);
 	if (ret)
 		return ret;
-	if (r[0] == -ENOMEM || r[1] == -ENOMEM) {
+	if (r[0] == -EPROTO || r[1] == -EPROTO) {
+		/* Another version's manifest may be the newer one: taking the
+		 * other slot would lose it, and the next commit overwrite it. */
+		nvmefs_err("%s: run area: manifest slot %c is of another version than %u",
+			   a->dev->path, r[0] == -EPROTO ? 'A' : 'B', NVMEFS_OBJ_VERSION);
+		ret = -EPROTO;
+	} else if (r[0] == -ENOMEM || r[1] == -ENOMEM) {
+		ret = -ENOMEM;
+	}
+	if (ret) {
 		nvmefs_manifest_free(&m[0]);
 		nvmefs_manifest_free(&m[1]);
-		return -ENOMEM;
+		return ret;
 	}
 	if (r[0] && r[1]) {
 		nvmefs_err("%s: run area: neither manifest slot holds a valid manifest",
@@ -212,11 +221,19 @@ static void busy_remove(struct nvmefs_runs *a, uint64_t id, bool held)
 		*e = a->busy[--a->nbusy];
 }
 
-void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
+int nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id)
 {
+	struct nvmefs_runs_ext *e;
+	int ret = 0;
+
 	pthread_mutex_lock(&a->lock);
-	busy_remove(a, id, false);
+	e = busy_find(a, id, false); /* a reader's hold of id stays */
+	if (e && !e->done)
+		ret = -EBUSY; /* its writer would write on space given away */
+	else
+		busy_remove(a, id, false);
 	pthread_mutex_unlock(&a->lock);
+	return ret;
 }
 
 int nvmefs_runs_hold(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
@@ -229,7 +246,8 @@ int nvmefs_runs_hold(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 		a->busy[a->nbusy++] = (struct nvmefs_runs_ext){.id = r->id,
 							       .start = r->start,
 							       .blocks = nvmefs_run_blocks(r),
-							       .held = true};
+							       .held = true,
+							       .meta = *r};
 	pthread_mutex_unlock(&a->lock);
 	return ret;
 }
@@ -266,19 +284,30 @@ uint64_t nvmefs_runs_free_blocks(struct nvmefs_runs *a)
 
 /* ---- commit ---- */
 
-/* Is r a run of the current manifest, or one written and pending? */
+/* x and y name the same run the same way: every field and key byte (a
+ * lookup trusts level, entries and keys as much as the extent). */
+static bool meta_eq(const struct nvmefs_run_meta *x, const struct nvmefs_run_meta *y)
+{
+	return x->id == y->id && x->start == y->start && x->nentries == y->nentries &&
+	       x->level == y->level && x->data_blocks == y->data_blocks &&
+	       x->index_blocks == y->index_blocks && x->filter_blocks == y->filter_blocks &&
+	       x->min_len == y->min_len && x->max_len == y->max_len &&
+	       !memcmp(x->min, y->min, x->min_len) && !memcmp(x->max, y->max, x->max_len);
+}
+
+/* Is r a run of the current manifest, or one written and pending, as it
+ * was given? */
 static bool known(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 {
 	const struct nvmefs_runs_ext *e = busy_find(a, r->id, false);
 	const struct nvmefs_run_meta *c = NULL;
 
 	if (e)
-		return e->done && e->start == r->start && e->blocks == nvmefs_run_blocks(r);
+		return e->done && meta_eq(&e->meta, r);
 	for (size_t i = 0; i < a->cur.n && !c; i++)
 		if (a->cur.runs[i].id == r->id)
 			c = &a->cur.runs[i];
-	return c && c->start == r->start && c->data_blocks == r->data_blocks &&
-	       c->index_blocks == r->index_blocks && c->filter_blocks == r->filter_blocks;
+	return c && meta_eq(c, r);
 }
 
 /* Encode the next manifest of runs into buf and check it decodes (no run
@@ -291,6 +320,10 @@ static ssize_t encode_next(struct nvmefs_runs *a, const struct nvmefs_run_meta *
 	int ret;
 
 	pthread_mutex_lock(&a->lock);
+	if (a->failed) { /* a manifest we do not know may be durable */
+		pthread_mutex_unlock(&a->lock);
+		return -EIO;
+	}
 	m.next_id = a->next_id;
 	for (size_t i = 0; i < n; i++)
 		if (!known(a, &runs[i])) {
@@ -320,6 +353,18 @@ static void install(struct nvmefs_runs *a, struct nvmefs_manifest *m, unsigned s
 	pthread_mutex_unlock(&a->lock);
 }
 
+/*
+ * The manifest's write or its flush failed: it may be durable all the
+ * same, naming runs the caller may now drop, and a reopen would take it.
+ * Nothing may take their space, so nothing more is written until then.
+ */
+static void fail(struct nvmefs_runs *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->failed = true;
+	pthread_mutex_unlock(&a->lock);
+}
+
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
 		       uint64_t replay)
 {
@@ -339,10 +384,13 @@ int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs
 	if (ret)
 		goto out;
 	ret = nvmefs_dev_flush(a->dev); /* every run it names is durable first */
-	if (!ret)
+	if (!ret) {
 		ret = pio(a, true, (uint64_t)s * sb, buf, (uint64_t)len / NVMEFS_BLOCK);
-	if (!ret)
-		ret = nvmefs_dev_flush(a->dev);
+		if (!ret)
+			ret = nvmefs_dev_flush(a->dev);
+		if (ret)
+			fail(a);
+	}
 	if (ret)
 		nvmefs_manifest_free(&m);
 	else
@@ -365,7 +413,9 @@ static void runw_free(struct nvmefs_runw *w)
 
 void nvmefs_runw_abort(struct nvmefs_runw *w)
 {
-	nvmefs_runs_drop(w->a, w->meta.id);
+	pthread_mutex_lock(&w->a->lock);
+	busy_remove(w->a, w->meta.id, false);
+	pthread_mutex_unlock(&w->a->lock);
 	runw_free(w);
 }
 
@@ -380,8 +430,12 @@ int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t lev
 	w->buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF);
 	if (!w->buf)
 		return -ENOMEM;
+	if (want > UINT32_MAX) /* a run's block counts are 32 bits */
+		want = UINT32_MAX;
 	pthread_mutex_lock(&a->lock);
-	ret = find_free(a, want, &e.start, &e.blocks);
+	ret = a->failed ? -EIO : find_free(a, want, &e.start, &e.blocks);
+	if (e.blocks > UINT32_MAX) /* the largest extent: give the rest to others */
+		e.blocks = UINT32_MAX;
 	if (!ret)
 		ret = nvmefs_grow(&a->busy, &a->busy_cap, a->nbusy + 1, sizeof(*a->busy));
 	if (!ret) {
@@ -548,9 +602,10 @@ int nvmefs_runw_end(struct nvmefs_runw *w, struct nvmefs_run_meta *meta)
 	}
 	pthread_mutex_lock(&w->a->lock);
 	e = busy_find(w->a, w->meta.id, false);
-	assert(e); /* only nvmefs_runw_abort drops a run being written */
+	assert(e); /* only nvmefs_runw_abort drops a run being written (drop: -EBUSY) */
 	e->blocks = nvmefs_run_blocks(&w->meta); /* the rest is free again */
 	e->done = true;
+	e->meta = w->meta; /* what commit checks it against */
 	pthread_mutex_unlock(&w->a->lock);
 	*meta = w->meta;
 	runw_free(w);
@@ -601,8 +656,10 @@ static int parse_index(struct nvmefs_runr *r, const struct nvmefs_obj *o)
 	const uint8_t *p = r->buf + NVMEFS_OBJ_HDR;
 	size_t pos = 0, sz;
 
+	/* Each entry takes its header and a key byte at least: a count past
+	 * what used holds is refused before it sizes anything. */
 	if (o->id != r->meta.id || o->nblocks != r->meta.index_blocks || !o->count ||
-	    o->count > r->meta.data_blocks)
+	    o->count > o->used / (IDX_ENT_HDR + 1) || o->count > r->meta.data_blocks)
 		return -EINVAL;
 	r->nrb = (uint32_t)o->count;
 	r->off = calloc(r->nrb, sizeof(*r->off));
@@ -626,7 +683,7 @@ static int check_filter(struct nvmefs_runr *r, const uint8_t *f)
 
 	if (ret)
 		return ret;
-	if (o.id != r->meta.id || o.nblocks != r->meta.filter_blocks ||
+	if (o.id != r->meta.id || o.nblocks != r->meta.filter_blocks || o.aux == 0 ||
 	    o.count != r->meta.nentries || o.aux != nvmefs_filter_nbits(o.count) ||
 	    o.used != o.aux / 8 || o.aux2 != NVMEFS_FILTER_PROBES)
 		return -EINVAL;

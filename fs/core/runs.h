@@ -4,8 +4,9 @@
  * step 3): writing a run, reading it back, and the manifest that says which
  * runs are live. Nothing on a volume uses it yet (steps 4 and 5); it is a
  * module over one member descriptor and a byte range of it, tested on image
- * files (tests/test_runs.c) and its manifest decoder fuzzed
- * (tests/fuzz/fuzz_manifest.c).
+ * files (tests/test_runs.c), its manifest decoder fuzzed
+ * (tests/fuzz/fuzz_manifest.c) and its reader's index and filter decoders
+ * too (tests/fuzz/fuzz_runr.c).
  *
  * The area, in 4 KiB blocks from its start:
  *
@@ -117,9 +118,10 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 /*
  * Decode a manifest slot's len bytes at buf (of volume uuid, area g),
  * trusting nothing before it is checked: magic, crc, version, journal id,
- * its length within len, every run's fields (level, non-empty extents
- * inside the run space and not overlapping, unique ids below next_id,
- * valid keys with min <= max), no byte after the runs. Fills m (its runs
+ * its length within len, every run's fields (level, entries no more than
+ * its run blocks hold, non-empty extents inside the run space and not
+ * overlapping, unique ids below next_id, valid keys with min <= max), no
+ * byte after the runs. Fills m (its runs
  * allocated; nvmefs_manifest_free) and returns 0, or -EINVAL, -EPROTO
  * (another version) or -ENOMEM, m then empty.
  */
@@ -136,6 +138,8 @@ struct nvmefs_runs_ext {
 	uint64_t id, start, blocks;
 	bool done; /* busy runs: written by nvmefs_runw_end (else being written) */
 	bool held; /* busy runs: held by nvmefs_runs_hold (a reader's), not written */
+	struct nvmefs_run_meta meta; /* busy and done: what nvmefs_runw_end gave;
+				      * held: what nvmefs_runs_hold was given */
 };
 
 struct nvmefs_runs {
@@ -149,6 +153,7 @@ struct nvmefs_runs {
 	struct nvmefs_runs_ext *busy; /* runs written or being written, not in cur;
 				       * and runs held for readers (in cur or not) */
 	size_t nbusy, busy_cap;
+	bool failed; /* a commit failed once its manifest's write began */
 };
 
 /*
@@ -163,7 +168,8 @@ int nvmefs_runs_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g,
  * Open the area: read both manifest slots and take the valid one with the
  * higher sequence. *out is the caller's until nvmefs_runs_close. Returns 0,
  * -EINVAL (bad geometry, or neither slot holds a manifest: logged naming
- * the member), -ENOMEM or an I/O error.
+ * the member), -EPROTO (either slot holds a manifest of another version,
+ * which may be the newer: logged), -ENOMEM or an I/O error.
  */
 int nvmefs_runs_open(struct nvmefs_runs **out, struct nvmefs_dev *dev,
 		     const struct nvmefs_runs_geom *g, const uint8_t uuid[16]);
@@ -177,19 +183,33 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
 /*
  * Make runs[0..n) the live runs, with replay the caller's journal position
  * (kept opaque in the manifest: nvmefs_runs_current(a)->replay to keep the
- * current one): write them as the next manifest to the spare slot, after flushing the member (so
- * every run it names is durable), and flush again. Each run must be in the current manifest or
- * written by nvmefs_runw_end and not yet committed (-EINVAL otherwise, the
- * caller's bug). Afterwards runs of the old manifest that are not named
- * are free, and written runs that are named are no longer pending. Returns
- * 0, -EINVAL, -ENOSPC (the manifest does not fit a slot), -ENOMEM or an I/O
- * error (the current manifest then stays as it was).
+ * current one): write them as the next manifest to the spare slot, after
+ * flushing the member (so every run it names is durable), and flush again.
+ * Each run must be in the current manifest or written by nvmefs_runw_end
+ * and not yet committed, its meta unchanged to the last field and key byte
+ * (-EINVAL otherwise, the caller's bug; a hold by nvmefs_runs_hold does not
+ * make a run either). Afterwards runs of the old manifest that are not
+ * named are free (unless held), and written runs that are named are no
+ * longer pending. Returns 0, -EINVAL, -ENOSPC (the manifest does not fit a
+ * slot), -ENOMEM or an I/O error (the current manifest then stays as it
+ * was).
+ *
+ * An I/O error in the manifest's write or the flush after it sticks, as a
+ * failed fsync does: that manifest may be durable all the same (a reopen
+ * would take it, replay position included), so the space of the runs it
+ * names, pending ones the caller may drop included, must not be reused.
+ * Every later nvmefs_runw_begin and nvmefs_runs_commit on a then fails
+ * with -EIO until the area is closed and opened again, which reads what is
+ * durable. Holds and releases go on as before.
  */
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
 		       uint64_t replay);
 
-/* Free a run nvmefs_runw_end wrote that will not be committed. */
-void nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
+/* Free a run nvmefs_runw_end wrote that will not be committed. Returns 0
+ * (also when id is not pending: nothing to free), or -EBUSY when id is
+ * still being written (nvmefs_runw_abort gives that up). A hold on id
+ * stays (nvmefs_runs_release ends it): its space is free after both. */
+int nvmefs_runs_drop(struct nvmefs_runs *a, uint64_t id);
 
 /*
  * Keep run r's extent out of the free space, even after a commit that
@@ -224,10 +244,11 @@ struct nvmefs_runw {
 
 /*
  * Start a run of level on area a: reserve want blocks of run space (0: the
- * largest free extent; what the run does not use is given back at its
- * end) and a new run id. Returns 0, -EINVAL (level), -ENOSPC (no free
- * extent that long) or -ENOMEM. w must then end with nvmefs_runw_end or
- * nvmefs_runw_abort.
+ * largest free extent; at most 2^32 - 1 blocks, a run's limit; what the
+ * run does not use is given back at its end) and a new run id. Returns 0,
+ * -EINVAL (level), -ENOSPC (no free extent that long), -ENOMEM or -EIO (a
+ * commit failed: nvmefs_runs_commit). w must then end with nvmefs_runw_end
+ * or nvmefs_runw_abort.
  */
 int nvmefs_runw_begin(struct nvmefs_runw *w, struct nvmefs_runs *a, uint32_t level, uint64_t want);
 

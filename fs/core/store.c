@@ -122,6 +122,16 @@ static int newest_first(const void *x, const void *y)
 	return a->id > b->id ? -1 : a->id < b->id;
 }
 
+/* Give up run id, written by nvmefs_runw_end and not committed (its open
+ * run, if any, closed first: its hold is the reader's, not dropped here). */
+static void drop_written(struct nvmefs_store *s, uint64_t id)
+{
+	int ret = nvmefs_runs_drop(s->a, id);
+
+	assert(!ret); /* -EBUSY is for a run still being written */
+	(void)ret;
+}
+
 /* Fill v (allocated for n runs) with the runs[0..n) of a committed
  * manifest: the current view's open runs, or fresh (lock held). */
 static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmefs_run_meta *runs,
@@ -467,7 +477,7 @@ static int write_imm(struct nvmefs_store *s, struct srun **out)
 		return ret;
 	ret = srun_open(s, &meta, out);
 	if (ret)
-		nvmefs_runs_drop(s->a, meta.id);
+		drop_written(s, meta.id);
 	return ret;
 }
 
@@ -486,7 +496,7 @@ static int flush_imm(struct nvmefs_store *s)
 		uint64_t id = sr->r.meta.id;
 
 		srun_close(s, sr);
-		nvmefs_runs_drop(s->a, id);
+		drop_written(s, id);
 		return ret;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -648,7 +658,7 @@ static int merge_write(struct nvmefs_store *s, const struct pick *p, struct srun
 	if (ret == -ENODATA) /* all deleted: the inputs just go */
 		ret = 0;
 	else if (!ret && (ret = srun_open(s, &meta, out)))
-		nvmefs_runs_drop(s->a, meta.id);
+		drop_written(s, meta.id);
 out:
 	for (size_t i = 0; i < nit; i++)
 		nvmefs_runit_exit(&it[i]);
@@ -682,7 +692,7 @@ int nvmefs_store_compact(struct nvmefs_store *s, bool full)
 		uint64_t id = sr->r.meta.id;
 
 		srun_close(s, sr);
-		nvmefs_runs_drop(s->a, id);
+		drop_written(s, id);
 	}
 	if (!ret) {
 		pthread_mutex_lock(&s->lock);

@@ -111,6 +111,11 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
  * is committed (when it changed). 0, -ENOSPC (no free extent for the run,
  * or the manifest slot is full: the store stays as it was, the frozen
  * memtable kept for the next flush), -ENOMEM or an I/O error (the same).
+ * An I/O error in the manifest's write or the flush after it leaves the
+ * run area refusing every later write (runs.h, nvmefs_runs_commit): each
+ * flush and compaction then fails with -EIO at once, until the store is
+ * closed and opened again (the manifest that failed may be the durable
+ * one, replay position included; puts and gets go on in memory).
  */
 int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay);
 
@@ -119,7 +124,8 @@ int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay);
  * deepest level in use, at least 1, tombstones dropped). Returns 1 when
  * runs were merged (call again while it does), 0 when nothing is due,
  * -ENOSPC (no free extent for the output: nothing changed), -ENOMEM, or
- * an I/O error or -EINVAL (a damaged input run: nothing changed).
+ * an I/O error or -EINVAL (a damaged input run: nothing changed); -EIO
+ * for good after a failed manifest write (nvmefs_store_flush).
  */
 int nvmefs_store_compact(struct nvmefs_store *s, bool full);
 

@@ -5,9 +5,10 @@
  * nvmefs_manifest_decode(): as it is, then with its crc re-sealed over the
  * length its header claims, so that mutations reach the structural checks.
  * Whatever decodes must describe runs that fit the harness's area (inside
- * the run space, not overlapping, ids unique and below next_id, keys valid
- * and ordered: checked again here, pairwise), and must re-encode to the
- * input's bytes (the committer's replay position included).
+ * the run space, not overlapping, ids unique and below next_id, no more
+ * entries than their run blocks hold, keys valid and ordered: checked
+ * again here, pairwise), and must re-encode to the input's bytes (the
+ * committer's replay position included).
  */
 #include <endian.h>
 #include <stdint.h>
@@ -32,7 +33,8 @@ static void check_run(const struct nvmefs_manifest *m, size_t i)
 	uint64_t end = r->start + nvmefs_run_blocks(r);
 
 	if (r->start < 2 * SLOT || end > geom.blocks || r->id >= m->next_id ||
-	    r->level >= NVMEFS_RUN_LEVELS || !r->nentries)
+	    r->level >= NVMEFS_RUN_LEVELS || !r->nentries ||
+	    r->nentries > (uint64_t)r->data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1))
 		FUZZ_BUG("run %zu: fields out of bounds", i);
 	if (nvmefs_key_check(r->min, r->min_len) || nvmefs_key_check(r->max, r->max_len) ||
 	    nvmefs_key_cmp(r->min, r->min_len, r->max, r->max_len) > 0)

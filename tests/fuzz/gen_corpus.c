@@ -14,13 +14,15 @@
  * registrations (fuzz_wire.h): every message type either side receives,
  * true requests of each op, one entry failing each check, a full batch.
  *
- * usage: gen_corpus OUTDIR   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest}/)
+ * usage: gen_corpus OUTDIR
+ *   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest,runr}/)
  */
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -805,6 +807,81 @@ static void gen_manifest(void)
 	save("manifest", "long_keys", buf, (size_t)len);
 }
 
+/* ---- format v2's run index and filter (fuzz_runr) ---- */
+
+/* The harness's volume id (tests/fuzz/fuzz_runr.c). */
+static const uint8_t runr_uuid[16] = {0x6e, 0x76, 0x6d, 0x65, 0x66, 0x73, 0x2d, 0x66,
+				      0x75, 0x7a, 0x7a, 0x2d, 0x72, 0x75, 0x6e, 0x21};
+
+/* Run 1 (the first of a fresh area) of n entries, every fifth a
+ * tombstone, written by the real writer on a memfd: the harness's header
+ * for its meta, then its index and filter as written. */
+static void save_run(const char *name, uint32_t n, bool long_keys)
+{
+	static const struct nvmefs_runs_geom g = {.blocks = 4096, .slot_blocks = 4};
+	struct nvmefs_dev dev = {.path = "gen_corpus-runr",
+				 .size = 4096 * NVMEFS_BLOCK,
+				 .block_size = NVMEFS_BLOCK,
+				 .mem_align = NVMEFS_BLOCK};
+	uint8_t k[NVMEFS_KEY_MAX], val[64] = {7}, *buf;
+	struct nvmefs_run_meta m;
+	struct nvmefs_runs *a;
+	struct nvmefs_runw w;
+	char xname[200];
+	uint64_t ne;
+	uint32_t db;
+	size_t tl;
+	int ret;
+
+	memset(xname, 'x', sizeof(xname));
+	dev.fd = memfd_create("gen_corpus-runr", MFD_CLOEXEC);
+	if (dev.fd < 0 || ftruncate(dev.fd, (off_t)dev.size))
+		die(name, errno);
+	ret = nvmefs_runs_format(&dev, &g, runr_uuid);
+	if (!ret)
+		ret = nvmefs_runs_open(&a, &dev, &g, runr_uuid);
+	if (!ret)
+		ret = nvmefs_runw_begin(&w, a, 2, 0);
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		size_t kl = long_keys ? nvmefs_key_xattr(k, i, xname, sizeof(xname))
+				      : nvmefs_key_inode(k, 2ull * i + 2);
+		bool tomb = i % 5 == 4;
+
+		ret = nvmefs_runw_add(&w, k, kl, val, tomb ? 0 : sizeof(val), tomb);
+	}
+	if (!ret)
+		ret = nvmefs_runw_end(&w, &m);
+	if (ret)
+		die(name, ret);
+	tl = ((size_t)m.index_blocks + m.filter_blocks) * NVMEFS_BLOCK;
+	buf = calloc(1, 16 + tl);
+	if (!buf)
+		die(name, ENOMEM);
+	ne = htole64(m.nentries);
+	db = htole32(m.data_blocks);
+	memcpy(buf, &ne, 8);
+	memcpy(buf + 8, &db, 4);
+	buf[12] = (uint8_t)m.index_blocks;
+	buf[13] = (uint8_t)m.filter_blocks;
+	buf[14] = (uint8_t)m.level;
+	if (m.id != 1 || pread(dev.fd, buf + 16, tl,
+			       (off_t)((m.start + m.data_blocks) * NVMEFS_BLOCK)) != (ssize_t)tl)
+		die(name, EIO);
+	save("runr", name, buf, 16 + tl);
+	free(buf);
+	nvmefs_runs_close(a);
+	close(dev.fd);
+}
+
+/* One entry; 4,000 over many run blocks (a filter of two blocks); 400 of
+ * long xattr keys (an index of two blocks). */
+static void gen_runr(void)
+{
+	save_run("one_entry", 1, false);
+	save_run("many_blocks", 4000, false);
+	save_run("long_keys", 400, true);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -821,6 +898,7 @@ int main(int argc, char **argv)
 	gen_wire();
 	gen_sorted();
 	gen_manifest();
+	gen_runr();
 	gen_load();
 	return 0;
 }
