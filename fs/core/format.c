@@ -498,16 +498,16 @@ size_t nvmefs_rec_encode(const struct nvmefs_rec *r, void *buf)
 	return size;
 }
 
-static bool name_ok(const char *name, size_t len, size_t max)
+bool nvmefs_name_ok(const char *name, size_t len, size_t max)
 {
 	if (len == 0 || len > max || memchr(name, 0, len))
 		return false;
 	return true;
 }
 
-static bool dirent_name_ok(const char *name, size_t len)
+bool nvmefs_dirent_name_ok(const char *name, size_t len)
 {
-	if (!name_ok(name, len, NVMEFS_NAME_MAX) || memchr(name, '/', len))
+	if (!nvmefs_name_ok(name, len, NVMEFS_NAME_MAX) || memchr(name, '/', len))
 		return false;
 	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
@@ -527,7 +527,7 @@ bool nvmefs_dir_layout_ok(const struct nvmefs_layout *l, unsigned ndevs)
 	return l->stripe_count <= ndevs && nvmefs_layout_check(&probe, ndevs) == 0;
 }
 
-static bool inode_ok(const struct nvmefs_rec *r)
+bool nvmefs_rec_inode_ok(const struct nvmefs_rec *r)
 {
 	uint32_t fmt = r->inode.mode & S_IFMT;
 	const struct nvmefs_layout *l = &r->inode.layout;
@@ -585,7 +585,7 @@ long nvmefs_rec_decode(struct nvmefs_rec *r, const void *buf, size_t len)
 			memcpy(r->inode.layout.devs, devs, NVMEFS_MAX_DEVICES);
 		r->inode.target_len = get16(&c);
 		r->inode.target = get(&c, r->inode.target_len);
-		if (c.bad || !inode_ok(r))
+		if (c.bad || !nvmefs_rec_inode_ok(r))
 			return -EINVAL;
 		break;
 	case NVMEFS_REC_INODE_FREE:
@@ -602,7 +602,7 @@ long nvmefs_rec_decode(struct nvmefs_rec *r, const void *buf, size_t len)
 		r->dirent.type = (uint8_t)get16(&c);
 		r->dirent.name_len = get16(&c);
 		r->dirent.name = get(&c, r->dirent.name_len);
-		if (c.bad || !dirent_name_ok(r->dirent.name, r->dirent.name_len) ||
+		if (c.bad || !nvmefs_dirent_name_ok(r->dirent.name, r->dirent.name_len) ||
 		    r->dirent.parent == 0 || r->dirent.child == 0)
 			return -EINVAL;
 		break;
@@ -635,7 +635,8 @@ long nvmefs_rec_decode(struct nvmefs_rec *r, const void *buf, size_t len)
 		r->xattr.value_len = get32(&c);
 		r->xattr.name = get(&c, r->xattr.name_len);
 		r->xattr.value = get(&c, r->xattr.value_len);
-		if (c.bad || !name_ok(r->xattr.name, r->xattr.name_len, NVMEFS_XATTR_NAME_MAX) ||
+		if (c.bad ||
+		    !nvmefs_name_ok(r->xattr.name, r->xattr.name_len, NVMEFS_XATTR_NAME_MAX) ||
 		    r->xattr.value_len > NVMEFS_XATTR_VALUE_MAX ||
 		    (r->type == NVMEFS_REC_XATTR_DEL && r->xattr.value_len))
 			return -EINVAL;

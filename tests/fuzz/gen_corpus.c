@@ -14,8 +14,11 @@
  * registrations (fuzz_wire.h): every message type either side receives,
  * true requests of each op, one entry failing each check, a full batch.
  *
+ * For fuzz_values: a key and value of every kind of format v2, with the
+ * longest name, symlink target and xattr value.
+ *
  * usage: gen_corpus OUTDIR
- *   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest,runr}/)
+ *   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest,runr,values}/)
  */
 #include <dirent.h>
 #include <endian.h>
@@ -31,6 +34,7 @@
 #include "fuzz_wire.h"
 #include "runs.h"
 #include "sorted.h"
+#include "values.h"
 
 #define MAX_RECS    256
 #define MANY_FILES  12
@@ -670,6 +674,93 @@ static void gen_sorted(void)
 	save("sorted", "one_dirent", buf, len);
 }
 
+/* ---- format v2's values (fuzz_values) ---- */
+
+/* fuzz_values's input: the key's length (u16 little-endian), key, value. */
+static void save_val(const char *name, const struct nvmefs_val *v)
+{
+	static uint8_t buf[2 + NVMEFS_KEY_MAX + NVMEFS_VAL_MAX];
+	size_t klen;
+	ssize_t vlen = nvmefs_val_encode(v, buf + 2, &klen, buf + 2 + NVMEFS_KEY_MAX);
+
+	if (vlen < 0)
+		die(name, (int)vlen);
+	buf[0] = (uint8_t)klen;
+	buf[1] = (uint8_t)(klen >> 8);
+	memmove(buf + 2 + klen, buf + 2 + NVMEFS_KEY_MAX, (size_t)vlen);
+	save_file("values", name, buf, 2 + klen + (size_t)vlen, false);
+}
+
+static void gen_values(void)
+{
+	static char name[NVMEFS_NAME_MAX], target[NVMEFS_SYMLINK_MAX], big[NVMEFS_XATTR_VALUE_MAX];
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct nvmefs_inode_sum sum = {.nxattrs = 1, .alloc_bytes = 2 * MIB, .nextents = 2};
+	struct nvmefs_val v;
+
+	memset(name, 'n', sizeof(name));
+	memset(target, 't', sizeof(target));
+	memset(big, 'b', sizeof(big));
+	r.inode.ino = 2;
+	r.inode.mode = S_IFREG | 0644;
+	r.inode.nlink = 1;
+	r.inode.size = 2 * MIB;
+	nvmefs_layout_init(&r.inode.layout, MIB, 4, 1);
+	nvmefs_val_inode(&v, &r, &sum);
+	save_val("inode_file", &v);
+	r.inode.mode = S_IFDIR | 0755;
+	r.inode.layout = (struct nvmefs_layout){
+		.chunk_size = MIB, .stripe_count = 2, .devs = {NVMEFS_LAYOUT_ANY_DEV}};
+	sum = (struct nvmefs_inode_sum){.parent = 1, .nentries = 5, .next_cookie = 9};
+	nvmefs_val_inode(&v, &r, &sum);
+	save_val("inode_dir", &v);
+	r.inode.mode = S_IFLNK | 0777;
+	r.inode.layout = (struct nvmefs_layout){0};
+	r.inode.target = target;
+	r.inode.target_len = NVMEFS_SYMLINK_MAX;
+	sum = (struct nvmefs_inode_sum){0};
+	nvmefs_val_inode(&v, &r, &sum);
+	save_val("inode_symlink", &v);
+
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_DIRENT_ADD};
+	r.dirent.parent = 1;
+	r.dirent.child = 2;
+	r.dirent.type = DT_REG;
+	r.dirent.name = name;
+	r.dirent.name_len = NVMEFS_NAME_MAX;
+	nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, 3);
+	save_val("dirent", &v);
+	nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, 3);
+	save_val("dcookie", &v);
+
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_EXTENT};
+	r.extent.ino = 2;
+	r.extent.slot = 1;
+	r.extent.comp_off = MIB;
+	r.extent.dev_off = 64 * MIB;
+	r.extent.len = MIB;
+	r.extent.flags = NVMEFS_EXT_UNWRITTEN;
+	nvmefs_val_rec(&v, &r);
+	save_val("extent", &v);
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_XATTR_SET};
+	r.xattr.ino = 2;
+	r.xattr.name = "user.big";
+	r.xattr.name_len = 8;
+	r.xattr.value = big;
+	r.xattr.value_len = sizeof(big);
+	nvmefs_val_rec(&v, &r);
+	save_val("xattr_big", &v);
+	r = (struct nvmefs_rec){.type = NVMEFS_REC_ORPHAN_ADD};
+	r.ino.ino = 7;
+	nvmefs_val_rec(&v, &r);
+	save_val("orphan", &v);
+	v = (struct nvmefs_val){.kind = NVMEFS_KEY_FREE};
+	v.free.member = 3;
+	v.free.off = 64 * MIB;
+	v.free.len = MIB;
+	save_val("free", &v);
+}
+
 /* ---- the native protocol (fuzz_wire) ---- */
 
 /* Handles 0-3: read-write, write-only, read-only, read-write; regions 0-2
@@ -899,6 +990,7 @@ int main(int argc, char **argv)
 	gen_sorted();
 	gen_manifest();
 	gen_runr();
+	gen_values();
 	gen_load();
 	return 0;
 }
