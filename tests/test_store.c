@@ -39,7 +39,8 @@
 
 static const uint8_t uuid[16] = {7, 7, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 4096, .slot_blocks = 8};
-static const struct nvmefs_store_cfg small_cfg = {.l0_runs = 3, .l1_blocks = 4, .fanout = 3};
+static const struct nvmefs_store_cfg small_cfg = {
+	.l0_runs = 3, .l1_blocks = 4, .fanout = 3, .run_blocks = 2};
 
 static uint64_t rnd(uint64_t *x)
 {
@@ -192,6 +193,44 @@ static void check_space(struct nvmefs_store *s, const char *what)
 	       nvmefs_runs_free_blocks(a));
 }
 
+/* Manifest runs by level, then smallest key. */
+static int cmp_min(const void *x, const void *y)
+{
+	const struct nvmefs_run_meta *a = x, *b = y;
+
+	if (a->level != b->level)
+		return a->level < b->level ? -1 : 1;
+	return nvmefs_key_cmp(a->min, a->min_len, b->min, b->min_len);
+}
+
+/* The manifest's runs of each level >= 1 are disjoint; the levels used
+ * from 1 are counted in *levels. */
+static void check_levels(struct nvmefs_store *s, const char *what, unsigned *levels)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	struct nvmefs_run_meta *r = malloc((m->n ? m->n : 1) * sizeof(*r));
+	unsigned bad = 0;
+
+	*levels = 0;
+	CHECK(r != NULL);
+	if (!r || !m->n) /* no runs (m->runs NULL) */
+		goto out;
+	memcpy(r, m->runs, m->n * sizeof(*r));
+	qsort(r, m->n, sizeof(*r), cmp_min);
+	*levels = r[0].level > 0;
+	for (size_t i = 1; i < m->n; i++) {
+		if (r[i].level != r[i - 1].level) {
+			(*levels)++;
+			continue;
+		}
+		bad += r[i].level &&
+		       nvmefs_key_cmp(r[i - 1].max, r[i - 1].max_len, r[i].min, r[i].min_len) >= 0;
+	}
+	CHECKF(bad == 0, "%s: %u overlapping runs in a level", what, bad);
+out:
+	free(r);
+}
+
 static struct nvmefs_store *fresh_store(const struct nvmefs_store_cfg *cfg)
 {
 	struct nvmefs_store *s = NULL;
@@ -209,7 +248,7 @@ static void compact_all(struct nvmefs_store *s)
 {
 	int ret, n = 0;
 
-	while ((ret = nvmefs_store_compact(s, false)) == 1 && n < 50)
+	while ((ret = nvmefs_store_compact(s, false)) == 1 && n < 2000)
 		n++;
 	CHECK_ERR(ret, 0);
 }
@@ -220,7 +259,7 @@ static void test_model(uint64_t seed)
 	struct nvmefs_store_stats st;
 	uint64_t x = seed | 1, replay = 0;
 	uint32_t version = 0;
-	unsigned reopens = 0, fulls = 0, flushes = 0, compactions = 0;
+	unsigned reopens = 0, fulls = 0, flushes = 0, compactions = 0, levels = 0;
 
 	memset(cur, 0, sizeof(cur));
 	memset(durable, 0, sizeof(durable));
@@ -243,6 +282,7 @@ static void test_model(uint64_t seed)
 			flushes++;
 		} else if (r < 970) {
 			compact_all(s);
+			check_levels(s, "compacted", &levels);
 			compactions++;
 		} else if (r < 975) {
 			CHECK(nvmefs_store_compact(s, true) >= 0);
@@ -267,11 +307,13 @@ static void test_model(uint64_t seed)
 			check_all(s, cur, "periodic");
 	}
 	check_all(s, cur, "at the end");
+	compact_all(s);
+	check_levels(s, "at the end", &levels);
 	nvmefs_store_stats(s, &st);
-	printf("model: %u flushes, %u leveled and %u full compactions, %u reopens, %u runs at "
-	       "the end\n",
-	       flushes, compactions, fulls, reopens, st.runs);
-	CHECK(st.runs <= small_cfg.l0_runs + NVMEFS_RUN_LEVELS || fulls);
+	printf("model: %u flushes, %u leveled and %u full compactions, %u reopens, %u runs in %u "
+	       "levels from 1 at the end\n",
+	       flushes, compactions, fulls, reopens, st.runs, levels);
+	CHECK(st.runs > levels); /* levels of several runs */
 	nvmefs_store_close(s);
 }
 
