@@ -32,7 +32,7 @@
 #define L0_RUNS_DEFAULT	   4u
 #define L1_BLOCKS_DEFAULT  2560u
 #define FANOUT_DEFAULT	   10u
-#define RUN_BLOCKS_DEFAULT 512u
+#define RUN_BLOCKS_DEFAULT 512u /* 2 MiB */
 
 /* An open run, shared by the views that name it. */
 struct srun {
@@ -752,18 +752,31 @@ static void outs_drop(struct nvmefs_store *s, struct outs *o)
 }
 
 /*
- * Blocks an output run can take: it is ended at the first entry after
- * cfg.run_blocks data blocks, and the block being filled and that entry's
- * may each take NVMEFS_RUN_BLOCKS_MAX; an index entry per run block; a key
- * in the filter per NVMEFS_RUN_ENT_HDR + 1 bytes of data at most.
+ * Blocks the output w takes at most once e is added: its data blocks, the
+ * block being filled (written when e does not fit it: one block, or up to
+ * NVMEFS_RUN_BLOCKS_MAX when it holds one long entry), e's own, and the
+ * index and filter with e. For a writer not begun (zeroed): e alone.
  */
-static uint64_t out_bound(const struct nvmefs_store *s)
+static uint64_t out_need(const struct nvmefs_runw *w, const struct nvmefs_run_ent *e)
 {
-	uint64_t data = s->cfg.run_blocks + 2ull * NVMEFS_RUN_BLOCKS_MAX;
-	uint64_t keys = data * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1);
+	uint64_t ent = NVMEFS_RUN_HDR + NVMEFS_RUN_ENT_HDR + e->klen + e->vlen;
+	uint64_t cur = w->big ? NVMEFS_RUN_BLOCKS_MAX : 1;
 
-	return data + nvmefs_obj_blocks(data * (6 + NVMEFS_KEY_MAX)) +
-	       nvmefs_obj_blocks(nvmefs_filter_nbits(keys) / 8);
+	return w->meta.data_blocks + cur + (ent + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK +
+	       nvmefs_obj_blocks(w->idx_len + 6 + e->klen) +
+	       nvmefs_obj_blocks(nvmefs_filter_nbits(w->meta.nentries + 1) / 8);
+}
+
+/* Begin an output run of level for e: cfg.run_blocks reserved, or what e
+ * alone needs if that is more. */
+static int out_begin(struct nvmefs_store *s, struct nvmefs_runw *w, uint32_t level,
+		     const struct nvmefs_run_ent *e)
+{
+	const struct nvmefs_runw none = {0};
+	uint64_t want = out_need(&none, e);
+
+	return nvmefs_runw_begin(w, s->a, level,
+				 want > s->cfg.run_blocks ? want : s->cfg.run_blocks);
 }
 
 /* End the output w and open it into o. */
@@ -786,8 +799,8 @@ static int out_end(struct nvmefs_store *s, struct nvmefs_runw *w, struct outs *o
 	return 0;
 }
 
-/* Every entry of the merge m into runs of level, each ended after
- * cfg.run_blocks data blocks, into o: 0 or -errno (o then the caller's to
+/* Every entry of the merge m into runs of level, each ended before it
+ * outgrows its reservation, into o: 0 or -errno (o then the caller's to
  * drop). */
 static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t level,
 		      struct outs *o)
@@ -798,13 +811,13 @@ static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t l
 	int ret;
 
 	while ((ret = nvmefs_merge_next(m, &e)) == 1) {
-		if (open && w.meta.data_blocks >= s->cfg.run_blocks) {
+		if (open && out_need(&w, &e) > w.cap) { /* full: e opens the next */
 			open = false;
 			ret = out_end(s, &w, o);
 			if (ret)
 				return ret;
 		}
-		if (!open && (ret = nvmefs_runw_begin(&w, s->a, level, out_bound(s))))
+		if (!open && (ret = out_begin(s, &w, level, &e)))
 			return ret;
 		open = true;
 		ret = nvmefs_runw_add(&w, e.key, e.klen, e.val, e.vlen, e.tomb);

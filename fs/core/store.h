@@ -25,7 +25,7 @@
  * overlap merge into level 1; when level k >= 1 holds more than its
  * budget (cfg.l1_blocks * cfg.fanout^(k-1) blocks), one of its runs (round
  * robin over the key space) and the level k+1 runs it overlaps merge into
- * level k+1. The output is cut into runs of about cfg.run_blocks data
+ * level k+1. The output is cut into runs of at most cfg.run_blocks
  * blocks, each its own reservation: a compaction needs no free extent
  * longer than one of them, and no more free space in all than its inputs.
  * Tombstones are dropped when no run below the output's level overlaps
@@ -57,8 +57,9 @@ struct nvmefs_store_cfg {
 	unsigned l0_runs;    /* level-0 runs allowed before they merge; 0: 4 */
 	uint64_t l1_blocks;  /* level 1's budget in 4 KiB blocks; 0: 2560 (10 MiB) */
 	unsigned fanout;     /* each level's budget over the one above; 0: 10 */
-	uint32_t run_blocks; /* a compaction's output runs end past this many data
-			      * blocks; 0: 512 (2 MiB) */
+	uint32_t run_blocks; /* a compaction's output runs: each this many 4 KiB
+			      * blocks at most (data, index, filter) unless one
+			      * entry needs more; 0: 512 (2 MiB) */
 };
 
 struct nvmefs_store_stats {
