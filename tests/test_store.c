@@ -12,9 +12,14 @@
  *    the last level and are gone after the last level's;
  *  - a flush writes as many blocks for the same memtable at two store
  *    sizes (a cost of the memtable, not of the store);
+ *  - levels from 1 hold runs of disjoint key ranges after every
+ *    compaction (the manifest's), and a lookup reads at most one run block
+ *    per level-0 run and per level (the store's read counter);
+ *  - a store 80% full of live data still compacts: its deepest level
+ *    alone is longer than the free space (what one run per level needed);
  *  - power loss (striping/fault.c, in a child that the cut ends) at every
- *    write of a flush and of a compaction leaves the previous or the new
- *    state, readable, writable, and no space leaked;
+ *    write of a flush and of a compaction writing several runs leaves the
+ *    previous or the new state, readable, writable, and no space leaked;
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
  *  - a thread's puts, gets and prefix scans during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
@@ -422,6 +427,98 @@ static void test_flush_cost(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- a nearly full area ---- */
+
+/* Blocks of the manifest's runs at level (all levels: NVMEFS_RUN_LEVELS). */
+static uint64_t blocks_at(struct nvmefs_store *s, uint32_t level)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (level == NVMEFS_RUN_LEVELS || m->runs[i].level == level)
+			n += nvmefs_run_blocks(&m->runs[i]);
+	return n;
+}
+
+/* Look INODE keys [from, from + n) up (every 97th): each value is fill,
+ * and no lookup reads more run blocks than one per level-0 run and one
+ * per level from 1 (the store's read counter). */
+static void check_inodes(struct nvmefs_store *s, uint64_t from, uint64_t n, uint8_t fill)
+{
+	struct nvmefs_store_stats a, b;
+	unsigned levels, l0, worst = 0;
+
+	check_levels(s, "full area", &levels);
+	entries_at(s, 0, &l0);
+	for (uint64_t i = from; i < from + n; i += 97) {
+		uint8_t k[NVMEFS_KEY_MAX], got[128] = {0};
+		size_t len = 0;
+
+		nvmefs_store_stats(s, &a);
+		CHECK_ERR(nvmefs_store_get(s, k, nvmefs_key_inode(k, i), got, sizeof(got), &len),
+			  0);
+		nvmefs_store_stats(s, &b);
+		CHECK(len == 100 && got[0] == fill && got[99] == fill);
+		if (b.get_blocks_read - a.get_blocks_read > worst)
+			worst = (unsigned)(b.get_blocks_read - a.get_blocks_read);
+	}
+	CHECKF(worst >= 1 && worst <= l0 + levels,
+	       "a lookup read %u run blocks: %u level-0 runs, %u levels", worst, l0, levels);
+}
+
+/*
+ * Fill the run area to 80% with live data (sequential INODE keys, each
+ * flush compacted), then rewrite a range in the middle and compact: with
+ * one run per level the deepest level alone was longer than the free
+ * space, so its rewrite was -ENOSPC; with key-range runs each compaction
+ * needs only its inputs' room.
+ */
+static void test_nearly_full(void)
+{
+	static const struct nvmefs_store_cfg cfg = {
+		.l0_runs = 2, .l1_blocks = 32, .fanout = 4, .run_blocks = 16};
+	struct nvmefs_store *s = fresh_store(&cfg);
+	const uint64_t space = geom.blocks - 2ull * geom.slot_blocks;
+	struct nvmefs_store_stats st;
+	uint64_t nkeys = 0, deepest = 0, replay = 1;
+	uint32_t level = 1;
+
+	while (s && blocks_at(s, NVMEFS_RUN_LEVELS) * 10 < space * 8 && nkeys < 200000) {
+		put_inodes(s, 1 + nkeys, 2000, 6);
+		nkeys += 2000;
+		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		compact_all(s);
+	}
+	if (!s)
+		return;
+	for (uint32_t k = 1; k < NVMEFS_RUN_LEVELS; k++)
+		if (blocks_at(s, k) > deepest) {
+			deepest = blocks_at(s, k);
+			level = k;
+		}
+	check_space(s, "80% full");
+	printf("nearly full: %" PRIu64 " keys, %" PRIu64 " live of %" PRIu64
+	       " blocks, level %u %" PRIu64 ", %" PRIu64 " free\n",
+	       nkeys, blocks_at(s, NVMEFS_RUN_LEVELS), space, level, deepest,
+	       nvmefs_runs_free_blocks(nvmefs_store_area(s)));
+	CHECK(blocks_at(s, NVMEFS_RUN_LEVELS) * 10 >= space * 8);
+	CHECKF(deepest > nvmefs_runs_free_blocks(nvmefs_store_area(s)),
+	       "level %u: %" PRIu64 " blocks, not more than the free space", level, deepest);
+	check_inodes(s, 1, nkeys, 6);
+	for (int round = 0; round < 3; round++) { /* rewrites: compactions down to the deepest */
+		put_inodes(s, nkeys / 3 + (uint64_t)round * 2000, 2000, 7);
+		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		compact_all(s);
+	}
+	nvmefs_store_stats(s, &st);
+	CHECK(st.compact_runs_written >= 1);
+	check_space(s, "80% full, rewritten");
+	check_inodes(s, nkeys / 3, 6000, 7);
+	check_inodes(s, 1, nkeys / 3, 6);
+	nvmefs_store_close(s);
+}
+
 /* ---- power loss ---- */
 
 static uint32_t base[NK], next[NK];
@@ -493,6 +590,9 @@ static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 	CHECKF(replay == 1 || (replay == 2 && !compact), "cut %u: replay %" PRIu64, cut, replay);
 	if (WEXITSTATUS(st) == 10)
 		CHECK(replay == (compact ? 1u : 2u));
+	if (WEXITSTATUS(st) == 10 && compact) /* the cuts were in a multi-run output */
+		CHECKF(nvmefs_runs_current(nvmefs_store_area(s))->n > 1, "%zu runs after it",
+		       nvmefs_runs_current(nvmefs_store_area(s))->n);
 	check_all(s, replay == 2 ? next : base, compact ? "compaction cut" : "flush cut");
 	check_space(s, "after the cut");
 	CHECK_ERR(put_v(s, 5, 77), 0); /* and it goes on */
@@ -653,6 +753,7 @@ int main(void)
 	test_model(seed);
 	test_tombstones();
 	test_flush_cost();
+	test_nearly_full();
 	test_powerloss(seed);
 	test_enospc();
 	test_threads();
