@@ -18,8 +18,9 @@
  *  - a store 80% full of live data still compacts: its deepest level
  *    alone is longer than the free space (what one run per level needed);
  *  - power loss (striping/fault.c, in a child that the cut ends) at every
- *    write of a flush and of a compaction writing several runs leaves the
- *    previous or the new state, readable, writable, and no space leaked;
+ *    write of a flush, of a full compaction and of a level-0 step (each
+ *    compaction writing several runs) leaves the previous or the new
+ *    state, readable, writable, and no space leaked;
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
  *  - a thread's puts, gets and prefix scans during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
@@ -234,6 +235,15 @@ static void check_levels(struct nvmefs_store *s, const char *what, unsigned *lev
 	CHECKF(bad == 0, "%s: %u overlapping runs in a level", what, bad);
 out:
 	free(r);
+}
+
+/* The store's live runs. */
+static unsigned live_runs(struct nvmefs_store *s)
+{
+	struct nvmefs_store_stats st;
+
+	nvmefs_store_stats(s, &st);
+	return st.runs;
 }
 
 static struct nvmefs_store *fresh_store(const struct nvmefs_store_cfg *cfg)
@@ -549,28 +559,41 @@ static void pl_report(const struct nvmefs_powerloss_report *r)
 	_exit(0);
 }
 
-/* The child: a flush of the changes, or a full compaction, that the cut
- * ends (exit 0) or that ends without one (exit 10). */
-static void pl_child(uint32_t cut, uint64_t seed, bool compact)
+/* Outputs of a few runs each: cuts between and inside them, not hundreds. */
+static const struct nvmefs_store_cfg pl_cfg = {
+	.l0_runs = 3, .l1_blocks = 4, .fanout = 3, .run_blocks = 6};
+
+/* What the child does under the cut. */
+enum pl_mode { PL_FLUSH, PL_FULL, PL_STEP, PL_MODES };
+
+static const char *const pl_name[PL_MODES] = {"flush", "full compaction",
+					      "level-0 compaction step"};
+
+/* The child: a flush of the changes, a full compaction or one leveled
+ * step, that the cut ends (exit 0) or that ends without one (exit 10). */
+static void pl_child(uint32_t cut, uint64_t seed, enum pl_mode mode)
 {
+	bool compact = mode != PL_FLUSH;
+
 	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = 40, .tear_pct = 40};
 	struct nvmefs_store *s;
 
-	if (nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg))
+	if (nvmefs_store_open(&s, dev(), &geom, uuid, &pl_cfg))
 		_exit(2);
 	if (!compact)
 		change(s, next);
 	if (nvmefs_powerloss_record(set) || nvmefs_powerloss_after(cut, &o, pl_report))
 		_exit(2);
-	if (compact ? nvmefs_store_compact(s, true) != 1 : nvmefs_store_flush(s, 2) != 0)
+	if (compact ? nvmefs_store_compact(s, mode == PL_FULL) != 1 : nvmefs_store_flush(s, 2) != 0)
 		_exit(4);
 	_exit(10);
 }
 
 /* One cut: 1 when the child ran to its end. The store after it is the
  * base or (a flush that committed) the changed one, and takes writes. */
-static int pl_once(uint32_t cut, uint64_t seed, bool compact)
+static int pl_once(uint32_t cut, uint64_t seed, enum pl_mode mode)
 {
+	bool compact = mode != PL_FLUSH;
 	struct nvmefs_store *s;
 	uint64_t replay;
 	pid_t pid;
@@ -579,21 +602,26 @@ static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 	fflush(stdout); /* the child's exit must not print it again */
 	pid = fork();
 	if (pid == 0)
-		pl_child(cut, seed, compact);
+		pl_child(cut, seed, mode);
 	CHECK(waitpid(pid, &st, 0) == pid);
 	CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 10),
 	       "cut %u: child status %#x", cut, st);
-	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &pl_cfg), 0);
 	if (!s)
 		return 1;
 	replay = nvmefs_store_replay(s);
 	CHECKF(replay == 1 || (replay == 2 && !compact), "cut %u: replay %" PRIu64, cut, replay);
 	if (WEXITSTATUS(st) == 10)
 		CHECK(replay == (compact ? 1u : 2u));
-	if (WEXITSTATUS(st) == 10 && compact) /* the cuts were in a multi-run output */
-		CHECKF(nvmefs_runs_current(nvmefs_store_area(s))->n > 1, "%zu runs after it",
-		       nvmefs_runs_current(nvmefs_store_area(s))->n);
-	check_all(s, replay == 2 ? next : base, compact ? "compaction cut" : "flush cut");
+	if (WEXITSTATUS(st) == 10 && compact) { /* the cuts were in a multi-run output */
+		unsigned levels, l0;
+
+		check_levels(s, pl_name[mode], &levels);
+		CHECKF(live_runs(s) > levels && !entries_at(s, 0, &l0) &&
+			       (mode == PL_FULL ? levels == 1 : levels >= 2),
+		       "%s: %u runs in %u levels", pl_name[mode], live_runs(s), levels);
+	}
+	check_all(s, replay == 2 ? next : base, pl_name[mode]);
 	check_space(s, "after the cut");
 	CHECK_ERR(put_v(s, 5, 77), 0); /* and it goes on */
 	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
@@ -606,11 +634,11 @@ static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 
 static void test_powerloss(uint64_t seed)
 {
-	struct nvmefs_store *s = fresh_store(&small_cfg);
+	struct nvmefs_store *s = fresh_store(&pl_cfg);
 	uint64_t x = seed | 1;
 
 	memset(base, 0, sizeof(base));
-	for (int round = 0; round < 4; round++) { /* runs at levels 0 and 1 */
+	for (int round = 0; round < 8; round++) { /* runs at levels 0 to 3, a level-0 step due */
 		for (int n = 0; n < 400; n++) {
 			int i = (int)(rnd(&x) % NK);
 
@@ -618,26 +646,25 @@ static void test_powerloss(uint64_t seed)
 			base[i] = (uint32_t)(round * 1000 + n + 1);
 		}
 		CHECK_ERR(nvmefs_store_flush(s, 1), 0);
-		if (round == 1)
+		if (round == 3)
 			compact_all(s);
 	}
 	nvmefs_store_close(s);
 	memcpy(next, base, sizeof(next));
 	change(NULL, next);
 	CHECK(test_img_copy(img, base_img) == 0);
-	for (int compact = 0; compact < 2; compact++) {
+	for (int mode = 0; mode < PL_MODES; mode++) {
 		uint32_t cut;
 
 		for (cut = 0; cut < 200; cut++) {
-			int done = pl_once(cut, seed + cut, compact);
+			int done = pl_once(cut, seed + cut, (enum pl_mode)mode);
 
 			CHECK(test_img_copy(base_img, img) == 0);
 			if (done)
 				break;
 		}
 		CHECKF(cut > 2 && cut < 200, "%u writes", cut);
-		printf("power loss: cut at each of the %u writes of a %s\n", cut,
-		       compact ? "compaction" : "flush");
+		printf("power loss: cut at each of the %u writes of a %s\n", cut, pl_name[mode]);
 	}
 }
 
