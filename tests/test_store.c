@@ -12,8 +12,14 @@
  *    the last level and are gone after the last level's;
  *  - a flush writes as many blocks for the same memtable at two store
  *    sizes (a cost of the memtable, not of the store);
+ *  - levels from 1 hold runs of disjoint key ranges after every
+ *    compaction (the manifest's), and a lookup reads at most one run block
+ *    per level-0 run and per level (the store's read counter);
+ *  - a store 80% full of live data still compacts: its deepest level
+ *    alone is longer than the free space (what one run per level needed);
  *  - power loss (striping/fault.c, in a child that the cut ends) at every
- *    write of a flush and of a compaction leaves the previous or the new
+ *    write of a flush, of a full compaction and of a level-0 step (each
+ *    compaction writing several runs) leaves the previous or the new
  *    state, readable, writable, and no space leaked;
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
  *  - a flush whose manifest was written but not flushed (fault injection):
@@ -42,7 +48,8 @@
 
 static const uint8_t uuid[16] = {7, 7, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 4096, .slot_blocks = 8};
-static const struct nvmefs_store_cfg small_cfg = {.l0_runs = 3, .l1_blocks = 4, .fanout = 3};
+static const struct nvmefs_store_cfg small_cfg = {
+	.l0_runs = 3, .l1_blocks = 4, .fanout = 3, .run_blocks = 2};
 
 static uint64_t rnd(uint64_t *x)
 {
@@ -195,6 +202,53 @@ static void check_space(struct nvmefs_store *s, const char *what)
 	       nvmefs_runs_free_blocks(a));
 }
 
+/* Manifest runs by level, then smallest key. */
+static int cmp_min(const void *x, const void *y)
+{
+	const struct nvmefs_run_meta *a = x, *b = y;
+
+	if (a->level != b->level)
+		return a->level < b->level ? -1 : 1;
+	return nvmefs_key_cmp(a->min, a->min_len, b->min, b->min_len);
+}
+
+/* The manifest's runs of each level >= 1 are disjoint; the levels used
+ * from 1 are counted in *levels. */
+static void check_levels(struct nvmefs_store *s, const char *what, unsigned *levels)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	struct nvmefs_run_meta *r = malloc((m->n ? m->n : 1) * sizeof(*r));
+	unsigned bad = 0;
+
+	*levels = 0;
+	CHECK(r != NULL);
+	if (!r || !m->n) /* no runs (m->runs NULL) */
+		goto out;
+	memcpy(r, m->runs, m->n * sizeof(*r));
+	qsort(r, m->n, sizeof(*r), cmp_min);
+	*levels = r[0].level > 0;
+	for (size_t i = 1; i < m->n; i++) {
+		if (r[i].level != r[i - 1].level) {
+			(*levels)++;
+			continue;
+		}
+		bad += r[i].level &&
+		       nvmefs_key_cmp(r[i - 1].max, r[i - 1].max_len, r[i].min, r[i].min_len) >= 0;
+	}
+	CHECKF(bad == 0, "%s: %u overlapping runs in a level", what, bad);
+out:
+	free(r);
+}
+
+/* The store's live runs. */
+static unsigned live_runs(struct nvmefs_store *s)
+{
+	struct nvmefs_store_stats st;
+
+	nvmefs_store_stats(s, &st);
+	return st.runs;
+}
+
 static struct nvmefs_store *fresh_store(const struct nvmefs_store_cfg *cfg)
 {
 	struct nvmefs_store *s = NULL;
@@ -212,7 +266,7 @@ static void compact_all(struct nvmefs_store *s)
 {
 	int ret, n = 0;
 
-	while ((ret = nvmefs_store_compact(s, false)) == 1 && n < 50)
+	while ((ret = nvmefs_store_compact(s, false)) == 1 && n < 2000)
 		n++;
 	CHECK_ERR(ret, 0);
 }
@@ -223,7 +277,7 @@ static void test_model(uint64_t seed)
 	struct nvmefs_store_stats st;
 	uint64_t x = seed | 1, replay = 0;
 	uint32_t version = 0;
-	unsigned reopens = 0, fulls = 0, flushes = 0, compactions = 0;
+	unsigned reopens = 0, fulls = 0, flushes = 0, compactions = 0, levels = 0;
 
 	memset(cur, 0, sizeof(cur));
 	memset(durable, 0, sizeof(durable));
@@ -246,6 +300,7 @@ static void test_model(uint64_t seed)
 			flushes++;
 		} else if (r < 970) {
 			compact_all(s);
+			check_levels(s, "compacted", &levels);
 			compactions++;
 		} else if (r < 975) {
 			CHECK(nvmefs_store_compact(s, true) >= 0);
@@ -270,11 +325,13 @@ static void test_model(uint64_t seed)
 			check_all(s, cur, "periodic");
 	}
 	check_all(s, cur, "at the end");
+	compact_all(s);
+	check_levels(s, "at the end", &levels);
 	nvmefs_store_stats(s, &st);
-	printf("model: %u flushes, %u leveled and %u full compactions, %u reopens, %u runs at "
-	       "the end\n",
-	       flushes, compactions, fulls, reopens, st.runs);
-	CHECK(st.runs <= small_cfg.l0_runs + NVMEFS_RUN_LEVELS || fulls);
+	printf("model: %u flushes, %u leveled and %u full compactions, %u reopens, %u runs in %u "
+	       "levels from 1 at the end\n",
+	       flushes, compactions, fulls, reopens, st.runs, levels);
+	CHECK(st.runs > levels); /* levels of several runs */
 	nvmefs_store_close(s);
 }
 
@@ -383,6 +440,98 @@ static void test_flush_cost(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- a nearly full area ---- */
+
+/* Blocks of the manifest's runs at level (all levels: NVMEFS_RUN_LEVELS). */
+static uint64_t blocks_at(struct nvmefs_store *s, uint32_t level)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (level == NVMEFS_RUN_LEVELS || m->runs[i].level == level)
+			n += nvmefs_run_blocks(&m->runs[i]);
+	return n;
+}
+
+/* Look INODE keys [from, from + n) up (every 97th): each value is fill,
+ * and no lookup reads more run blocks than one per level-0 run and one
+ * per level from 1 (the store's read counter). */
+static void check_inodes(struct nvmefs_store *s, uint64_t from, uint64_t n, uint8_t fill)
+{
+	struct nvmefs_store_stats a, b;
+	unsigned levels, l0, worst = 0;
+
+	check_levels(s, "full area", &levels);
+	entries_at(s, 0, &l0);
+	for (uint64_t i = from; i < from + n; i += 97) {
+		uint8_t k[NVMEFS_KEY_MAX], got[128] = {0};
+		size_t len = 0;
+
+		nvmefs_store_stats(s, &a);
+		CHECK_ERR(nvmefs_store_get(s, k, nvmefs_key_inode(k, i), got, sizeof(got), &len),
+			  0);
+		nvmefs_store_stats(s, &b);
+		CHECK(len == 100 && got[0] == fill && got[99] == fill);
+		if (b.get_blocks_read - a.get_blocks_read > worst)
+			worst = (unsigned)(b.get_blocks_read - a.get_blocks_read);
+	}
+	CHECKF(worst >= 1 && worst <= l0 + levels,
+	       "a lookup read %u run blocks: %u level-0 runs, %u levels", worst, l0, levels);
+}
+
+/*
+ * Fill the run area to 80% with live data (sequential INODE keys, each
+ * flush compacted), then rewrite a range in the middle and compact: with
+ * one run per level the deepest level alone was longer than the free
+ * space, so its rewrite was -ENOSPC; with key-range runs each compaction
+ * needs only its inputs' room.
+ */
+static void test_nearly_full(void)
+{
+	static const struct nvmefs_store_cfg cfg = {
+		.l0_runs = 2, .l1_blocks = 32, .fanout = 4, .run_blocks = 16};
+	struct nvmefs_store *s = fresh_store(&cfg);
+	const uint64_t space = geom.blocks - 2ull * geom.slot_blocks;
+	struct nvmefs_store_stats st;
+	uint64_t nkeys = 0, deepest = 0, replay = 1;
+	uint32_t level = 1;
+
+	while (s && blocks_at(s, NVMEFS_RUN_LEVELS) * 10 < space * 8 && nkeys < 200000) {
+		put_inodes(s, 1 + nkeys, 2000, 6);
+		nkeys += 2000;
+		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		compact_all(s);
+	}
+	if (!s)
+		return;
+	for (uint32_t k = 1; k < NVMEFS_RUN_LEVELS; k++)
+		if (blocks_at(s, k) > deepest) {
+			deepest = blocks_at(s, k);
+			level = k;
+		}
+	check_space(s, "80% full");
+	printf("nearly full: %" PRIu64 " keys, %" PRIu64 " live of %" PRIu64
+	       " blocks, level %u %" PRIu64 ", %" PRIu64 " free\n",
+	       nkeys, blocks_at(s, NVMEFS_RUN_LEVELS), space, level, deepest,
+	       nvmefs_runs_free_blocks(nvmefs_store_area(s)));
+	CHECK(blocks_at(s, NVMEFS_RUN_LEVELS) * 10 >= space * 8);
+	CHECKF(deepest > nvmefs_runs_free_blocks(nvmefs_store_area(s)),
+	       "level %u: %" PRIu64 " blocks, not more than the free space", level, deepest);
+	check_inodes(s, 1, nkeys, 6);
+	for (int round = 0; round < 3; round++) { /* rewrites: compactions down to the deepest */
+		put_inodes(s, nkeys / 3 + (uint64_t)round * 2000, 2000, 7);
+		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		compact_all(s);
+	}
+	nvmefs_store_stats(s, &st);
+	CHECK(st.compact_runs_written >= 1);
+	check_space(s, "80% full, rewritten");
+	check_inodes(s, nkeys / 3, 6000, 7);
+	check_inodes(s, 1, nkeys / 3, 6);
+	nvmefs_store_close(s);
+}
+
 /* ---- power loss ---- */
 
 static uint32_t base[NK], next[NK];
@@ -413,28 +562,41 @@ static void pl_report(const struct nvmefs_powerloss_report *r)
 	_exit(0);
 }
 
-/* The child: a flush of the changes, or a full compaction, that the cut
- * ends (exit 0) or that ends without one (exit 10). */
-static void pl_child(uint32_t cut, uint64_t seed, bool compact)
+/* Outputs of a few runs each: cuts between and inside them, not hundreds. */
+static const struct nvmefs_store_cfg pl_cfg = {
+	.l0_runs = 3, .l1_blocks = 4, .fanout = 3, .run_blocks = 6};
+
+/* What the child does under the cut. */
+enum pl_mode { PL_FLUSH, PL_FULL, PL_STEP, PL_MODES };
+
+static const char *const pl_name[PL_MODES] = {"flush", "full compaction",
+					      "level-0 compaction step"};
+
+/* The child: a flush of the changes, a full compaction or one leveled
+ * step, that the cut ends (exit 0) or that ends without one (exit 10). */
+static void pl_child(uint32_t cut, uint64_t seed, enum pl_mode mode)
 {
+	bool compact = mode != PL_FLUSH;
+
 	struct nvmefs_powerloss o = {.seed = seed, .keep_pct = 40, .tear_pct = 40};
 	struct nvmefs_store *s;
 
-	if (nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg))
+	if (nvmefs_store_open(&s, dev(), &geom, uuid, &pl_cfg))
 		_exit(2);
 	if (!compact)
 		change(s, next);
 	if (nvmefs_powerloss_record(set) || nvmefs_powerloss_after(cut, &o, pl_report))
 		_exit(2);
-	if (compact ? nvmefs_store_compact(s, true) != 1 : nvmefs_store_flush(s, 2) != 0)
+	if (compact ? nvmefs_store_compact(s, mode == PL_FULL) != 1 : nvmefs_store_flush(s, 2) != 0)
 		_exit(4);
 	_exit(10);
 }
 
 /* One cut: 1 when the child ran to its end. The store after it is the
  * base or (a flush that committed) the changed one, and takes writes. */
-static int pl_once(uint32_t cut, uint64_t seed, bool compact)
+static int pl_once(uint32_t cut, uint64_t seed, enum pl_mode mode)
 {
+	bool compact = mode != PL_FLUSH;
 	struct nvmefs_store *s;
 	uint64_t replay;
 	pid_t pid;
@@ -443,18 +605,26 @@ static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 	fflush(stdout); /* the child's exit must not print it again */
 	pid = fork();
 	if (pid == 0)
-		pl_child(cut, seed, compact);
+		pl_child(cut, seed, mode);
 	CHECK(waitpid(pid, &st, 0) == pid);
 	CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 10),
 	       "cut %u: child status %#x", cut, st);
-	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &pl_cfg), 0);
 	if (!s)
 		return 1;
 	replay = nvmefs_store_replay(s);
 	CHECKF(replay == 1 || (replay == 2 && !compact), "cut %u: replay %" PRIu64, cut, replay);
 	if (WEXITSTATUS(st) == 10)
 		CHECK(replay == (compact ? 1u : 2u));
-	check_all(s, replay == 2 ? next : base, compact ? "compaction cut" : "flush cut");
+	if (WEXITSTATUS(st) == 10 && compact) { /* the cuts were in a multi-run output */
+		unsigned levels, l0;
+
+		check_levels(s, pl_name[mode], &levels);
+		CHECKF(live_runs(s) > levels && !entries_at(s, 0, &l0) &&
+			       (mode == PL_FULL ? levels == 1 : levels >= 2),
+		       "%s: %u runs in %u levels", pl_name[mode], live_runs(s), levels);
+	}
+	check_all(s, replay == 2 ? next : base, pl_name[mode]);
 	check_space(s, "after the cut");
 	CHECK_ERR(put_v(s, 5, 77), 0); /* and it goes on */
 	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
@@ -467,11 +637,11 @@ static int pl_once(uint32_t cut, uint64_t seed, bool compact)
 
 static void test_powerloss(uint64_t seed)
 {
-	struct nvmefs_store *s = fresh_store(&small_cfg);
+	struct nvmefs_store *s = fresh_store(&pl_cfg);
 	uint64_t x = seed | 1;
 
 	memset(base, 0, sizeof(base));
-	for (int round = 0; round < 4; round++) { /* runs at levels 0 and 1 */
+	for (int round = 0; round < 8; round++) { /* runs at levels 0 to 3, a level-0 step due */
 		for (int n = 0; n < 400; n++) {
 			int i = (int)(rnd(&x) % NK);
 
@@ -479,26 +649,25 @@ static void test_powerloss(uint64_t seed)
 			base[i] = (uint32_t)(round * 1000 + n + 1);
 		}
 		CHECK_ERR(nvmefs_store_flush(s, 1), 0);
-		if (round == 1)
+		if (round == 3)
 			compact_all(s);
 	}
 	nvmefs_store_close(s);
 	memcpy(next, base, sizeof(next));
 	change(NULL, next);
 	CHECK(test_img_copy(img, base_img) == 0);
-	for (int compact = 0; compact < 2; compact++) {
+	for (int mode = 0; mode < PL_MODES; mode++) {
 		uint32_t cut;
 
 		for (cut = 0; cut < 200; cut++) {
-			int done = pl_once(cut, seed + cut, compact);
+			int done = pl_once(cut, seed + cut, (enum pl_mode)mode);
 
 			CHECK(test_img_copy(base_img, img) == 0);
 			if (done)
 				break;
 		}
 		CHECKF(cut > 2 && cut < 200, "%u writes", cut);
-		printf("power loss: cut at each of the %u writes of a %s\n", cut,
-		       compact ? "compaction" : "flush");
+		printf("power loss: cut at each of the %u writes of a %s\n", cut, pl_name[mode]);
 	}
 }
 
@@ -669,6 +838,7 @@ int main(void)
 	test_model(seed);
 	test_tombstones();
 	test_flush_cost();
+	test_nearly_full();
 	test_powerloss(seed);
 	test_enospc();
 	test_commit_fail();

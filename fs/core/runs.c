@@ -282,6 +282,16 @@ uint64_t nvmefs_runs_free_blocks(struct nvmefs_runs *a)
 	return a->g.blocks - 2ull * nvmefs_runs_slot_blocks(&a->g) - used;
 }
 
+bool nvmefs_runs_failed(struct nvmefs_runs *a)
+{
+	bool failed;
+
+	pthread_mutex_lock(&a->lock);
+	failed = a->failed;
+	pthread_mutex_unlock(&a->lock);
+	return failed;
+}
+
 /* ---- commit ---- */
 
 /* x and y name the same run the same way: every field and key byte (a

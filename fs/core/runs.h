@@ -226,6 +226,11 @@ void nvmefs_runs_release(struct nvmefs_runs *a, uint64_t id);
  * and not yet committed, nor held. */
 uint64_t nvmefs_runs_free_blocks(struct nvmefs_runs *a);
 
+/* Whether a commit has failed (nvmefs_runs_commit): every later
+ * nvmefs_runw_begin and commit then says -EIO, so a caller about to read
+ * much for a run it would write can stop first. */
+bool nvmefs_runs_failed(struct nvmefs_runs *a);
+
 /* ---- writing a run ---- */
 
 struct nvmefs_runw {

@@ -23,13 +23,16 @@
 #include <string.h>
 
 #include "memtable_i.h"
+#include "nvmefs/devset.h"
+#include "nvmefs/util.h"
 #include "runfmt_i.h"
 #include "store.h"
 #include "util_i.h"
 
-#define L0_RUNS_DEFAULT	  4u
-#define L1_BLOCKS_DEFAULT 2560u
-#define FANOUT_DEFAULT	  10u
+#define L0_RUNS_DEFAULT	   4u
+#define L1_BLOCKS_DEFAULT  2560u
+#define FANOUT_DEFAULT	   10u
+#define RUN_BLOCKS_DEFAULT 512u /* 2 MiB */
 
 /* An open run, shared by the views that name it. */
 struct srun {
@@ -37,10 +40,12 @@ struct srun {
 	unsigned refs; /* protected by s->lock */
 };
 
-/* The live runs, newest first: level 0 by id descending, then levels 1.. */
+/* The live runs, newest first: level 0 by id descending, then levels 1..,
+ * each by smallest key (their key ranges are disjoint). */
 struct view {
 	unsigned refs; /* protected by s->lock */
 	size_t n;
+	size_t lvl[NVMEFS_RUN_LEVELS + 1]; /* level k is run[lvl[k]..lvl[k + 1]) */
 	struct srun *run[];
 };
 
@@ -55,6 +60,10 @@ struct nvmefs_store {
 	struct view *view;	      /* protected by lock */
 	struct nvmefs_store_stats st; /* protected by lock */
 	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
+	/* Each level's compaction cursor: the largest key of the run it last
+	 * pushed down (length 0: none); protected by compact_lock. */
+	uint8_t cursor[NVMEFS_RUN_LEVELS][NVMEFS_KEY_MAX];
+	uint16_t cursor_len[NVMEFS_RUN_LEVELS];
 };
 
 /* ---- runs and views (lock held where said) ---- */
@@ -119,6 +128,8 @@ static int newest_first(const void *x, const void *y)
 
 	if (a->level != b->level)
 		return a->level < b->level ? -1 : 1;
+	if (a->level)
+		return nvmefs_key_cmp(a->min, a->min_len, b->min, b->min_len);
 	return a->id > b->id ? -1 : a->id < b->id;
 }
 
@@ -132,32 +143,66 @@ static void drop_written(struct nvmefs_store *s, uint64_t id)
 	(void)ret;
 }
 
-/* Fill v (allocated for n runs) with the runs[0..n) of a committed
- * manifest: the current view's open runs, or fresh (lock held). */
-static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmefs_run_meta *runs,
-		      size_t n, struct srun *fresh)
+/* Sort v newest first and note where each level starts. false when two
+ * runs of a level >= 1 overlap: a lookup reads one run per level. */
+static bool view_sort(struct view *v)
 {
-	for (size_t i = 0; i < n; i++) {
-		struct srun *sr = fresh && fresh->r.meta.id == runs[i].id ? fresh : NULL;
+	size_t i = 0;
 
-		for (size_t j = 0; j < s->view->n && !sr; j++)
-			if (s->view->run[j]->r.meta.id == runs[i].id)
-				sr = s->view->run[j];
+	qsort(v->run, v->n, sizeof(v->run[0]), newest_first);
+	for (uint32_t k = 0; k <= NVMEFS_RUN_LEVELS; k++) {
+		while (i < v->n && v->run[i]->r.meta.level < k)
+			i++;
+		v->lvl[k] = i;
+	}
+	for (i = 1; i < v->n; i++) {
+		const struct nvmefs_run_meta *a = &v->run[i - 1]->r.meta, *b = &v->run[i]->r.meta;
+
+		if (b->level && a->level == b->level &&
+		    nvmefs_key_cmp(a->max, a->max_len, b->min, b->min_len) >= 0)
+			return false;
+	}
+	return true;
+}
+
+/* An open run of id among run[0..n), or NULL. */
+static struct srun *find_srun(struct srun *const *run, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (run[i]->r.meta.id == id)
+			return run[i];
+	return NULL;
+}
+
+/* Fill v (allocated for n runs) with the runs[0..n) of a committed
+ * manifest: the current view's open runs, or fresh[0..nfresh) (lock held). */
+static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmefs_run_meta *runs,
+		      size_t n, struct srun *const *fresh, size_t nfresh)
+{
+	bool disjoint;
+
+	for (size_t i = 0; i < n; i++) {
+		struct srun *sr = find_srun(fresh, nfresh, runs[i].id);
+
+		if (!sr)
+			sr = find_srun(s->view->run, s->view->n, runs[i].id);
 		assert(sr); /* every committed run is open */
 		sr->refs++;
 		v->run[v->n++] = sr;
 	}
-	qsort(v->run, v->n, sizeof(v->run[0]), newest_first);
+	disjoint = view_sort(v);
+	assert(disjoint); /* what pick() chose to replace covers the output */
+	(void)disjoint;
 }
 
 /*
- * Commit the current manifest less the runs drop[0..ndrop) plus fresh (may
- * be NULL), with replay, and install the view of it (commit_lock held).
- * With clear_imm the frozen memtable is gone in the same step (its run is
- * fresh). 0 or -errno (nothing changed).
+ * Commit the current manifest less the runs drop[0..ndrop) plus
+ * fresh[0..nfresh), with replay, and install the view of it (commit_lock
+ * held). With clear_imm the frozen memtable is gone in the same step (its
+ * run is fresh). 0 or -errno (nothing changed).
  */
 static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t ndrop,
-		       struct srun *fresh, uint64_t replay, bool clear_imm)
+		       struct srun *const *fresh, size_t nfresh, uint64_t replay, bool clear_imm)
 {
 	const struct nvmefs_manifest *cur = nvmefs_runs_current(s->a);
 	struct nvmefs_memtable *imm = NULL;
@@ -166,8 +211,8 @@ static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t 
 	size_t n = 0;
 	int ret = -ENOMEM;
 
-	list = malloc((cur->n + 1) * sizeof(*list));
-	v = view_alloc(cur->n + 1);
+	list = malloc((cur->n + nfresh) * sizeof(*list));
+	v = view_alloc(cur->n + nfresh);
 	if (!list || !v)
 		goto out;
 	for (size_t i = 0; i < cur->n; i++) {
@@ -178,13 +223,13 @@ static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t 
 		if (!gone)
 			list[n++] = cur->runs[i];
 	}
-	if (fresh)
-		list[n++] = fresh->r.meta;
+	for (size_t i = 0; i < nfresh; i++)
+		list[n++] = fresh[i]->r.meta;
 	ret = nvmefs_runs_commit(s->a, list, n, replay);
 	if (ret)
 		goto out;
 	pthread_mutex_lock(&s->lock);
-	view_fill(s, v, list, n, fresh);
+	view_fill(s, v, list, n, fresh, nfresh);
 	old = s->view;
 	s->view = v;
 	v = NULL;
@@ -247,7 +292,10 @@ static int open_view(struct nvmefs_store *s)
 			s->view->n++;
 		}
 	}
-	qsort(s->view->run, s->view->n, sizeof(s->view->run[0]), newest_first);
+	if (!ret && !view_sort(s->view)) {
+		nvmefs_err("%s: run area: two runs of one level overlap", s->a->dev->path);
+		ret = -EINVAL;
+	}
 	s->st.runs = (unsigned)s->view->n;
 	return ret;
 }
@@ -268,6 +316,7 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 	s->cfg.l0_runs = s->cfg.l0_runs ? s->cfg.l0_runs : L0_RUNS_DEFAULT;
 	s->cfg.l1_blocks = s->cfg.l1_blocks ? s->cfg.l1_blocks : L1_BLOCKS_DEFAULT;
 	s->cfg.fanout = s->cfg.fanout > 1 ? s->cfg.fanout : FANOUT_DEFAULT;
+	s->cfg.run_blocks = s->cfg.run_blocks ? s->cfg.run_blocks : RUN_BLOCKS_DEFAULT;
 	pthread_mutex_init(&s->flush_lock, NULL);
 	pthread_mutex_init(&s->compact_lock, NULL);
 	pthread_mutex_init(&s->commit_lock, NULL);
@@ -366,30 +415,55 @@ static int copy_out(const struct nvmefs_run_ent *e, void *val, size_t cap, size_
 	return 0;
 }
 
-/* The runs of v newest first: the first that has an entry for key. */
-static int get_runs(struct view *v, const uint8_t *key, size_t klen, void *val, size_t cap,
-		    size_t *vlen)
+/* The run of level k >= 1 whose range may hold key: the last one whose
+ * smallest key is <= key (binary search), or v->lvl[k + 1] when none. */
+static size_t level_find(const struct view *v, uint32_t k, const uint8_t *key, size_t klen)
 {
+	size_t lo = v->lvl[k], hi = v->lvl[k + 1]; /* the first above key is in [lo, hi] */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct nvmefs_run_meta *m = &v->run[mid]->r.meta;
+
+		if (nvmefs_key_cmp(m->min, m->min_len, key, klen) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > v->lvl[k] ? lo - 1 : v->lvl[k + 1];
+}
+
+/* Look key up in one run: -ENOENT (not there), 0 with *e, or -errno.
+ * *reads counts the run blocks read (one per run that may hold it). */
+static int get_run(struct nvmefs_runr *r, const uint8_t *key, size_t klen, uint8_t **buf,
+		   struct nvmefs_run_ent *e, unsigned *reads)
+{
+	if (!nvmefs_runr_may_hold(r, key, klen))
+		return -ENOENT;
+	if (!*buf && !(*buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF)))
+		return -ENOMEM;
+	(*reads)++;
+	return nvmefs_runr_get(r, key, klen, *buf, e);
+}
+
+/* The runs of v newest first: every level-0 run, then at most one run of
+ * each level >= 1 (the one whose range may hold key). */
+static int get_runs(struct view *v, const uint8_t *key, size_t klen, void *val, size_t cap,
+		    size_t *vlen, unsigned *reads)
+{
+	struct nvmefs_run_ent e = {0};
 	uint8_t *buf = NULL;
 	int ret = -ENOENT;
 
-	for (size_t i = 0; i < v->n; i++) {
-		struct nvmefs_runr *r = &v->run[i]->r;
-		struct nvmefs_run_ent e;
+	for (uint32_t k = 0; k < NVMEFS_RUN_LEVELS && ret == -ENOENT; k++) {
+		size_t i = k ? level_find(v, k, key, klen) : v->lvl[0];
+		size_t end = k ? (i < v->lvl[k + 1] ? i + 1 : i) : v->lvl[1];
 
-		if (!nvmefs_runr_may_hold(r, key, klen))
-			continue;
-		if (!buf && !(buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF))) {
-			ret = -ENOMEM;
-			break;
-		}
-		ret = nvmefs_runr_get(r, key, klen, buf, &e);
-		if (ret == -ENOENT)
-			continue;
-		if (!ret)
-			ret = copy_out(&e, val, cap, vlen);
-		break;
+		for (; i < end && ret == -ENOENT; i++)
+			ret = get_run(&v->run[i]->r, key, klen, &buf, &e, reads);
 	}
+	if (!ret)
+		ret = copy_out(&e, val, cap, vlen);
 	free(buf);
 	return ret;
 }
@@ -399,6 +473,7 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 {
 	const struct nvmefs_mem_node *x;
 	struct nvmefs_run_ent e;
+	unsigned reads = 0;
 	struct view *v;
 	int ret;
 
@@ -417,8 +492,9 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 	v = s->view;
 	v->refs++;
 	pthread_mutex_unlock(&s->lock);
-	ret = get_runs(v, key, klen, val, cap, vlen);
+	ret = get_runs(v, key, klen, val, cap, vlen, &reads);
 	pthread_mutex_lock(&s->lock);
+	s->st.get_blocks_read += reads;
 	view_put(s, v);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
@@ -490,7 +566,7 @@ static int flush_imm(struct nvmefs_store *s)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&s->commit_lock);
-	ret = commit_view(s, NULL, 0, sr, s->imm_replay, true);
+	ret = commit_view(s, NULL, 0, &sr, 1, s->imm_replay, true);
 	pthread_mutex_unlock(&s->commit_lock);
 	if (ret) {
 		uint64_t id = sr->r.meta.id;
@@ -514,7 +590,7 @@ static int commit_replay(struct nvmefs_store *s, uint64_t replay)
 
 	pthread_mutex_lock(&s->commit_lock);
 	if (nvmefs_runs_current(s->a)->replay != replay)
-		ret = commit_view(s, NULL, 0, NULL, replay, false);
+		ret = commit_view(s, NULL, 0, NULL, 0, replay, false);
 	pthread_mutex_unlock(&s->commit_lock);
 	return ret;
 }
@@ -569,23 +645,72 @@ struct pick {
 	size_t n;
 	uint32_t level; /* the output's */
 	bool drop_tombs;
+	const struct nvmefs_run_meta *lo, *hi; /* the inputs' smallest and largest keys */
 };
+
+/* Does run m's key range meet [p->lo's min, p->hi's max]? */
+static bool overlaps(const struct pick *p, const struct nvmefs_run_meta *m)
+{
+	return p->lo && nvmefs_key_cmp(m->max, m->max_len, p->lo->min, p->lo->min_len) >= 0 &&
+	       nvmefs_key_cmp(m->min, m->min_len, p->hi->max, p->hi->max_len) <= 0;
+}
+
+static void pick_add(struct pick *p, struct srun *sr)
+{
+	const struct nvmefs_run_meta *m = &sr->r.meta;
+
+	p->in[p->n++] = sr;
+	if (!p->lo || nvmefs_key_cmp(m->min, m->min_len, p->lo->min, p->lo->min_len) < 0)
+		p->lo = m;
+	if (!p->hi || nvmefs_key_cmp(m->max, m->max_len, p->hi->max, p->hi->max_len) > 0)
+		p->hi = m;
+}
 
 /* Runs of v at levels [lo, hi] into p, in v's order (newest first). */
 static void pick_levels(const struct view *v, uint32_t lo, uint32_t hi, struct pick *p)
 {
-	for (size_t i = 0; i < v->n; i++)
-		if (v->run[i]->r.meta.level >= lo && v->run[i]->r.meta.level <= hi)
-			p->in[p->n++] = v->run[i];
+	for (size_t i = v->lvl[lo]; i < v->lvl[hi + 1]; i++)
+		pick_add(p, v->run[i]);
+}
+
+/* The runs of level k that overlap the inputs so far (their range is then
+ * the inputs': a level's runs are disjoint, so the output will be too). */
+static void pick_overlapping(const struct view *v, uint32_t k, struct pick *p)
+{
+	size_t n = p->n;
+
+	for (size_t i = v->lvl[k]; i < v->lvl[k + 1]; i++)
+		if (overlaps(p, &v->run[i]->r.meta))
+			p->in[n++] = v->run[i];
+	while (p->n < n)
+		pick_add(p, p->in[p->n]);
+}
+
+/* Level k's next run to push down: the first after the cursor, round
+ * robin, so that every part of the key space takes its turn. */
+static struct srun *pick_one(struct nvmefs_store *s, const struct view *v, uint32_t k)
+{
+	struct srun *sr = v->run[v->lvl[k]];
+
+	for (size_t i = v->lvl[k]; i < v->lvl[k + 1]; i++) {
+		const struct nvmefs_run_meta *m = &v->run[i]->r.meta;
+
+		if (nvmefs_key_cmp(m->min, m->min_len, s->cursor[k], s->cursor_len[k]) > 0) {
+			sr = v->run[i];
+			break;
+		}
+	}
+	memcpy(s->cursor[k], sr->r.meta.max, sr->r.meta.max_len);
+	s->cursor_len[k] = sr->r.meta.max_len;
+	return sr;
 }
 
 /* What the rule says to merge (store.h): 1, 0 when nothing is due, or
- * -ENOMEM. p->in is then the caller's to free. */
-static int pick(const struct nvmefs_store *s, const struct view *v, bool full, struct pick *p)
+ * -ENOMEM. p->in is then the caller's to free. compact_lock held. */
+static int pick(struct nvmefs_store *s, const struct view *v, bool full, struct pick *p)
 {
 	uint64_t size[NVMEFS_RUN_LEVELS] = {0};
 	uint32_t deepest = 0;
-	size_t l0 = 0;
 
 	*p = (struct pick){.in = calloc(v->n ? v->n : 1, sizeof(*p->in))};
 	if (!p->in)
@@ -594,52 +719,138 @@ static int pick(const struct nvmefs_store *s, const struct view *v, bool full, s
 		const struct nvmefs_run_meta *m = &v->run[i]->r.meta;
 
 		size[m->level] += nvmefs_run_blocks(m);
-		l0 += m->level == 0;
 		deepest = m->level > deepest ? m->level : deepest;
 	}
 	if (full && v->n) {
 		p->level = deepest ? deepest : 1;
 		pick_levels(v, 0, deepest, p);
-	} else if (l0 > s->cfg.l0_runs) {
+	} else if (v->lvl[1] > s->cfg.l0_runs) {
 		p->level = 1;
-		pick_levels(v, 0, 1, p);
+		pick_levels(v, 0, 0, p);
+		pick_overlapping(v, 1, p);
 	}
 	for (uint32_t k = 1; !p->n && k + 1 < NVMEFS_RUN_LEVELS; k++)
 		if (size[k] > budget(s, k)) {
 			p->level = k + 1;
-			pick_levels(v, k, k + 1, p);
+			pick_add(p, pick_one(s, v, k));
+			pick_overlapping(v, k + 1, p);
 		}
-	p->drop_tombs = p->level >= deepest; /* nothing older below the output */
+	/* Tombstones go when no older run could hold what they delete. */
+	p->drop_tombs = true;
+	for (size_t i = v->lvl[p->level + 1]; i < v->n && p->n; i++)
+		if (overlaps(p, &v->run[i]->r.meta))
+			p->drop_tombs = false;
 	return p->n > 0;
 }
 
-/* Every entry of the merge m into w: 0 or -errno. */
-static int copy_merge(struct nvmefs_merge *m, struct nvmefs_runw *w)
+/* A compaction's output runs, each a separate reservation. */
+struct outs {
+	struct srun **run;
+	size_t n, cap;
+};
+
+/* Give up the outputs: closed and their space free. */
+static void outs_drop(struct nvmefs_store *s, struct outs *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		uint64_t id = o->run[i]->r.meta.id;
+
+		srun_close(s, o->run[i]);
+		drop_written(s, id);
+	}
+	o->n = 0;
+}
+
+/*
+ * Blocks the output w takes at most once e is added: its data blocks, the
+ * block being filled (written when e does not fit it: one block, or up to
+ * NVMEFS_RUN_BLOCKS_MAX when it holds one long entry), e's own, and the
+ * index and filter with e. For a writer not begun (zeroed): e alone.
+ */
+static uint64_t out_need(const struct nvmefs_runw *w, const struct nvmefs_run_ent *e)
+{
+	uint64_t ent = NVMEFS_RUN_HDR + NVMEFS_RUN_ENT_HDR + e->klen + e->vlen;
+	uint64_t cur = w->big ? NVMEFS_RUN_BLOCKS_MAX : 1;
+
+	return w->meta.data_blocks + cur + (ent + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK +
+	       nvmefs_obj_blocks(w->idx_len + 6 + e->klen) +
+	       nvmefs_obj_blocks(nvmefs_filter_nbits(w->meta.nentries + 1) / 8);
+}
+
+/* Begin an output run of level for e: cfg.run_blocks reserved, or what e
+ * alone needs if that is more. */
+static int out_begin(struct nvmefs_store *s, struct nvmefs_runw *w, uint32_t level,
+		     const struct nvmefs_run_ent *e)
+{
+	const struct nvmefs_runw none = {0};
+	uint64_t want = out_need(&none, e);
+
+	return nvmefs_runw_begin(w, s->a, level,
+				 want > s->cfg.run_blocks ? want : s->cfg.run_blocks);
+}
+
+/* End the output w and open it into o. */
+static int out_end(struct nvmefs_store *s, struct nvmefs_runw *w, struct outs *o)
+{
+	struct nvmefs_run_meta meta;
+	struct srun *sr;
+	int ret = nvmefs_runw_end(w, &meta);
+
+	if (ret)
+		return ret;
+	ret = nvmefs_grow(&o->run, &o->cap, o->n + 1, sizeof(*o->run));
+	if (!ret)
+		ret = srun_open(s, &meta, &sr);
+	if (ret) {
+		drop_written(s, meta.id);
+		return ret;
+	}
+	o->run[o->n++] = sr;
+	return 0;
+}
+
+/* Every entry of the merge m into runs of level, each ended before it
+ * outgrows its reservation, into o: 0 or -errno (o then the caller's to
+ * drop). */
+static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t level,
+		      struct outs *o)
 {
 	struct nvmefs_run_ent e;
+	struct nvmefs_runw w;
+	bool open = false;
 	int ret;
 
 	while ((ret = nvmefs_merge_next(m, &e)) == 1) {
-		ret = nvmefs_runw_add(w, e.key, e.klen, e.val, e.vlen, e.tomb);
-		if (ret)
+		if (open && out_need(&w, &e) > w.cap) { /* full: e opens the next */
+			open = false;
+			ret = out_end(s, &w, o);
+			if (ret)
+				return ret;
+		}
+		if (!open && (ret = out_begin(s, &w, level, &e)))
 			return ret;
+		open = true;
+		ret = nvmefs_runw_add(&w, e.key, e.klen, e.val, e.vlen, e.tomb);
+		if (ret)
+			break;
 	}
+	if (ret && open)
+		nvmefs_runw_abort(&w);
+	else if (open)
+		ret = out_end(s, &w, o);
 	return ret;
 }
 
-/* Merge p's runs into a run of p->level: *out its open run, or NULL when
- * nothing is left (every entry deleted). */
-static int merge_write(struct nvmefs_store *s, const struct pick *p, struct srun **out)
+/* Merge p's runs into runs of p->level, into o (none when every entry
+ * was deleted): 0 or -errno (nothing left written). */
+static int merge_write(struct nvmefs_store *s, const struct pick *p, struct outs *o)
 {
 	struct nvmefs_runit *it = calloc(p->n, sizeof(*it));
 	struct nvmefs_kv_src *src = calloc(p->n, sizeof(*src));
-	struct nvmefs_run_meta meta;
 	struct nvmefs_merge m;
-	struct nvmefs_runw w;
 	size_t nit = 0;
 	int ret = it && src ? 0 : -ENOMEM;
 
-	*out = NULL;
 	for (; nit < p->n && !ret; nit++) {
 		ret = nvmefs_runit_init(&it[nit], &p->in[nit]->r);
 		src[nit] = nvmefs_runit_src(&it[nit]);
@@ -648,17 +859,10 @@ static int merge_write(struct nvmefs_store *s, const struct pick *p, struct srun
 		ret = nvmefs_merge_init(&m, src, (unsigned)p->n, !p->drop_tombs);
 	if (ret)
 		goto out;
-	ret = nvmefs_runw_begin(&w, s->a, p->level, 0);
-	if (!ret && (ret = copy_merge(&m, &w)))
-		nvmefs_runw_abort(&w);
+	ret = copy_merge(s, &m, p->level, o);
 	nvmefs_merge_exit(&m);
 	if (ret)
-		goto out;
-	ret = nvmefs_runw_end(&w, &meta);
-	if (ret == -ENODATA) /* all deleted: the inputs just go */
-		ret = 0;
-	else if (!ret && (ret = srun_open(s, &meta, out)))
-		drop_written(s, meta.id);
+		outs_drop(s, o);
 out:
 	for (size_t i = 0; i < nit; i++)
 		nvmefs_runit_exit(&it[i]);
@@ -667,9 +871,32 @@ out:
 	return ret;
 }
 
+/* Commit the outputs o in place of p's inputs, or drop them. */
+static int compact_commit(struct nvmefs_store *s, const struct pick *p, struct outs *o)
+{
+	uint64_t blocks = 0;
+	int ret;
+
+	pthread_mutex_lock(&s->commit_lock);
+	ret = commit_view(s, p->in, p->n, o->run, o->n, nvmefs_runs_current(s->a)->replay, false);
+	pthread_mutex_unlock(&s->commit_lock);
+	if (ret) {
+		outs_drop(s, o);
+		return ret;
+	}
+	for (size_t i = 0; i < o->n; i++)
+		blocks += nvmefs_run_blocks(&o->run[i]->r.meta);
+	pthread_mutex_lock(&s->lock);
+	s->st.compactions++;
+	s->st.compact_blocks_written = blocks;
+	s->st.compact_runs_written = o->n;
+	pthread_mutex_unlock(&s->lock);
+	return 1;
+}
+
 int nvmefs_store_compact(struct nvmefs_store *s, bool full)
 {
-	struct srun *sr;
+	struct outs o = {0};
 	struct view *v;
 	struct pick p;
 	int ret = 0;
@@ -680,28 +907,11 @@ int nvmefs_store_compact(struct nvmefs_store *s, bool full)
 	v->refs++;
 	pthread_mutex_unlock(&s->lock);
 	ret = pick(s, v, full, &p);
-	if (ret <= 0)
-		goto out;
-	ret = merge_write(s, &p, &sr);
-	if (ret)
-		goto out;
-	pthread_mutex_lock(&s->commit_lock);
-	ret = commit_view(s, p.in, p.n, sr, nvmefs_runs_current(s->a)->replay, false);
-	pthread_mutex_unlock(&s->commit_lock);
-	if (ret && sr) {
-		uint64_t id = sr->r.meta.id;
-
-		srun_close(s, sr);
-		drop_written(s, id);
-	}
-	if (!ret) {
-		pthread_mutex_lock(&s->lock);
-		s->st.compactions++;
-		s->st.compact_blocks_written = sr ? nvmefs_run_blocks(&sr->r.meta) : 0;
-		pthread_mutex_unlock(&s->lock);
-		ret = 1;
-	}
-out:
+	if (ret > 0) /* after a failed commit nothing is written: -EIO before reading */
+		ret = nvmefs_runs_failed(s->a) ? -EIO : merge_write(s, &p, &o);
+	if (!ret && p.n)
+		ret = compact_commit(s, &p, &o);
+	free(o.run);
 	free(p.in);
 	pthread_mutex_lock(&s->lock);
 	view_put(s, v);

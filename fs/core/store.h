@@ -19,12 +19,17 @@
  * merges the same sources over a key range (a prefix: a directory's
  * entries, a file's extents).
  *
- * Compaction, leveled: each level from 1 holds at most one run. When level
- * 0 holds more than cfg.l0_runs runs, all of them and level 1's run merge
- * into a new level-1 run; when level k >= 1's run is longer than its
- * budget (cfg.l1_blocks * cfg.fanout^(k-1) blocks), it and level k+1's
- * merge into a new level k+1 run. Tombstones are dropped when no run lies
- * below the output's level. Readers keep the runs they read held
+ * Compaction, leveled: each level from 1 holds runs of disjoint key
+ * ranges (a lookup reads at most one of them). When level 0 holds more
+ * than cfg.l0_runs runs, all of them and the level-1 runs their keys
+ * overlap merge into level 1; when level k >= 1 holds more than its
+ * budget (cfg.l1_blocks * cfg.fanout^(k-1) blocks), one of its runs (round
+ * robin over the key space) and the level k+1 runs it overlaps merge into
+ * level k+1. The output is cut into runs of at most cfg.run_blocks
+ * blocks, each its own reservation: a compaction needs no free extent
+ * longer than one of them, and no more free space in all than its inputs.
+ * Tombstones are dropped when no run below the output's level overlaps
+ * its key range. Readers keep the runs they read held
  * (nvmefs_runs_hold) so a retired run's space is reused only after its
  * manifest successor is durable and its last reader is gone.
  *
@@ -49,16 +54,21 @@ struct nvmefs_store_iter;
 
 /* Compaction's shape; a zeroed config means the defaults. */
 struct nvmefs_store_cfg {
-	unsigned l0_runs;   /* level-0 runs allowed before they merge; 0: 4 */
-	uint64_t l1_blocks; /* level 1's budget in 4 KiB blocks; 0: 2560 (10 MiB) */
-	unsigned fanout;    /* each level's budget over the one above; 0: 10 */
+	unsigned l0_runs;    /* level-0 runs allowed before they merge; 0: 4 */
+	uint64_t l1_blocks;  /* level 1's budget in 4 KiB blocks; 0: 2560 (10 MiB) */
+	unsigned fanout;     /* each level's budget over the one above; 0: 10 */
+	uint32_t run_blocks; /* a compaction's output runs: each this many 4 KiB
+			      * blocks at most (data, index, filter) unless one
+			      * entry needs more; 0: 512 (2 MiB) */
 };
 
 struct nvmefs_store_stats {
 	uint64_t flushes, compactions;	 /* committed */
 	uint64_t flush_blocks_written;	 /* by the last flush: its run's blocks */
 	uint64_t flush_blocks_read;	 /* by the last flush: the new run's index and filter */
-	uint64_t compact_blocks_written; /* by the last compaction: its run's blocks */
+	uint64_t compact_blocks_written; /* by the last compaction: its runs' blocks */
+	uint64_t compact_runs_written;	 /* by the last compaction: its output runs */
+	uint64_t get_blocks_read;	 /* run blocks read by lookups, since open */
 	size_t mem_bytes;		 /* the memtable's memory (the frozen one's apart) */
 	size_t mem_entries;
 	unsigned runs; /* live */
@@ -120,12 +130,13 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay);
 
 /*
- * One compaction step by the rule above (full: every run into one at the
- * deepest level in use, at least 1, tombstones dropped). Returns 1 when
- * runs were merged (call again while it does), 0 when nothing is due,
- * -ENOSPC (no free extent for the output: nothing changed), -ENOMEM, or
- * an I/O error or -EINVAL (a damaged input run: nothing changed); -EIO
- * for good after a failed manifest write (nvmefs_store_flush).
+ * One compaction step by the rule above (full: every run into the deepest
+ * level in use, at least 1, tombstones dropped; it needs free space as
+ * large as the whole store). Returns 1 when runs were merged (call again
+ * while it does), 0 when nothing is due, -ENOSPC (no free extent for an
+ * output run: nothing changed), -ENOMEM, or an I/O error or -EINVAL (a
+ * damaged input run: nothing changed); -EIO for good, before any input is
+ * read, after a failed manifest write (nvmefs_store_flush).
  */
 int nvmefs_store_compact(struct nvmefs_store *s, bool full);
 
