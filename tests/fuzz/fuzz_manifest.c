@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fuzz_bug.h"
+#include "fuzz_obj.h"
 #include "runs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -64,25 +65,12 @@ static void check_slot(const uint8_t *b)
 	nvmefs_manifest_free(&m);
 }
 
-/* Seal the crc over the length the header claims (what a writer can do). */
-static void reseal(uint8_t *b)
-{
-	uint32_t nb, crc;
-
-	memcpy(&nb, b + 32, 4);
-	nb = le32toh(nb);
-	if (nb == 0 || nb > SLOT)
-		return;
-	crc = htole32(nvmefs_crc32c_hole(b, (size_t)nb * NVMEFS_BLOCK, 12));
-	memcpy(b + 12, &crc, 4);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	memset(in, 0, CAP);
 	memcpy(in, data, size < CAP ? size : CAP);
 	check_slot(in);
-	reseal(in);
+	fuzz_obj_reseal(in, SLOT);
 	check_slot(in);
 	return 0;
 }

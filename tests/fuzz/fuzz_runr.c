@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_obj.h"
 #include "fuzz_vol.h"
 #include "runfmt_i.h"
 #include "runs.h"
@@ -75,20 +76,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	    nvmefs_runs_format(&dev, &geom, uuid) || nvmefs_runs_open(&area, &dev, &geom, uuid))
 		FUZZ_BUG("the harness's run area cannot be set up");
 	return 0;
-}
-
-/* Seal the crc of the object at b over the length it claims, within avail
- * blocks (what a writer can do). */
-static void reseal(uint8_t *b, uint32_t avail)
-{
-	uint32_t nb, crc;
-
-	memcpy(&nb, b + 32, 4);
-	nb = le32toh(nb);
-	if (nb == 0 || nb > avail)
-		return;
-	crc = htole32(nvmefs_crc32c_hole(b, (size_t)nb * NVMEFS_BLOCK, 12));
-	memcpy(b + 12, &crc, 4);
 }
 
 static void make_meta(const struct in_hdr *h, struct nvmefs_run_meta *m)
@@ -179,8 +166,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(tail, 0, len);
 	memcpy(tail, data + sizeof(h), size - sizeof(h) < len ? size - sizeof(h) : len);
 	if (h.mode & 1) {
-		reseal(tail, h.index_blocks);
-		reseal(tail + (size_t)h.index_blocks * NVMEFS_BLOCK, h.filter_blocks);
+		fuzz_obj_reseal(tail, h.index_blocks);
+		fuzz_obj_reseal(tail + (size_t)h.index_blocks * NVMEFS_BLOCK, h.filter_blocks);
 	}
 	if (pwrite(dev.fd, tail, len, (off_t)(TAIL_AT * NVMEFS_BLOCK)) != (ssize_t)len)
 		FUZZ_BUG("the harness's memfd refused a write");
