@@ -3,7 +3,7 @@
  * runfmt_i.h: the on-disk objects of fs/core/runfmt.c (the 64-byte header
  * that index, filter and manifest blocks share, and the bloom filter's
  * probes), for fs/core/runs.c. The manifest's encoder and decoder are in
- * runs.h.
+ * runfmt.h.
  */
 #ifndef NVMEFS_RUNFMT_I_H
 #define NVMEFS_RUNFMT_I_H
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runs.h"
+#include "runfmt.h"
 
 /* An object's header fields, as checked. */
 struct nvmefs_obj {

@@ -16,6 +16,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runfmt_i.h"
+#include "runs.h"
 #include "util_i.h"
 
 #define IDX_ENT_HDR 6u /* an index entry: block offset u32, key length u16, key */

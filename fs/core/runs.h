@@ -52,95 +52,12 @@
 #include <sys/types.h>
 
 #include "format.h"
+#include "runfmt.h"
 #include "sorted.h"
 
 struct nvmefs_dev;
 
-#define NVMEFS_MANIFEST_MAGIC "NVMEFSM2"
-#define NVMEFS_INDEX_MAGIC    "NVMEFSI2"
-#define NVMEFS_FILTER_MAGIC   "NVMEFSF2"
-#define NVMEFS_OBJ_VERSION    2u
-#define NVMEFS_OBJ_HDR	      64u
-#define NVMEFS_RUN_LEVELS     8u  /* levels 0..7 */
-#define NVMEFS_SLOT_DEFAULT   64u /* blocks per manifest slot when the geometry says 0 */
-#define NVMEFS_FILTER_BITS    10u /* per key */
-#define NVMEFS_FILTER_PROBES  7u
-/* Bytes a caller's run block buffer must hold (reader, iterator). */
-#define NVMEFS_RUN_BUF (NVMEFS_RUN_BLOCKS_MAX * NVMEFS_BLOCK)
-
-/* Where the area is on its member. */
-struct nvmefs_runs_geom {
-	uint64_t off;	      /* byte offset on the member, a multiple of NVMEFS_BLOCK */
-	uint64_t blocks;      /* length in 4 KiB blocks */
-	uint32_t slot_blocks; /* each manifest slot; 0: NVMEFS_SLOT_DEFAULT */
-};
-
-/* One run, as the manifest names it. Blocks count from the area's start. */
-struct nvmefs_run_meta {
-	uint64_t id;		/* unique in the area, < the manifest's next_id */
-	uint64_t start;		/* first block of the run's extent */
-	uint64_t nentries;	/* entries, tombstones included; >= 1 */
-	uint32_t level;		/* < NVMEFS_RUN_LEVELS */
-	uint32_t data_blocks;	/* run blocks, from start */
-	uint32_t index_blocks;	/* the index, right after them */
-	uint32_t filter_blocks; /* the filter, right after the index */
-	uint16_t min_len, max_len;
-	uint8_t min[NVMEFS_KEY_MAX]; /* the run's first key */
-	uint8_t max[NVMEFS_KEY_MAX]; /* and its last */
-};
-
-/* The extent's length: data, index and filter blocks. */
-static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
-{
-	return (uint64_t)r->data_blocks + r->index_blocks + r->filter_blocks;
-}
-
-/* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode
- * allocates it (nvmefs_manifest_free releases it). */
-struct nvmefs_manifest {
-	uint64_t seq;	  /* higher is newer; 0 is never written */
-	uint64_t next_id; /* every run id is below it */
-	uint64_t replay;  /* the caller's: where journal replay starts (opaque here) */
-	size_t n;
-	struct nvmefs_run_meta *runs;
-};
-
-/* ---- manifest encoding (pure: no I/O) ---- */
-
-/*
- * Encode m into buf (cap bytes, a multiple of NVMEFS_BLOCK) for the volume
- * uuid. Returns the bytes to write (a multiple of NVMEFS_BLOCK), or -ENOSPC
- * when it does not fit cap. m is not checked: nvmefs_runs_commit checks it.
- */
-ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uuid[16], void *buf,
-			       size_t cap);
-
-/*
- * Decode a manifest slot's len bytes at buf (of volume uuid, area g),
- * trusting nothing before it is checked: magic, crc, version, journal id,
- * its length within len, every run's fields (level, entries no more than
- * its run blocks hold, non-empty extents inside the run space and not
- * overlapping, unique ids below next_id, valid keys with min <= max), no
- * byte after the runs. Fills m (its runs
- * allocated; nvmefs_manifest_free) and returns 0, or -EINVAL, -EPROTO
- * (another version) or -ENOMEM, m then empty.
- */
-int nvmefs_manifest_decode(const void *buf, size_t len, const uint8_t uuid[16],
-			   const struct nvmefs_runs_geom *g, struct nvmefs_manifest *m);
-
-/* Release what decode allocated; m becomes empty. */
-void nvmefs_manifest_free(struct nvmefs_manifest *m);
-
 /* ---- the area ---- */
-
-/* A run's extent in the run space. */
-struct nvmefs_runs_ext {
-	uint64_t id, start, blocks;
-	bool done; /* busy runs: written by nvmefs_runw_end (else being written) */
-	bool held; /* busy runs: held by nvmefs_runs_hold (a reader's), not written */
-	struct nvmefs_run_meta meta; /* busy and done: what nvmefs_runw_end gave;
-				      * held: what nvmefs_runs_hold was given */
-};
 
 struct nvmefs_runs {
 	struct nvmefs_dev *dev; /* not owned: outlives the area */
