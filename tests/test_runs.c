@@ -20,12 +20,14 @@
  *    or not, and a held run that is neither live nor written; after a
  *    commit whose manifest was written but not flushed (fault injection)
  *    nothing is written until a reopen, which finds that manifest and its
- *    replay position;
+ *    mark (replay position, next inode, inode count);
  *  - corruption: a byte flipped in any block of a run (run blocks, index,
  *    filter) is refused on read; the manifest decoder refuses manifests
  *    torn, of another volume, with overlapping runs, reused ids, a level
  *    past 7, an id not below the next, min > max, bytes after the last
- *    run or more entries than a run's blocks hold; the reader a filter of
+ *    run or more entries than a run's blocks hold, a mark of fewer words
+ *    or a non-zero reserved field (-EINVAL) or of more words (-EPROTO: a
+ *    newer committer's); the reader a filter of
  *    0 bits and an index counting more run blocks than it lists; a damaged
  *    current slot leaves the previous manifest current; another version's
  *    manifest in either slot fails the open;
@@ -55,7 +57,8 @@
 static const uint8_t uuid[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 static const uint8_t other[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const struct nvmefs_runs_geom geom = {.off = 64 * 1024, .blocks = 1536, .slot_blocks = 4};
-static uint8_t *blk; /* NVMEFS_RUN_BUF, aligned */
+static const struct nvmefs_mark nomark; /* a committer's mark of zeros */
+static uint8_t *blk;			/* NVMEFS_RUN_BUF, aligned */
 
 static void *aligned(size_t len)
 {
@@ -260,11 +263,17 @@ static void test_grid(void)
 		t[g] = make_run((uint32_t)g + 1, grid[g].n, grid[g].flags);
 		CHECK_ERR(write_run(a, t[g], grid[g].n, (uint32_t)g % NVMEFS_RUN_LEVELS, &m[g]), 0);
 	}
-	CHECK_ERR(nvmefs_runs_commit(a, m, ng, 0x1122334455667788ull), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, m, ng,
+				     &(struct nvmefs_mark){.replay = 0x1122334455667788ull,
+							   .next_ino = 0x8877665544332211ull,
+							   .ninodes = 12345}),
+		  0);
 	nvmefs_runs_close(a);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK(nvmefs_runs_current(a)->n == ng && nvmefs_runs_current(a)->seq == 2);
-	CHECK(nvmefs_runs_current(a)->replay == 0x1122334455667788ull);
+	CHECK(nvmefs_runs_current(a)->mark.replay == 0x1122334455667788ull &&
+	      nvmefs_runs_current(a)->mark.next_ino == 0x8877665544332211ull &&
+	      nvmefs_runs_current(a)->mark.ninodes == 12345);
 	for (size_t g = 0; g < ng; g++) {
 		const struct nvmefs_run_meta *cm = &nvmefs_runs_current(a)->runs[g];
 		struct nvmefs_runr r;
@@ -395,15 +404,15 @@ static void test_space(void)
 	nvmefs_runw_abort(&w);
 	CHECK_ERR(write_run(a, t, 400, 0, &m1), 0);
 	CHECK(m1.start == 2 * geom.slot_blocks);
-	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, &nomark), 0);
 	CHECK_ERR(write_run(a, t, 400, 1, &m2), 0);
 	CHECK(!overlap(&m1, &m2));
 	/* Not yet committed: m3 cannot take m1's place or m2's. */
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start >= m2.start + nvmefs_run_blocks(&m2));
 	nvmefs_runw_abort(&w);
-	CHECK_ERR(nvmefs_runs_hold(a, &m1), 0);		/* a reader of m1 */
-	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, 0), 0); /* m1 leaves */
+	CHECK_ERR(nvmefs_runs_hold(a, &m1), 0);		      /* a reader of m1 */
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, &nomark), 0); /* m1 leaves */
 	CHECK_ERR(nvmefs_runw_begin(&w, a, 0, nvmefs_run_blocks(&m1)), 0);
 	CHECK(w.meta.start != m1.start); /* held: not reused yet */
 	nvmefs_runw_abort(&w);
@@ -425,17 +434,17 @@ static void test_space(void)
 	nfree = nvmefs_runs_free_blocks(a);
 	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0); /* the writer's entry, not the hold */
 	CHECK(nvmefs_runs_free_blocks(a) == nfree);
-	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL); /* held is not written */
-	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);	      /* only held: nothing to drop */
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, &nomark), -EINVAL); /* held is not written */
+	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);		    /* only held: nothing to drop */
 	CHECK(nvmefs_runs_free_blocks(a) == nfree);
 	nvmefs_runs_release(a, m3.id);
 	CHECK(nvmefs_runs_free_blocks(a) == nfree + nvmefs_run_blocks(&m3));
 	CHECK_ERR(write_run(a, t, 400, 0, &m3), 0);
 	CHECK_ERR(nvmefs_runs_drop(a, m3.id), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL); /* dropped: unknown */
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, &nomark), -EINVAL); /* dropped: unknown */
 	m3 = m2;
 	m3.id = 999;
-	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, 0), -EINVAL);
+	CHECK_ERR(nvmefs_runs_commit(a, &m3, 1, &nomark), -EINVAL);
 	nvmefs_runs_close(a);
 	free(t);
 }
@@ -453,7 +462,7 @@ static void test_commit_altered(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 100, 0, &live), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &live, 1, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &live, 1, &nomark), 0);
 	CHECK_ERR(write_run(a, t, 100, 1, &m), 0);
 	CHECK_ERR(nvmefs_runs_hold(a, &live), 0);
 	CHECK_ERR(nvmefs_runs_hold(a, &m), 0);
@@ -479,14 +488,14 @@ static void test_commit_altered(void)
 			memcpy(x->max, x->min, x->min_len);
 			break;
 		}
-		CHECKF(nvmefs_runs_commit(a, two, 2, 0) == -EINVAL, "%s run, change %d",
+		CHECKF(nvmefs_runs_commit(a, two, 2, &nomark) == -EINVAL, "%s run, change %d",
 		       k % 2 ? "pending" : "live", k / 2);
 	}
 	two[0] = live;
 	two[1] = m;
-	CHECK_ERR(nvmefs_runs_commit(a, two, 2, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, two, 2, &nomark), 0);
 	CHECK(a->nbusy == 2); /* m is live: its writer's entry went, the holds stay */
-	CHECK_ERR(nvmefs_runs_commit(a, two, 2, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, two, 2, &nomark), 0);
 	nvmefs_runs_release(a, live.id);
 	nvmefs_runs_release(a, m.id);
 	CHECK(a->nbusy == 0);
@@ -559,7 +568,7 @@ static void test_corrupt_run(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 60, 2, &m), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, &nomark), 0);
 	CHECK_ERR(read_all(a, &m, t, 60), 0);
 	for (uint64_t b = 0; b < nvmefs_run_blocks(&m); b++) {
 		size_t at = (size_t)(b * 977 % NVMEFS_BLOCK);
@@ -580,11 +589,16 @@ static void test_corrupt_run(void)
 
 static struct nvmefs_run_meta mr[16]; /* big_manifest's runs */
 
-/* A manifest of mr[0..n) (next id 100, replay seq << 40) into buf. */
+/* A manifest of mr[0..n) (next id 100, mark seq << 40, + 1, + 2) into buf. */
 static ssize_t encode_mr(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n)
 {
-	struct nvmefs_manifest m = {
-		.seq = seq, .next_id = 100, .replay = seq << 40, .n = n, .runs = mr};
+	struct nvmefs_manifest m = {.seq = seq,
+				    .next_id = 100,
+				    .mark = {.replay = seq << 40,
+					     .next_ino = (seq << 40) + 1,
+					     .ninodes = (seq << 40) + 2},
+				    .n = n,
+				    .runs = mr};
 
 	return nvmefs_manifest_encode(&m, uuid, buf, cap);
 }
@@ -648,6 +662,15 @@ static void bad_manifest(uint8_t *buf, size_t cap, int how)
 		memset(buf + NVMEFS_OBJ_HDR + le32toh(used), how == 5 ? 0xa5 : 0, 7);
 		nvmefs_obj_seal(buf, NVMEFS_MANIFEST_MAGIC, uuid, &o);
 	}
+	if (how >= 7) { /* the mark: fewer words, more words, reserved field set */
+		uint32_t v = htole32(how == 7 ? NVMEFS_MARK_WORDS - 1
+					      : (how == 8 ? NVMEFS_MARK_WORDS + 1 : 1));
+
+		memcpy(&used, buf + 36, 4);
+		o.used = le32toh(used);
+		memcpy(buf + NVMEFS_OBJ_HDR + (how == 9 ? 4 : 0), &v, 4);
+		nvmefs_obj_seal(buf, NVMEFS_MANIFEST_MAGIC, uuid, &o);
+	}
 }
 
 static void test_corrupt_manifest(void)
@@ -661,7 +684,8 @@ static void test_corrupt_manifest(void)
 	olen = big_manifest(old, cap, 3, 12, false, 1);
 	CHECKF(len > (ssize_t)NVMEFS_BLOCK && len == olen, "manifest of %zd bytes", len);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), 0);
-	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100 && m.replay == 5ull << 40);
+	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100 && m.mark.replay == 5ull << 40 &&
+	      m.mark.next_ino == (5ull << 40) + 1 && m.mark.ninodes == (5ull << 40) + 2);
 	nvmefs_manifest_free(&m);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, other, &geom, &m), -EINVAL);
 	CHECK_ERR(nvmefs_manifest_decode(buf, (size_t)len - NVMEFS_BLOCK, uuid, &geom, &m),
@@ -677,15 +701,16 @@ static void test_corrupt_manifest(void)
 		CHECKF(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m) < 0, "byte %zd", at);
 		buf[at] ^= 1;
 	}
-	for (int how = 0; how <= 6; how++) { /* 0: unchanged, decodes */
-		static const char *const what[] = {"none",	    "reused id", "level 8",
-						   "id = next_id",  "min > max", "trailing bytes",
-						   "trailing zeros"};
+	for (int how = 0; how <= 9; how++) { /* 0: unchanged, decodes */
+		static const char *const what[] = {"none",	     "reused id",  "level 8",
+						   "id = next_id",   "min > max",  "trailing bytes",
+						   "trailing zeros", "short mark", "a newer mark",
+						   "mark reserved"};
 		int ret;
 
 		bad_manifest(buf, cap, how);
 		ret = nvmefs_manifest_decode(buf, cap, uuid, &geom, &m);
-		CHECKF(ret == (how ? -EINVAL : 0), "%s: %d", what[how], ret);
+		CHECKF(ret == (how == 8 ? -EPROTO : how ? -EINVAL : 0), "%s: %d", what[how], ret);
 		nvmefs_manifest_free(&m);
 	}
 	big_manifest(buf, cap, 5, 3, true, 0);
@@ -723,7 +748,7 @@ static void test_huge_nentries(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 20, 0, &m), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, &nomark), 0);
 	bad = m;
 	bad.nentries = m.data_blocks * NVMEFS_BLOCK / (NVMEFS_RUN_ENT_HDR + 1) + 1;
 	dm.next_id = m.id + 1;
@@ -795,11 +820,11 @@ static void test_slot_fallback(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 30, 0, &m1), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, 0), 0); /* seq 2, slot B */
+	CHECK_ERR(nvmefs_runs_commit(a, &m1, 1, &nomark), 0); /* seq 2, slot B */
 	CHECK_ERR(write_run(a, t, 30, 0, &m2), 0);
 	both[0] = m1;
 	both[1] = m2;
-	CHECK_ERR(nvmefs_runs_commit(a, both, 2, 0), 0); /* seq 3, slot A */
+	CHECK_ERR(nvmefs_runs_commit(a, both, 2, &nomark), 0); /* seq 3, slot A */
 	CHECK(a->cur_slot == 0);
 	nvmefs_runs_close(a);
 	flip(0, 100);
@@ -833,23 +858,24 @@ static void test_commit_fail(void)
 	CHECK_ERR(write_run(a, t, 200, 0, &m), 0);
 	CHECK_ERR(nvmefs_runs_hold(a, &m), 0);	    /* a reader's, as the store's */
 	CHECK_ERR(nvmefs_dev_inject(dev(), &f), 0); /* the flush after the manifest fails */
-	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 77), -EIO);
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, &(struct nvmefs_mark){.replay = 77, .ninodes = 3}),
+		  -EIO);
 	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
-	CHECK(nvmefs_runs_current(a)->seq == 1 && nvmefs_runs_current(a)->replay == 0);
+	CHECK(nvmefs_runs_current(a)->seq == 1 && nvmefs_runs_current(a)->mark.replay == 0);
 	CHECK_ERR(nvmefs_runs_drop(a, m.id), 0);
 	nvmefs_runs_release(a, m.id);		       /* m's space is free in memory now */
 	CHECK_ERR(write_run(a, u, 200, 0, &m2), -EIO); /* it would land on m */
-	CHECK_ERR(nvmefs_runs_commit(a, NULL, 0, 0), -EIO);
+	CHECK_ERR(nvmefs_runs_commit(a, NULL, 0, &nomark), -EIO);
 	nvmefs_runs_close(a);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	cur = nvmefs_runs_current(a);
 	CHECK(cur->seq == 2 && cur->n == 1); /* the failed manifest was durable */
-	CHECK(cur->replay == 77);
+	CHECK(cur->mark.replay == 77 && cur->mark.ninodes == 3);
 	for (size_t i = 0; i < cur->n; i++)
 		CHECK_ERR(read_all(a, &cur->runs[i], t, 200), 0);
 	CHECK_ERR(write_run(a, u, 200, 0, &m2), 0); /* reopened: usable again */
 	CHECK(!overlap(&m, &m2));
-	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, &m2, 1, &nomark), 0);
 	nvmefs_runs_close(a);
 	free(t);
 	free(u);
@@ -880,7 +906,7 @@ static void test_future_version(void)
 	CHECK_ERR(nvmefs_runs_format(dev(), &geom, uuid), 0);
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK_ERR(write_run(a, t, 30, 0, &m), 0);
-	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, 0), 0); /* seq 2, slot B */
+	CHECK_ERR(nvmefs_runs_commit(a, &m, 1, &nomark), 0); /* seq 2, slot B */
 	nvmefs_runs_close(a);
 	for (uint64_t slot = 0; slot < 2; slot++) {
 		set_version(slot, NVMEFS_OBJ_VERSION + 1);
@@ -956,7 +982,7 @@ static void pl_child(uint32_t cut, uint64_t seed)
 		_exit(4);
 	if (write(pl_pipe[1], "C", 1) != 1) /* the manifest's write starts */
 		_exit(3);
-	if (nvmefs_runs_commit(a, m, cur->n + 1, 0) == -EIO && cut == UINT32_MAX)
+	if (nvmefs_runs_commit(a, m, cur->n + 1, &nomark) == -EIO && cut == UINT32_MAX)
 		nvmefs_powerloss_now(&o, pl_report); /* after the write, before its flush */
 	_exit(10);
 }
@@ -1015,7 +1041,7 @@ static void test_powerloss(uint64_t seed)
 		CHECK_ERR(write_run(a, t, PL_N, 1, &m[i]), 0);
 		free(t);
 	}
-	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS, 0), 0);
+	CHECK_ERR(nvmefs_runs_commit(a, m, PL_RUNS, &nomark), 0);
 	CHECK(nvmefs_runs_current(a)->seq == 2);
 	nvmefs_runs_close(a);
 	CHECK(test_img_copy(img, base_img) == 0);

@@ -5,7 +5,7 @@
  *  - random puts, deletes and gets against a model, with flushes, leveled
  *    and full compactions and reopens at random points; a reopened store
  *    equals the model as of its last flush (the memtable is lost by
- *    design), with its replay position;
+ *    design), with its mark (replay position, next inode, inode count);
  *  - prefix iteration (a directory's entries, a file's extents) against
  *    the model, over memtable and runs;
  *  - tombstones hide older runs' values, stay through a compaction above
@@ -24,7 +24,7 @@
  *  - a full run area: the flush says -ENOSPC, nothing is lost or damaged;
  *  - a flush whose manifest was written but not flushed (fault injection):
  *    every later flush and compaction says -EIO at once, reads and puts go
- *    on, and a reopen finds that manifest (its run, its replay position);
+ *    on, and a reopen finds that manifest (its run, its mark);
  *  - a thread's puts, gets and prefix scans during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
  */
@@ -57,6 +57,31 @@ static uint64_t rnd(uint64_t *x)
 	*x ^= *x >> 7;
 	*x ^= *x << 17;
 	return *x;
+}
+
+/* The mark of a flush at replay position r: every field from r (all 0 for
+ * 0, as after format). */
+static struct nvmefs_mark mark_at(uint64_t r)
+{
+	return (struct nvmefs_mark){.replay = r, .next_ino = r * 3, .ninodes = r * 2};
+}
+
+static int flush_at(struct nvmefs_store *s, uint64_t r)
+{
+	struct nvmefs_mark m = mark_at(r);
+
+	return nvmefs_store_flush(s, &m);
+}
+
+/* The replay position of the store's mark, all ones when its other fields
+ * are not the ones mark_at gave with it. */
+static uint64_t replay_of(struct nvmefs_store *s)
+{
+	struct nvmefs_mark m, want;
+
+	nvmefs_store_mark(s, &m);
+	want = mark_at(m.replay);
+	return m.next_ino == want.next_ino && m.ninodes == want.ninodes ? m.replay : UINT64_MAX;
 }
 
 /* ---- the model: key i, version v (0: absent) ---- */
@@ -294,7 +319,7 @@ static void test_model(uint64_t seed)
 		} else if (r < 900) {
 			CHECKF(holds(s, i, cur[i]), "op %d: key %d", op, i);
 		} else if (r < 940) {
-			CHECK_ERR(nvmefs_store_flush(s, (uint64_t)op), 0);
+			CHECK_ERR(flush_at(s, (uint64_t)op), 0);
 			replay = (uint64_t)op;
 			memcpy(durable, cur, sizeof(cur));
 			flushes++;
@@ -316,7 +341,7 @@ static void test_model(uint64_t seed)
 		} else {
 			nvmefs_store_close(s);
 			CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
-			CHECK(nvmefs_store_replay(s) == replay);
+			CHECK(replay_of(s) == replay);
 			memcpy(cur, durable, sizeof(cur));
 			check_space(s, "reopened");
 			reopens++;
@@ -363,21 +388,21 @@ static void test_tombstones(void)
 		CHECK_ERR(put_v(s, i, 1), 0);
 		cur[i] = 1;
 	}
-	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	CHECK_ERR(flush_at(s, 1), 0);
 	CHECK_ERR(put_v(s, 600, 1), 0);
 	cur[600] = 1;
-	CHECK_ERR(nvmefs_store_flush(s, 2), 0);
+	CHECK_ERR(flush_at(s, 2), 0);
 	compact_all(s);
 	CHECK(entries_at(s, 2, &nr) == 101 && nr == 1); /* all at level 2 */
 	for (int i = 0; i < 150; i += 3) {
 		CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
 		cur[i] = 0;
 	}
-	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
+	CHECK_ERR(flush_at(s, 3), 0);
 	CHECK(holds(s, 0, 0) && holds(s, 150, 1)); /* hidden by a level-0 tombstone */
 	CHECK_ERR(put_v(s, 603, 1), 0);
 	cur[603] = 1;
-	CHECK_ERR(nvmefs_store_flush(s, 4), 0);
+	CHECK_ERR(flush_at(s, 4), 0);
 	CHECK_ERR(nvmefs_store_compact(s, false), 1);  /* level 0 into 1, above level 2 */
 	CHECK(entries_at(s, 1, &nr) == 51 && nr == 1); /* the 50 tombstones kept */
 	check_all(s, cur, "tombstones at level 1");
@@ -392,7 +417,7 @@ static void test_tombstones(void)
 	CHECK_ERR(nvmefs_store_del(s, keys[600].k, keys[600].klen), 0);
 	CHECK_ERR(nvmefs_store_del(s, keys[603].k, keys[603].klen), 0);
 	cur[600] = cur[603] = 0;
-	CHECK_ERR(nvmefs_store_flush(s, 5), 0);
+	CHECK_ERR(flush_at(s, 5), 0);
 	CHECK_ERR(nvmefs_store_compact(s, true), 1);
 	CHECK(nvmefs_runs_current(nvmefs_store_area(s))->n == 0);
 	check_all(s, cur, "all deleted");
@@ -418,15 +443,15 @@ static void test_flush_cost(void)
 	struct nvmefs_store_stats small, big;
 
 	put_inodes(s, 1, 200, 1);
-	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	CHECK_ERR(flush_at(s, 1), 0);
 	nvmefs_store_stats(s, &small);
 	for (uint64_t b = 0; b < 10; b++) { /* the store grows 100 times */
 		put_inodes(s, 1000 + b * 2000, 2000, 2);
-		CHECK_ERR(nvmefs_store_flush(s, 2 + b), 0);
+		CHECK_ERR(flush_at(s, 2 + b), 0);
 		compact_all(s);
 	}
 	put_inodes(s, 50000, 200, 3); /* a memtable like the first */
-	CHECK_ERR(nvmefs_store_flush(s, 20), 0);
+	CHECK_ERR(flush_at(s, 20), 0);
 	nvmefs_store_stats(s, &big);
 	printf("flush of 200 entries: %" PRIu64 " blocks written, %" PRIu64
 	       " read, at 200 and at 20,400 keys\n",
@@ -500,7 +525,7 @@ static void test_nearly_full(void)
 	while (s && blocks_at(s, NVMEFS_RUN_LEVELS) * 10 < space * 8 && nkeys < 200000) {
 		put_inodes(s, 1 + nkeys, 2000, 6);
 		nkeys += 2000;
-		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		CHECK_ERR(flush_at(s, replay++), 0);
 		compact_all(s);
 	}
 	if (!s)
@@ -521,7 +546,7 @@ static void test_nearly_full(void)
 	check_inodes(s, 1, nkeys, 6);
 	for (int round = 0; round < 3; round++) { /* rewrites: compactions down to the deepest */
 		put_inodes(s, nkeys / 3 + (uint64_t)round * 2000, 2000, 7);
-		CHECK_ERR(nvmefs_store_flush(s, replay++), 0);
+		CHECK_ERR(flush_at(s, replay++), 0);
 		compact_all(s);
 	}
 	nvmefs_store_stats(s, &st);
@@ -587,7 +612,7 @@ static void pl_child(uint32_t cut, uint64_t seed, enum pl_mode mode)
 		change(s, next);
 	if (nvmefs_powerloss_record(set) || nvmefs_powerloss_after(cut, &o, pl_report))
 		_exit(2);
-	if (compact ? nvmefs_store_compact(s, mode == PL_FULL) != 1 : nvmefs_store_flush(s, 2) != 0)
+	if (compact ? nvmefs_store_compact(s, mode == PL_FULL) != 1 : flush_at(s, 2) != 0)
 		_exit(4);
 	_exit(10);
 }
@@ -612,7 +637,7 @@ static int pl_once(uint32_t cut, uint64_t seed, enum pl_mode mode)
 	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &pl_cfg), 0);
 	if (!s)
 		return 1;
-	replay = nvmefs_store_replay(s);
+	replay = replay_of(s);
 	CHECKF(replay == 1 || (replay == 2 && !compact), "cut %u: replay %" PRIu64, cut, replay);
 	if (WEXITSTATUS(st) == 10)
 		CHECK(replay == (compact ? 1u : 2u));
@@ -627,7 +652,7 @@ static int pl_once(uint32_t cut, uint64_t seed, enum pl_mode mode)
 	check_all(s, replay == 2 ? next : base, pl_name[mode]);
 	check_space(s, "after the cut");
 	CHECK_ERR(put_v(s, 5, 77), 0); /* and it goes on */
-	CHECK_ERR(nvmefs_store_flush(s, 3), 0);
+	CHECK_ERR(flush_at(s, 3), 0);
 	CHECK_ERR(nvmefs_store_compact(s, true), 1);
 	CHECK(holds(s, 5, 77));
 	check_space(s, "after the cut and a compaction");
@@ -648,7 +673,7 @@ static void test_powerloss(uint64_t seed)
 			CHECK_ERR(put_v(s, i, (uint32_t)(round * 1000 + n + 1)), 0);
 			base[i] = (uint32_t)(round * 1000 + n + 1);
 		}
-		CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+		CHECK_ERR(flush_at(s, 1), 0);
 		if (round == 3)
 			compact_all(s);
 	}
@@ -688,7 +713,7 @@ static void test_enospc(void)
 	while (flushes < 50) {
 		put_inodes(s, from, 100, 4);
 		from += 100;
-		ret = nvmefs_store_flush(s, from);
+		ret = flush_at(s, from);
 		if (ret)
 			break;
 		flushes++;
@@ -739,15 +764,15 @@ static void test_commit_fail(void)
 	if (!s)
 		return;
 	put_inodes(s, 1, 100, 1);
-	CHECK_ERR(nvmefs_store_flush(s, 1), 0);
+	CHECK_ERR(flush_at(s, 1), 0);
 	put_inodes(s, 101, 100, 2);
-	CHECK_ERR(nvmefs_store_flush(s, 2), 0);
+	CHECK_ERR(flush_at(s, 2), 0);
 	put_inodes(s, 201, 100, 3);
 	CHECK_ERR(nvmefs_dev_inject(dev(), &f), 0);
-	CHECK_ERR(nvmefs_store_flush(s, 3), -EIO);
+	CHECK_ERR(flush_at(s, 3), -EIO);
 	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
-	CHECK(nvmefs_store_replay(s) == 2);
-	CHECK_ERR(nvmefs_store_flush(s, 4), -EIO); /* the frozen memtable first: refused */
+	CHECK(replay_of(s) == 2);
+	CHECK_ERR(flush_at(s, 4), -EIO); /* the frozen memtable first: refused */
 	CHECK_ERR(nvmefs_store_compact(s, true), -EIO);
 	CHECK_ERR(nvmefs_store_compact(s, false), 0); /* nothing due: nothing tried */
 	put_inodes(s, 301, 10, 4);		      /* the memtable takes puts still */
@@ -758,13 +783,13 @@ static void test_commit_fail(void)
 	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
 	if (!s)
 		return;
-	CHECK(nvmefs_store_replay(s) == 3); /* the manifest that failed was durable */
+	CHECK(replay_of(s) == 3); /* the manifest that failed was durable */
 	for (uint64_t i = 1; i <= 310; i++)
 		bad += has_inode(s, i, (uint8_t)(i <= 300 ? (i - 1) / 100 + 1 : 4)) != (i <= 300);
 	CHECKF(bad == 0, "%u keys differ after the reopen", bad);
 	check_space(s, "reopened after a failed commit");
 	put_inodes(s, 301, 10, 5);
-	CHECK_ERR(nvmefs_store_flush(s, 5), 0); /* usable again */
+	CHECK_ERR(flush_at(s, 5), 0); /* usable again */
 	CHECK_ERR(nvmefs_store_compact(s, true), 1);
 	check_space(s, "compacted after a failed commit");
 	nvmefs_store_close(s);
@@ -812,7 +837,7 @@ static void test_threads(void)
 	CHECK(pthread_create(&t, NULL, worker_main, &w) == 0);
 	for (uint64_t b = 0; b < 20; b++) {
 		put_inodes(w.s, 1 + b * 100, 100, 5);
-		CHECK_ERR(nvmefs_store_flush(w.s, b + 1), 0);
+		CHECK_ERR(flush_at(w.s, b + 1), 0);
 		compact_all(w.s);
 	}
 	CHECK(pthread_join(t, NULL) == 0);

@@ -44,9 +44,15 @@ struct mrun_disk {
 };
 _Static_assert(sizeof(struct mrun_disk) == 48, "manifest run record is 48 bytes");
 
-/* A manifest's body starts with the committer's replay position (u64,
- * little-endian), then its runs. */
-#define MANIFEST_PREFIX 8u
+/* A manifest's body starts with the committer's mark (runfmt.h): its
+ * length in u64 words, a reserved u32, the words; then the runs. */
+struct mark_disk {
+	uint32_t words;
+	uint32_t reserved;
+	uint64_t w[NVMEFS_MARK_WORDS]; /* replay, next_ino, ninodes */
+};
+_Static_assert(sizeof(struct mark_disk) == 8 + 8 * NVMEFS_MARK_WORDS, "mark is packed");
+#define MANIFEST_PREFIX ((uint32_t)sizeof(struct mark_disk))
 
 #define CRC_OFF 12u
 
@@ -192,7 +198,9 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 			       size_t cap)
 {
 	struct nvmefs_obj o = {.id = m->seq, .count = m->n, .aux = m->next_id};
-	uint64_t replay = htole64(m->replay);
+	struct mark_disk md = {.words = htole32(NVMEFS_MARK_WORDS),
+			       .w = {htole64(m->mark.replay), htole64(m->mark.next_ino),
+				     htole64(m->mark.ninodes)}};
 	uint8_t *b = buf;
 	size_t used = MANIFEST_PREFIX;
 
@@ -200,7 +208,7 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 		used += mrun_size(&m->runs[i]);
 	if (used > UINT32_MAX || (size_t)nvmefs_obj_blocks(used) * NVMEFS_BLOCK > cap)
 		return -ENOSPC;
-	memcpy(b + NVMEFS_OBJ_HDR, &replay, MANIFEST_PREFIX);
+	memcpy(b + NVMEFS_OBJ_HDR, &md, MANIFEST_PREFIX);
 	used = MANIFEST_PREFIX;
 	for (size_t i = 0; i < m->n; i++) {
 		mrun_put(b + NVMEFS_OBJ_HDR + used, &m->runs[i]);
@@ -293,18 +301,36 @@ static int check_extents(const struct nvmefs_manifest *m, const struct nvmefs_ru
 	return ret;
 }
 
+/* The mark at the body's start (o->used bytes at b + NVMEFS_OBJ_HDR). */
+static int decode_mark(const uint8_t *b, const struct nvmefs_obj *o, struct nvmefs_mark *mk)
+{
+	struct mark_disk md;
+
+	if (o->used < 8)
+		return -EINVAL;
+	memcpy(&md, b + NVMEFS_OBJ_HDR, 8);
+	if (le32toh(md.words) > NVMEFS_MARK_WORDS)
+		return -EPROTO; /* a newer committer's: not to be overwritten */
+	if (le32toh(md.words) != NVMEFS_MARK_WORDS || md.reserved || o->used < MANIFEST_PREFIX)
+		return -EINVAL;
+	memcpy(&md, b + NVMEFS_OBJ_HDR, MANIFEST_PREFIX);
+	*mk = (struct nvmefs_mark){.replay = le64toh(md.w[0]),
+				   .next_ino = le64toh(md.w[1]),
+				   .ninodes = le64toh(md.w[2])};
+	return 0;
+}
+
 /* The run records of an object o checked at b. */
 static int decode_runs(const uint8_t *b, const struct nvmefs_obj *o,
 		       const struct nvmefs_runs_geom *g, struct nvmefs_manifest *m)
 {
 	size_t pos = MANIFEST_PREFIX, sz;
-	uint64_t replay;
+	int ret = decode_mark(b, o, &m->mark);
 
-	if (o->used < MANIFEST_PREFIX ||
-	    o->count > (o->used - MANIFEST_PREFIX) / sizeof(struct mrun_disk))
+	if (ret)
+		return ret;
+	if (o->count > (o->used - MANIFEST_PREFIX) / sizeof(struct mrun_disk))
 		return -EINVAL;
-	memcpy(&replay, b + NVMEFS_OBJ_HDR, MANIFEST_PREFIX);
-	m->replay = le64toh(replay);
 	m->runs = o->count ? calloc(o->count, sizeof(*m->runs)) : NULL;
 	if (o->count && !m->runs)
 		return -ENOMEM;

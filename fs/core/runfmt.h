@@ -56,12 +56,29 @@ static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
 	return (uint64_t)r->data_blocks + r->index_blocks + r->filter_blocks;
 }
 
+/*
+ * The committer's state a manifest carries beside its runs, opaque to the
+ * area: what a mount needs before it replays and cannot scan for. Encoded
+ * at the start of the manifest's body as a count of u64 words (u32), a
+ * reserved u32 (0), then the words, little-endian, in this order. Fields
+ * are only ever added at the end: NVMEFS_MARK_WORDS grows, and the
+ * decoder then takes an older, shorter mark with the new fields 0. A mark
+ * longer than this code knows is a newer committer's (-EPROTO).
+ */
+struct nvmefs_mark {
+	uint64_t replay;   /* the journal position replay starts from */
+	uint64_t next_ino; /* the next inode number to hand out */
+	uint64_t ninodes;  /* inodes in use */
+};
+#define NVMEFS_MARK_WORDS 3u
+_Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u64 words");
+
 /* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode
  * allocates it (nvmefs_manifest_free releases it). */
 struct nvmefs_manifest {
-	uint64_t seq;	  /* higher is newer; 0 is never written */
-	uint64_t next_id; /* every run id is below it */
-	uint64_t replay;  /* the caller's: where journal replay starts (opaque here) */
+	uint64_t seq;		 /* higher is newer; 0 is never written */
+	uint64_t next_id;	 /* every run id is below it */
+	struct nvmefs_mark mark; /* the committer's (opaque here) */
 	size_t n;
 	struct nvmefs_run_meta *runs;
 };
@@ -79,12 +96,13 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 /*
  * Decode a manifest slot's len bytes at buf (of volume uuid, area g),
  * trusting nothing before it is checked: magic, crc, version, journal id,
- * its length within len, every run's fields (level, entries no more than
- * its run blocks hold, non-empty extents inside the run space and not
- * overlapping, unique ids below next_id, valid keys with min <= max), no
- * byte after the runs. Fills m (its runs
- * allocated; nvmefs_manifest_free) and returns 0, or -EINVAL, -EPROTO
- * (another version) or -ENOMEM, m then empty.
+ * its length within len, the mark's length (NVMEFS_MARK_WORDS words,
+ * reserved zero), every run's fields (level, entries no more than its run
+ * blocks hold, non-empty extents inside the run space and not overlapping,
+ * unique ids below next_id, valid keys with min <= max), no byte after the
+ * runs. Fills m (its runs allocated; nvmefs_manifest_free) and returns 0,
+ * or -EINVAL, -EPROTO (another version, or a longer mark: a newer
+ * committer's) or -ENOMEM, m then empty.
  */
 int nvmefs_manifest_decode(const void *buf, size_t len, const uint8_t uuid[16],
 			   const struct nvmefs_runs_geom *g, struct nvmefs_manifest *m);

@@ -88,7 +88,8 @@ static int load_manifest(struct nvmefs_runs *a)
 	if (r[0] == -EPROTO || r[1] == -EPROTO) {
 		/* Another version's manifest may be the newer one: taking the
 		 * other slot would lose it, and the next commit overwrite it. */
-		nvmefs_err("%s: run area: manifest slot %c is of another version than %u",
+		nvmefs_err("%s: run area: manifest slot %c is of another version than %u "
+			   "(or carries a newer committer's mark)",
 			   a->dev->path, r[0] == -EPROTO ? 'A' : 'B', NVMEFS_OBJ_VERSION);
 		ret = -EPROTO;
 	} else if (r[0] == -ENOMEM || r[1] == -ENOMEM) {
@@ -324,9 +325,10 @@ static bool known(struct nvmefs_runs *a, const struct nvmefs_run_meta *r)
 /* Encode the next manifest of runs into buf and check it decodes (no run
  * twice, none overlapping): its length, or -errno. */
 static ssize_t encode_next(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
-			   uint64_t replay, uint8_t *buf, size_t cap, struct nvmefs_manifest *out)
+			   const struct nvmefs_mark *mark, uint8_t *buf, size_t cap,
+			   struct nvmefs_manifest *out)
 {
-	struct nvmefs_manifest m = {.seq = a->cur.seq + 1, .n = n, .replay = replay};
+	struct nvmefs_manifest m = {.seq = a->cur.seq + 1, .n = n, .mark = *mark};
 	ssize_t len;
 	int ret;
 
@@ -377,7 +379,7 @@ static void fail(struct nvmefs_runs *a)
 }
 
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
-		       uint64_t replay)
+		       const struct nvmefs_mark *mark)
 {
 	uint32_t sb = nvmefs_runs_slot_blocks(&a->g);
 	size_t cap = (size_t)sb * NVMEFS_BLOCK;
@@ -390,7 +392,7 @@ int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs
 	buf = nvmefs_aligned_alloc(cap);
 	if (!buf)
 		return -ENOMEM;
-	len = encode_next(a, runs, n, replay, buf, cap, &m);
+	len = encode_next(a, runs, n, mark, buf, cap, &m);
 	ret = len < 0 ? (int)len : 0;
 	if (ret)
 		goto out;

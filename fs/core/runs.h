@@ -21,8 +21,9 @@
  * kind-specific fields), then their bytes, zeros to the block's end.
  *
  * The manifest lists the live runs (id, level, extent, block counts, entry
- * count, smallest and largest key), after an opaque u64 its committer gives
- * (the journal position replay starts from), and goes to the slot that is not
+ * count, smallest and largest key), after an opaque mark its committer
+ * gives (struct nvmefs_mark: the journal position replay starts from, the
+ * next inode number, the inode count), and goes to the slot that is not
  * current, with the next sequence number; the current manifest is the
  * valid one with the higher sequence. A manifest is valid only whole (its
  * crc covers every block, every block carries nothing older), so a write
@@ -98,12 +99,12 @@ void nvmefs_runs_close(struct nvmefs_runs *a);
 const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
 
 /*
- * Make runs[0..n) the live runs, with replay the caller's journal position
- * (kept opaque in the manifest: nvmefs_runs_current(a)->replay to keep the
- * current one): write them as the next manifest to the spare slot, after
- * flushing the member (so every run it names is durable), and flush again.
- * Each run must be in the current manifest or written by nvmefs_runw_end
- * and not yet committed, its meta unchanged to the last field and key byte
+ * Make runs[0..n) the live runs, with *mark the caller's state (kept
+ * opaque in the manifest: &nvmefs_runs_current(a)->mark keeps the current
+ * one; it is copied before anything changes): write them as the next manifest to the spare slot,
+ * after flushing the member (so every run it names is durable), and flush again. Each run must be
+ * in the current manifest or written by nvmefs_runw_end and not yet committed, its meta unchanged
+ * to the last field and key byte
  * (-EINVAL otherwise, the caller's bug; a hold by nvmefs_runs_hold does not
  * make a run either). Afterwards runs of the old manifest that are not
  * named are free (unless held), and written runs that are named are no
@@ -113,14 +114,14 @@ const struct nvmefs_manifest *nvmefs_runs_current(const struct nvmefs_runs *a);
  *
  * An I/O error in the manifest's write or the flush after it sticks, as a
  * failed fsync does: that manifest may be durable all the same (a reopen
- * would take it, replay position included), so the space of the runs it
+ * would take it, mark included), so the space of the runs it
  * names, pending ones the caller may drop included, must not be reused.
  * Every later nvmefs_runw_begin and nvmefs_runs_commit on a then fails
  * with -EIO until the area is closed and opened again, which reads what is
  * durable. Holds and releases go on as before.
  */
 int nvmefs_runs_commit(struct nvmefs_runs *a, const struct nvmefs_run_meta *runs, size_t n,
-		       uint64_t replay);
+		       const struct nvmefs_mark *mark);
 
 /* Free a run nvmefs_runw_end wrote that will not be committed. Returns 0
  * (also when id is not pending: nothing to free), or -EBUSY when id is

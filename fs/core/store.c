@@ -56,7 +56,7 @@ struct nvmefs_store {
 	pthread_mutex_t lock;
 	struct nvmefs_memtable *mem;  /* protected by lock */
 	struct nvmefs_memtable *imm;  /* frozen, being flushed; set and cleared under lock */
-	uint64_t imm_replay;	      /* the replay position imm was frozen with */
+	struct nvmefs_mark imm_mark;  /* the mark imm was frozen with */
 	struct view *view;	      /* protected by lock */
 	struct nvmefs_store_stats st; /* protected by lock */
 	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
@@ -197,12 +197,13 @@ static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmef
 
 /*
  * Commit the current manifest less the runs drop[0..ndrop) plus
- * fresh[0..nfresh), with replay, and install the view of it (commit_lock
+ * fresh[0..nfresh), with *mark, and install the view of it (commit_lock
  * held). With clear_imm the frozen memtable is gone in the same step (its
  * run is fresh). 0 or -errno (nothing changed).
  */
 static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t ndrop,
-		       struct srun *const *fresh, size_t nfresh, uint64_t replay, bool clear_imm)
+		       struct srun *const *fresh, size_t nfresh, const struct nvmefs_mark *mark,
+		       bool clear_imm)
 {
 	const struct nvmefs_manifest *cur = nvmefs_runs_current(s->a);
 	struct nvmefs_memtable *imm = NULL;
@@ -225,7 +226,7 @@ static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t 
 	}
 	for (size_t i = 0; i < nfresh; i++)
 		list[n++] = fresh[i]->r.meta;
-	ret = nvmefs_runs_commit(s->a, list, n, replay);
+	ret = nvmefs_runs_commit(s->a, list, n, mark);
 	if (ret)
 		goto out;
 	pthread_mutex_lock(&s->lock);
@@ -353,14 +354,11 @@ void nvmefs_store_close(struct nvmefs_store *s)
 	free(s);
 }
 
-uint64_t nvmefs_store_replay(struct nvmefs_store *s)
+void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark)
 {
-	uint64_t r;
-
 	pthread_mutex_lock(&s->commit_lock);
-	r = nvmefs_runs_current(s->a)->replay;
+	*mark = nvmefs_runs_current(s->a)->mark;
 	pthread_mutex_unlock(&s->commit_lock);
-	return r;
 }
 
 struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s)
@@ -566,7 +564,7 @@ static int flush_imm(struct nvmefs_store *s)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&s->commit_lock);
-	ret = commit_view(s, NULL, 0, &sr, 1, s->imm_replay, true);
+	ret = commit_view(s, NULL, 0, &sr, 1, &s->imm_mark, true);
 	pthread_mutex_unlock(&s->commit_lock);
 	if (ret) {
 		uint64_t id = sr->r.meta.id;
@@ -583,19 +581,24 @@ static int flush_imm(struct nvmefs_store *s)
 	return 0;
 }
 
-/* Nothing to write: commit the replay position alone, if it moved. */
-static int commit_replay(struct nvmefs_store *s, uint64_t replay)
+static bool mark_eq(const struct nvmefs_mark *a, const struct nvmefs_mark *b)
+{
+	return a->replay == b->replay && a->next_ino == b->next_ino && a->ninodes == b->ninodes;
+}
+
+/* Nothing to write: commit the mark alone, if it changed. */
+static int commit_mark(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&s->commit_lock);
-	if (nvmefs_runs_current(s->a)->replay != replay)
-		ret = commit_view(s, NULL, 0, NULL, 0, replay, false);
+	if (!mark_eq(&nvmefs_runs_current(s->a)->mark, mark))
+		ret = commit_view(s, NULL, 0, NULL, 0, mark, false);
 	pthread_mutex_unlock(&s->commit_lock);
 	return ret;
 }
 
-int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay)
+int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
 	struct nvmefs_memtable *fresh = NULL;
 	bool retry;
@@ -611,12 +614,12 @@ int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay)
 		retry = s->imm != NULL; /* a failed flush's: written first */
 		if (!retry && !s->mem->n) {
 			pthread_mutex_unlock(&s->lock);
-			ret = commit_replay(s, replay);
+			ret = commit_mark(s, mark);
 			break;
 		}
 		if (!retry) { /* freeze: puts go on into fresh */
 			s->imm = s->mem;
-			s->imm_replay = replay;
+			s->imm_mark = *mark;
 			s->mem = fresh;
 			fresh = NULL;
 		}
@@ -878,7 +881,7 @@ static int compact_commit(struct nvmefs_store *s, const struct pick *p, struct o
 	int ret;
 
 	pthread_mutex_lock(&s->commit_lock);
-	ret = commit_view(s, p->in, p->n, o->run, o->n, nvmefs_runs_current(s->a)->replay, false);
+	ret = commit_view(s, p->in, p->n, o->run, o->n, &nvmefs_runs_current(s->a)->mark, false);
 	pthread_mutex_unlock(&s->commit_lock);
 	if (ret) {
 		outs_drop(s, o);

@@ -8,9 +8,10 @@
  * Writes go to a memtable (memtable_i.h: a skip list, O(log n)). A flush
  * freezes it (a pointer swap under the store's lock: puts go on into a new
  * memtable), writes it as a level-0 run and commits a manifest naming the
- * run and the caller's journal position, from which replay will fill the
- * memtable again at mount: what was put after the last flush is lost by a
- * close or a crash, by design.
+ * run and the caller's mark (struct nvmefs_mark, runfmt.h: the journal
+ * position from which replay will fill the memtable again at mount, the
+ * next inode number, the inode count): what was put after the last flush
+ * is lost by a close or a crash, by design.
  *
  * A lookup reads the memtable, then the frozen one being flushed, then the
  * runs newest first (level 0 newest run first, then levels 1, 2, ...),
@@ -89,8 +90,9 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
  * get, flush, compaction or iterator may be running. */
 void nvmefs_store_close(struct nvmefs_store *s);
 
-/* The replay position the current manifest carries (0 after format). */
-uint64_t nvmefs_store_replay(struct nvmefs_store *s);
+/* The mark the current manifest carries (all 0 after format) into *mark:
+ * what the last committed flush was given, read back after open. */
+void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark);
 
 /* The run area (for its free space and manifest; the store's). */
 struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s);
@@ -115,19 +117,20 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 
 /*
  * Flush: freeze the memtable, write it as a level-0 run, commit a
- * manifest naming it with replay (the journal position from which replay
- * restores what is put after this call). A frozen memtable a failed flush
- * left is written first. With an empty memtable only the replay position
- * is committed (when it changed). 0, -ENOSPC (no free extent for the run,
+ * manifest naming it with *mark (the caller's state as of this call: the
+ * journal position from which replay restores what is put after it, the
+ * next inode number, the inode count; copied). A frozen memtable a failed
+ * flush left is written first. With an empty memtable only the mark is
+ * committed (when it changed). 0, -ENOSPC (no free extent for the run,
  * or the manifest slot is full: the store stays as it was, the frozen
  * memtable kept for the next flush), -ENOMEM or an I/O error (the same).
  * An I/O error in the manifest's write or the flush after it leaves the
  * run area refusing every later write (runs.h, nvmefs_runs_commit): each
  * flush and compaction then fails with -EIO at once, until the store is
  * closed and opened again (the manifest that failed may be the durable
- * one, replay position included; puts and gets go on in memory).
+ * one, mark included; puts and gets go on in memory).
  */
-int nvmefs_store_flush(struct nvmefs_store *s, uint64_t replay);
+int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark);
 
 /*
  * One compaction step by the rule above (full: every run into the deepest

@@ -8,7 +8,7 @@
  * the run space, not overlapping, ids unique and below next_id, no more
  * entries than their run blocks hold, keys valid and ordered: checked
  * again here, pairwise), and must re-encode to the input's bytes (the
- * committer's replay position included).
+ * committer's mark included: replay position, next inode, inode count).
  */
 #include <endian.h>
 #include <stdint.h>
