@@ -25,6 +25,9 @@
  *  - a flush whose manifest was written but not flushed (fault injection):
  *    every later flush and compaction says -EIO at once, reads and puts go
  *    on, and a reopen finds that manifest (its run, its mark);
+ *  - a freeze apart from its flush: the run written holds only what was
+ *    put before it, with its mark; later puts stay readable and go in the
+ *    next flush; a second freeze before the write is refused (-EBUSY);
  *  - a thread's puts, gets and prefix scans during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
  */
@@ -772,6 +775,7 @@ static void test_commit_fail(void)
 	CHECK_ERR(flush_at(s, 3), -EIO);
 	CHECK_ERR(nvmefs_dev_inject(dev(), &none), 0);
 	CHECK(replay_of(s) == 2);
+	CHECK_ERR(nvmefs_store_freeze(s, &(struct nvmefs_mark){.replay = 4}), -EBUSY);
 	CHECK_ERR(flush_at(s, 4), -EIO); /* the frozen memtable first: refused */
 	CHECK_ERR(nvmefs_store_compact(s, true), -EIO);
 	CHECK_ERR(nvmefs_store_compact(s, false), 0); /* nothing due: nothing tried */
@@ -792,6 +796,84 @@ static void test_commit_fail(void)
 	CHECK_ERR(flush_at(s, 5), 0); /* usable again */
 	CHECK_ERR(nvmefs_store_compact(s, true), 1);
 	check_space(s, "compacted after a failed commit");
+	nvmefs_store_close(s);
+}
+
+/* ---- freezing apart from the flush ---- */
+
+/* The newest run of the manifest (the last flush's). */
+static const struct nvmefs_run_meta *newest_run(struct nvmefs_store *s)
+{
+	const struct nvmefs_manifest *m = nvmefs_runs_current(nvmefs_store_area(s));
+	const struct nvmefs_run_meta *r = NULL;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (!r || m->runs[i].id > r->id)
+			r = &m->runs[i];
+	return r;
+}
+
+/* INODE keys 1..10 of fill 3, 11..100 of 1, 101..150 of 2: none lost. */
+static void check_frozen(struct nvmefs_store *s, const char *what)
+{
+	unsigned bad = 0;
+
+	for (uint64_t i = 1; i <= 150; i++)
+		bad += !has_inode(s, i, (uint8_t)(i <= 10 ? 3 : i <= 100 ? 1 : 2));
+	CHECKF(bad == 0, "%s: %u keys differ", what, bad);
+}
+
+/*
+ * The volume's commit freezes under its lock at a journal point and
+ * writes later: the run written holds what was put before the freeze and
+ * carries the freeze's mark; puts after it stay readable (over the frozen
+ * values too) and go in the next flush; a second freeze before the write
+ * is refused, and an empty freeze commits its mark alone.
+ */
+static void test_freeze(void)
+{
+	struct nvmefs_mark m1 = mark_at(10), m2 = mark_at(20), m3 = mark_at(30);
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	const struct nvmefs_run_meta *r;
+	struct nvmefs_store_stats st;
+	uint8_t k[NVMEFS_KEY_MAX];
+	uint64_t seq;
+
+	if (!s)
+		return;
+	put_inodes(s, 1, 100, 1);
+	CHECK_ERR(nvmefs_store_freeze(s, &m1), 0);
+	CHECK_ERR(nvmefs_store_freeze(s, &m2), -EBUSY); /* the first is unwritten */
+	put_inodes(s, 101, 50, 2);			/* after the freeze */
+	put_inodes(s, 1, 10, 3);			/* over frozen keys */
+	nvmefs_store_stats(s, &st);
+	CHECK(st.frozen_entries == 100 && st.mem_entries == 60 && st.frozen_bytes > 0);
+	check_frozen(s, "frozen");
+	CHECK_ERR(nvmefs_store_flush(s, NULL), 0); /* the frozen one only */
+	r = newest_run(s);
+	CHECK(r && r->nentries == 100 && r->level == 0);
+	CHECK(r && !nvmefs_key_cmp(r->max, r->max_len, k, nvmefs_key_inode(k, 100)));
+	CHECK(replay_of(s) == 10);
+	nvmefs_store_stats(s, &st);
+	CHECK(st.flushes == 1 && st.frozen_entries == 0 && st.frozen_bytes == 0 &&
+	      st.mem_entries == 60);
+	check_frozen(s, "after the frozen one's flush");
+	seq = nvmefs_runs_current(nvmefs_store_area(s))->seq;
+	CHECK_ERR(nvmefs_store_flush(s, NULL), 0); /* nothing frozen: nothing written */
+	CHECK(nvmefs_runs_current(nvmefs_store_area(s))->seq == seq);
+	CHECK_ERR(nvmefs_store_flush(s, &m2), 0); /* the later puts: the next run */
+	r = newest_run(s);
+	CHECK(r && r->nentries == 60);
+	CHECK(replay_of(s) == 20);
+	CHECK_ERR(nvmefs_store_freeze(s, &m3), 0); /* empty: the mark alone */
+	CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
+	CHECK(replay_of(s) == 30 && live_runs(s) == 2);
+	nvmefs_store_close(s);
+	CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
+	if (!s)
+		return;
+	CHECK(replay_of(s) == 30);
+	check_frozen(s, "reopened");
 	nvmefs_store_close(s);
 }
 
@@ -867,6 +949,7 @@ int main(void)
 	test_powerloss(seed);
 	test_enospc();
 	test_commit_fail();
+	test_freeze();
 	test_threads();
 	test_img_teardown();
 	return test_result();

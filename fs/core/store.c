@@ -372,6 +372,8 @@ void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st)
 	*st = s->st;
 	st->mem_bytes = s->mem->bytes;
 	st->mem_entries = s->mem->n;
+	st->frozen_bytes = s->imm ? s->imm->bytes : 0;
+	st->frozen_entries = s->imm ? s->imm->n : 0;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -555,12 +557,42 @@ static int write_imm(struct nvmefs_store *s, struct srun **out)
 	return ret;
 }
 
-/* The frozen memtable to a run, committed; on failure it stays frozen. */
+static bool mark_eq(const struct nvmefs_mark *a, const struct nvmefs_mark *b)
+{
+	return a->replay == b->replay && a->next_ino == b->next_ino && a->ninodes == b->ninodes;
+}
+
+/* A frozen memtable with no entry: commit its mark alone, if it changed,
+ * and drop it. */
+static int flush_empty(struct nvmefs_store *s)
+{
+	struct nvmefs_memtable *imm = NULL;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->commit_lock);
+	if (!mark_eq(&nvmefs_runs_current(s->a)->mark, &s->imm_mark))
+		ret = commit_view(s, NULL, 0, NULL, 0, &s->imm_mark, true);
+	pthread_mutex_lock(&s->lock);
+	if (!ret) {
+		imm = s->imm; /* NULL when commit_view dropped it */
+		s->imm = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->commit_lock);
+	mem_free(imm);
+	return ret;
+}
+
+/* The frozen memtable to a run, committed with its mark; on failure it
+ * stays frozen. flush_lock held, s->imm set (only a flush clears it). */
 static int flush_imm(struct nvmefs_store *s)
 {
 	struct srun *sr;
-	int ret = write_imm(s, &sr);
+	int ret;
 
+	if (!s->imm->n)
+		return flush_empty(s);
+	ret = write_imm(s, &sr);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&s->commit_lock);
@@ -581,53 +613,54 @@ static int flush_imm(struct nvmefs_store *s)
 	return 0;
 }
 
-static bool mark_eq(const struct nvmefs_mark *a, const struct nvmefs_mark *b)
+int nvmefs_store_freeze(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
-	return a->replay == b->replay && a->next_ino == b->next_ino && a->ninodes == b->ninodes;
+	struct nvmefs_memtable *fresh = mem_new(s); /* before the lock: O(1) under it */
+	int ret = -EBUSY;
+
+	if (!fresh)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	if (!s->imm) {
+		s->imm = s->mem;
+		s->imm_mark = *mark;
+		s->mem = fresh;
+		fresh = NULL;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	mem_free(fresh);
+	return ret;
 }
 
-/* Nothing to write: commit the mark alone, if it changed. */
-static int commit_mark(struct nvmefs_store *s, const struct nvmefs_mark *mark)
+static bool frozen(struct nvmefs_store *s)
 {
-	int ret = 0;
+	bool f;
 
-	pthread_mutex_lock(&s->commit_lock);
-	if (!mark_eq(&nvmefs_runs_current(s->a)->mark, mark))
-		ret = commit_view(s, NULL, 0, NULL, 0, mark, false);
-	pthread_mutex_unlock(&s->commit_lock);
-	return ret;
+	pthread_mutex_lock(&s->lock);
+	f = s->imm != NULL;
+	pthread_mutex_unlock(&s->lock);
+	return f;
 }
 
 int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
-	struct nvmefs_memtable *fresh = NULL;
-	bool retry;
-	int ret;
+	int ret = 0;
 
 	pthread_mutex_lock(&s->flush_lock);
-	do {
-		if (!fresh && !(fresh = mem_new(s))) {
-			ret = -ENOMEM;
+	for (;;) {
+		if (frozen(s) && (ret = flush_imm(s))) /* a freeze's, or a failed flush's */
 			break;
-		}
-		pthread_mutex_lock(&s->lock);
-		retry = s->imm != NULL; /* a failed flush's: written first */
-		if (!retry && !s->mem->n) {
-			pthread_mutex_unlock(&s->lock);
-			ret = commit_mark(s, mark);
+		if (!mark)
 			break;
-		}
-		if (!retry) { /* freeze: puts go on into fresh */
-			s->imm = s->mem;
-			s->imm_mark = *mark;
-			s->mem = fresh;
-			fresh = NULL;
-		}
-		pthread_mutex_unlock(&s->lock);
-		ret = flush_imm(s);
-	} while (!ret && retry);
+		ret = nvmefs_store_freeze(s, mark);
+		if (ret == -EBUSY) /* another thread froze since: that one first */
+			continue;
+		if (!ret)
+			ret = flush_imm(s);
+		break;
+	}
 	pthread_mutex_unlock(&s->flush_lock);
-	mem_free(fresh);
 	return ret;
 }
 

@@ -7,7 +7,8 @@
  *
  * Writes go to a memtable (memtable_i.h: a skip list, O(log n)). A flush
  * freezes it (a pointer swap under the store's lock: puts go on into a new
- * memtable), writes it as a level-0 run and commits a manifest naming the
+ * memtable; the caller may also freeze apart, under its own lock, and
+ * flush later), writes it as a level-0 run and commits a manifest naming the
  * run and the caller's mark (struct nvmefs_mark, runfmt.h: the journal
  * position from which replay will fill the memtable again at mount, the
  * next inode number, the inode count): what was put after the last flush
@@ -72,6 +73,8 @@ struct nvmefs_store_stats {
 	uint64_t get_blocks_read;	 /* run blocks read by lookups, since open */
 	size_t mem_bytes;		 /* the memtable's memory (the frozen one's apart) */
 	size_t mem_entries;
+	size_t frozen_bytes; /* the frozen memtable's memory (0: none) */
+	size_t frozen_entries;
 	unsigned runs; /* live */
 };
 
@@ -116,14 +119,32 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 		     size_t *vlen);
 
 /*
- * Flush: freeze the memtable, write it as a level-0 run, commit a
- * manifest naming it with *mark (the caller's state as of this call: the
+ * Freeze: the memtable becomes the frozen one, with *mark (copied: the
+ * caller's state as of this point, e.g. the journal position its last
+ * put came from), and puts go on into a new memtable; the frozen one is
+ * still read until a flush has written it. O(1): a pointer swap under the
+ * store's lock (the new memtable is allocated before it), so that the
+ * volume can freeze under its own metadata lock at an exact journal point
+ * and write outside it (nvmefs_store_flush(s, NULL)). Freezing an empty
+ * memtable is allowed: its flush commits the mark alone. 0, -ENOMEM
+ * (nothing changed), or -EBUSY: a frozen memtable is still unwritten (a
+ * flush is writing it, or one failed): nothing changed, the mark is not
+ * taken; flush first, or freeze later (puts go on meanwhile).
+ */
+int nvmefs_store_freeze(struct nvmefs_store *s, const struct nvmefs_mark *mark);
+
+/*
+ * Flush. A frozen memtable (nvmefs_store_freeze's, or one a failed flush
+ * left) is written first, as a level-0 run, with a manifest naming it and
+ * the mark it was frozen with. Then, with mark NULL, nothing more: the
+ * memtable is not frozen again (0 when nothing was frozen). With a mark:
+ * freeze the memtable with *mark (the caller's state as of this call: the
  * journal position from which replay restores what is put after it, the
- * next inode number, the inode count; copied). A frozen memtable a failed
- * flush left is written first. With an empty memtable only the mark is
- * committed (when it changed). 0, -ENOSPC (no free extent for the run,
- * or the manifest slot is full: the store stays as it was, the frozen
- * memtable kept for the next flush), -ENOMEM or an I/O error (the same).
+ * next inode number, the inode count; copied) and write it the same way.
+ * A frozen memtable with no entry commits only its mark (when it
+ * changed). 0, -ENOSPC (no free extent for the run, or the manifest slot
+ * is full: the store stays as it was, the frozen memtable kept for the
+ * next flush), -ENOMEM or an I/O error (the same).
  * An I/O error in the manifest's write or the flush after it leaves the
  * run area refusing every later write (runs.h, nvmefs_runs_commit): each
  * flush and compaction then fails with -EIO at once, until the store is
