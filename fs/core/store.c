@@ -50,14 +50,15 @@ struct view {
 };
 
 struct nvmefs_store {
-	struct nvmefs_runs *a;
+	struct nvmefs_runs *a; /* NULL: a memory-only store */
 	struct nvmefs_store_cfg cfg;
 	pthread_mutex_t flush_lock, compact_lock, commit_lock;
 	pthread_mutex_t lock;
-	struct nvmefs_memtable *mem;  /* protected by lock */
-	struct nvmefs_memtable *imm;  /* frozen, being flushed; set and cleared under lock */
-	struct nvmefs_mark imm_mark;  /* the mark imm was frozen with */
-	struct view *view;	      /* protected by lock */
+	struct nvmefs_memtable *mem; /* protected by lock */
+	struct nvmefs_memtable *imm; /* frozen, being flushed; set and cleared under lock */
+	struct nvmefs_mark imm_mark; /* the mark imm was frozen with */
+	struct view *view;	     /* protected by lock */
+	struct nvmefs_mark mark;     /* memory only (a NULL): the last flush's; protected by lock */
 	struct nvmefs_store_stats st; /* protected by lock */
 	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
 	/* Each level's compaction cursor: the largest key of the run it last
@@ -301,17 +302,13 @@ static int open_view(struct nvmefs_store *s)
 	return ret;
 }
 
-int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
-		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
-		      const struct nvmefs_store_cfg *cfg)
+/* A store with its config and locks, no memtable, view or area yet. */
+static struct nvmefs_store *store_alloc(const struct nvmefs_store_cfg *cfg)
 {
-	struct nvmefs_store *s;
-	int ret;
+	struct nvmefs_store *s = calloc(1, sizeof(*s));
 
-	*out = NULL;
-	s = calloc(1, sizeof(*s));
 	if (!s)
-		return -ENOMEM;
+		return NULL;
 	if (cfg)
 		s->cfg = *cfg;
 	s->cfg.l0_runs = s->cfg.l0_runs ? s->cfg.l0_runs : L0_RUNS_DEFAULT;
@@ -322,6 +319,19 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 	pthread_mutex_init(&s->compact_lock, NULL);
 	pthread_mutex_init(&s->commit_lock, NULL);
 	pthread_mutex_init(&s->lock, NULL);
+	return s;
+}
+
+int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
+		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
+		      const struct nvmefs_store_cfg *cfg)
+{
+	struct nvmefs_store *s = store_alloc(cfg);
+	int ret;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
 	ret = nvmefs_runs_open(&s->a, dev, g, uuid);
 	if (ret)
 		goto err;
@@ -334,6 +344,23 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 err:
 	nvmefs_store_close(s);
 	return ret;
+}
+
+int nvmefs_store_open_mem(struct nvmefs_store **out, const struct nvmefs_store_cfg *cfg)
+{
+	struct nvmefs_store *s = store_alloc(cfg);
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->mem = mem_new(s);
+	s->view = view_alloc(0); /* no runs, ever */
+	if (!s->mem || !s->view) {
+		nvmefs_store_close(s);
+		return -ENOMEM;
+	}
+	*out = s;
+	return 0;
 }
 
 void nvmefs_store_close(struct nvmefs_store *s)
@@ -356,6 +383,12 @@ void nvmefs_store_close(struct nvmefs_store *s)
 
 void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark)
 {
+	if (!s->a) {
+		pthread_mutex_lock(&s->lock);
+		*mark = s->mark;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	pthread_mutex_lock(&s->commit_lock);
 	*mark = nvmefs_runs_current(s->a)->mark;
 	pthread_mutex_unlock(&s->commit_lock);
@@ -387,7 +420,10 @@ static int put(struct nvmefs_store *s, const uint8_t *key, size_t klen, const vo
 	if (nvmefs_key_check(key, klen) || vlen > NVMEFS_XATTR_VALUE_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	ret = nvmefs_mem_put(s->mem, key, klen, val, vlen, tomb);
+	if (tomb && !s->a && !s->imm) /* memory only: nothing older to hide */
+		ret = (nvmefs_mem_remove(s->mem, key, klen), 0);
+	else
+		ret = nvmefs_mem_put(s->mem, key, klen, val, vlen, tomb);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -643,12 +679,52 @@ static bool frozen(struct nvmefs_store *s)
 	return f;
 }
 
+/*
+ * A memory-only store's flush: the live memtable (what was put since the
+ * freeze) folds into the frozen one, which is live again, and its mark is
+ * the store's; then *mark, if given, is. Under the store's lock: O(k log
+ * n) for k entries put since the freeze. On -ENOMEM the live memtable
+ * stays on top of a frozen one that took some of its entries (the same
+ * values: reads see no change), and the next flush folds again.
+ */
+static int fold(struct nvmefs_store *s, const struct nvmefs_mark *mark)
+{
+	struct nvmefs_memtable *old = NULL;
+	const struct nvmefs_mem_node *x;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->imm) {
+		for (x = nvmefs_mem_seek(s->mem, NULL, 0); x && !ret; x = x->next[0])
+			if (x->tomb)
+				nvmefs_mem_remove(s->imm, x->key, x->klen);
+			else
+				ret = nvmefs_mem_put(s->imm, x->key, x->klen, x->key + x->klen,
+						     x->vlen, false);
+		if (!ret) {
+			old = s->mem;
+			s->mem = s->imm;
+			s->imm = NULL;
+			s->mark = s->imm_mark;
+		}
+	}
+	if (!ret && mark)
+		s->mark = *mark;
+	pthread_mutex_unlock(&s->lock);
+	mem_free(old);
+	return ret;
+}
+
 int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&s->flush_lock);
 	for (;;) {
+		if (!s->a) {
+			ret = fold(s, mark);
+			break;
+		}
 		if (frozen(s) && (ret = flush_imm(s))) /* a freeze's, or a failed flush's */
 			break;
 		if (!mark)
@@ -937,6 +1013,8 @@ int nvmefs_store_compact(struct nvmefs_store *s, bool full)
 	struct pick p;
 	int ret = 0;
 
+	if (!s->a)
+		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->compact_lock);
 	pthread_mutex_lock(&s->lock);
 	v = s->view;

@@ -89,6 +89,21 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
 		      const struct nvmefs_store_cfg *cfg);
 
+/*
+ * Open a memory-only store: no device, no run area, nothing durable
+ * (step 4 runs on v1 volumes with its metadata in one). Puts, deletes,
+ * lookups and iterators work on the memtable alone (a delete takes the
+ * key out rather than leaving a tombstone, unless a frozen memtable is
+ * under it); nvmefs_store_freeze works as on a device; nvmefs_store_flush
+ * folds the live memtable into the frozen one, which is live again (no
+ * I/O; O(k log n) under the store's lock for k keys put since the
+ * freeze), and takes the mark, which nvmefs_store_mark gives back;
+ * nvmefs_store_compact returns -EOPNOTSUPP and nvmefs_store_area NULL.
+ * cfg may be NULL. *out is the caller's until nvmefs_store_close. 0 or
+ * -ENOMEM.
+ */
+int nvmefs_store_open_mem(struct nvmefs_store **out, const struct nvmefs_store_cfg *cfg);
+
 /* Free the store (no I/O): the memtables' contents are dropped. No put,
  * get, flush, compaction or iterator may be running. */
 void nvmefs_store_close(struct nvmefs_store *s);
@@ -97,7 +112,8 @@ void nvmefs_store_close(struct nvmefs_store *s);
  * what the last committed flush was given, read back after open. */
 void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark);
 
-/* The run area (for its free space and manifest; the store's). */
+/* The run area (for its free space and manifest; the store's); NULL for
+ * a memory-only store. */
 struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s);
 
 /*
@@ -160,7 +176,8 @@ int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark);
  * while it does), 0 when nothing is due, -ENOSPC (no free extent for an
  * output run: nothing changed), -ENOMEM, or an I/O error or -EINVAL (a
  * damaged input run: nothing changed); -EIO for good, before any input is
- * read, after a failed manifest write (nvmefs_store_flush).
+ * read, after a failed manifest write (nvmefs_store_flush); -EOPNOTSUPP on
+ * a memory-only store (no runs).
  */
 int nvmefs_store_compact(struct nvmefs_store *s, bool full);
 
