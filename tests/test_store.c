@@ -31,7 +31,10 @@
  *  - a freeze apart from its flush: the run written holds only what was
  *    put before it, with its mark; later puts stay readable and go in the
  *    next flush; a second freeze before the write is refused (-EBUSY);
- *  - a thread's puts, gets and prefix scans during another's flushes and
+ *  - walks (no copy of the memtable) against the model as of the last
+ *    freeze, over a frozen memtable a flush drops meanwhile, copying
+ *    nothing whatever the range (the store's copy counter);
+ *  - a thread's puts, gets, prefix scans and walks during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
  */
 #include <errno.h>
@@ -177,19 +180,13 @@ static bool ent_is(const struct nvmefs_run_ent *e, int i, uint32_t v)
 	return true;
 }
 
-/* Iterate the keys starting with prefix (plen 0: all) against the model. */
-static void check_prefix(struct nvmefs_store *s, const uint32_t *model, const uint8_t *prefix,
-			 size_t plen, const char *what)
+/* The keys starting with prefix (plen 0: all) from it against the model. */
+static void check_iter(struct nvmefs_store_iter *it, const uint32_t *model, const uint8_t *prefix,
+		       size_t plen, const char *what)
 {
-	struct nvmefs_store_iter *it;
 	struct nvmefs_run_ent e;
 	int o = 0, ret, seen = 0;
 
-	ret = plen ? nvmefs_store_iter_prefix(&it, s, prefix, plen)
-		   : nvmefs_store_iter_open(&it, s, NULL, 0, NULL, 0);
-	CHECK_ERR(ret, 0);
-	if (ret)
-		return;
 	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
 		for (; o < NK; o++) { /* the next key of the model in the range */
 			const struct mkey *k = &keys[order[o]];
@@ -207,6 +204,38 @@ static void check_prefix(struct nvmefs_store *s, const uint32_t *model, const ui
 			       memcmp(keys[order[o]].k, prefix, plen),
 		       "%s: key %d missing after %d entries", what, order[o], seen);
 	nvmefs_store_iter_close(it);
+}
+
+/* Iterate the keys starting with prefix (plen 0: all) against the model. */
+static void check_prefix(struct nvmefs_store *s, const uint32_t *model, const uint8_t *prefix,
+			 size_t plen, const char *what)
+{
+	struct nvmefs_store_iter *it;
+	int ret;
+
+	ret = plen ? nvmefs_store_iter_prefix(&it, s, prefix, plen)
+		   : nvmefs_store_iter_open(&it, s, NULL, 0, NULL, 0);
+	CHECK_ERR(ret, 0);
+	if (!ret)
+		check_iter(it, model, prefix, plen, what);
+}
+
+/* The same with a walk (no copy: the store as of the last freeze). The
+ * prefix's last byte is not 0xff (the first key past it: that byte + 1). */
+static void check_walk(struct nvmefs_store *s, const uint32_t *model, const uint8_t *prefix,
+		       size_t plen, const char *what)
+{
+	struct nvmefs_store_iter *it;
+	uint8_t hi[NVMEFS_KEY_MAX];
+	int ret;
+
+	memcpy(hi, prefix, plen);
+	if (plen)
+		hi[plen - 1]++;
+	ret = nvmefs_store_walk(&it, s, plen ? prefix : NULL, plen, plen ? hi : NULL, plen);
+	CHECK_ERR(ret, 0);
+	if (!ret)
+		check_iter(it, model, prefix, plen, what);
 }
 
 static void check_all(struct nvmefs_store *s, const uint32_t *model, const char *what)
@@ -302,8 +331,10 @@ static void compact_all(struct nvmefs_store *s)
 	CHECK_ERR(ret, 0);
 }
 
-/* A directory's entries or a file's extents (by i) against the model. */
-static void check_some_prefix(struct nvmefs_store *s, int i)
+/* A directory's entries or a file's extents (by i) against the model;
+ * and walked, against frozen (the model as of the last freeze) unless
+ * NULL; every third time the whole store is walked. */
+static void check_some_prefix(struct nvmefs_store *s, int i, const uint32_t *frozen)
 {
 	uint8_t p[NVMEFS_KEY_MAX]; /* kind and parent, or kind and inode */
 
@@ -312,6 +343,9 @@ static void check_some_prefix(struct nvmefs_store *s, int i)
 	else
 		nvmefs_key_extent(p, i % 5 + 100, 0, 0);
 	check_prefix(s, cur, p, 9, i % 2 ? "dirents" : "extents");
+	if (frozen)
+		check_walk(s, frozen, p, i % 3 ? 9 : 0,
+			   i % 2 ? "walked dirents" : "walked extents");
 }
 
 static void test_model(uint64_t seed)
@@ -349,7 +383,7 @@ static void test_model(uint64_t seed)
 			CHECK(nvmefs_store_compact(s, true) >= 0);
 			fulls++;
 		} else if (r < 990) {
-			check_some_prefix(s, i);
+			check_some_prefix(s, i, durable); /* every flush froze */
 		} else {
 			nvmefs_store_close(s);
 			CHECK_ERR(nvmefs_store_open(&s, dev(), &geom, uuid, &small_cfg), 0);
@@ -400,7 +434,9 @@ static void mem_flush_op(struct nvmefs_store *s, int op, uint64_t *frozen_at, ui
  */
 static void test_model_mem(uint64_t seed)
 {
+	static uint32_t at_freeze[NK]; /* the model at the last freeze */
 	uint64_t x = seed | 1, replay = 0, frozen_at = 0;
+	struct nvmefs_store_iter *it = NULL;
 	struct nvmefs_store *s = NULL;
 	struct nvmefs_store_stats st;
 	unsigned flushes = 0, reopens = 0;
@@ -423,11 +459,14 @@ static void test_model_mem(uint64_t seed)
 			CHECKF(holds(s, i, cur[i]), "op %d: key %d", op, i);
 		} else if (r < 940) {
 			mem_flush_op(s, op, &frozen_at, &replay);
+			memcpy(at_freeze, cur, sizeof(cur));
 			flushes++;
 		} else if (r < 975) {
 			CHECK_ERR(nvmefs_store_compact(s, r >= 970), -EOPNOTSUPP);
 		} else if (r < 990) {
-			check_some_prefix(s, i);
+			check_some_prefix(s, i, frozen_at ? at_freeze : NULL);
+			if (!frozen_at)
+				CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), -ENODATA);
 		} else {
 			nvmefs_store_close(s);
 			CHECK_ERR(nvmefs_store_open_mem(&s, &small_cfg), 0);
@@ -976,6 +1015,91 @@ static void test_freeze(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- a walk copies no memtable ---- */
+
+/* Walk every key of s: INODE i of fill (i <= split ? lo_fill : hi_fill)
+ * for i in [1, n], nothing else; a flush of the frozen memtable halfway
+ * (flush_mid: the walk still reads it). */
+static void walk_inodes(struct nvmefs_store *s, uint64_t n, uint64_t split, uint8_t lo_fill,
+			uint8_t hi_fill, bool flush_mid)
+{
+	struct nvmefs_store_iter *it;
+	struct nvmefs_run_ent e;
+	uint64_t i = 0;
+	unsigned bad = 0;
+	int ret;
+
+	CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), 0);
+	if (!it)
+		return;
+	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
+		uint8_t k[NVMEFS_KEY_MAX], fill = ++i <= split ? lo_fill : hi_fill;
+
+		bad += nvmefs_key_cmp(e.key, e.klen, k, nvmefs_key_inode(k, i)) || e.vlen != 100 ||
+		       e.val[0] != fill || e.val[99] != fill;
+		if (flush_mid && i == n / 2)
+			CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
+	}
+	CHECK_ERR(ret, 0);
+	CHECKF(i == n && bad == 0, "walked %" PRIu64 " of %" PRIu64 " keys, %u wrong", i, n, bad);
+	nvmefs_store_iter_close(it);
+}
+
+/*
+ * A walk reads the frozen memtable and the runs in place: it sees the
+ * store as of the freeze (not the puts after it), copies nothing (the
+ * store's copy counter, which an iterator over the same range moves by
+ * the memtables' size), and goes on reading the frozen memtable after a
+ * flush wrote and dropped it (ASan would see a use after free). A
+ * memory-only store walks only a frozen memtable, and folds it only once
+ * no walk holds it.
+ */
+static void test_walk(void)
+{
+	struct nvmefs_store *s = fresh_store(&small_cfg);
+	struct nvmefs_store_stats a, b;
+	struct nvmefs_store_iter *it;
+	struct nvmefs_mark m2 = mark_at(2);
+
+	if (!s)
+		return;
+	put_inodes(s, 1, 5000, 1);
+	CHECK_ERR(flush_at(s, 1), 0);
+	put_inodes(s, 2501, 5000, 2); /* 2501..7500 over the run's, frozen */
+	CHECK_ERR(nvmefs_store_freeze(s, &m2), 0);
+	put_inodes(s, 1, 100, 3); /* after the freeze: not walked */
+	put_inodes(s, 20001, 10, 3);
+	nvmefs_store_stats(s, &a);
+	CHECK_ERR(nvmefs_store_iter_open(&it, s, NULL, 0, NULL, 0), 0);
+	nvmefs_store_iter_close(it);
+	nvmefs_store_stats(s, &b);
+	CHECKF(b.iter_copied_bytes - a.iter_copied_bytes >= 5110 * 100ull,
+	       "an iterator over everything copied %" PRIu64 " bytes",
+	       b.iter_copied_bytes - a.iter_copied_bytes);
+	walk_inodes(s, 7500, 2500, 1, 2, true);
+	nvmefs_store_stats(s, &a);
+	CHECKF(a.iter_copied_bytes == b.iter_copied_bytes && a.mem_bytes == b.mem_bytes &&
+		       a.frozen_entries == 0 && a.flushes == 2,
+	       "a walk copied %" PRIu64 " bytes", a.iter_copied_bytes - b.iter_copied_bytes);
+	walk_inodes(s, 7500, 2500, 1, 2, false); /* the runs alone now: the same */
+	nvmefs_store_close(s);
+
+	CHECK_ERR(nvmefs_store_open_mem(&s, NULL), 0);
+	if (!s)
+		return;
+	put_inodes(s, 1, 1000, 4);
+	CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), -ENODATA);
+	CHECK_ERR(nvmefs_store_freeze(s, &m2), 0);
+	put_inodes(s, 1001, 10, 5);
+	CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), 0);
+	CHECK_ERR(nvmefs_store_flush(s, NULL), -EBUSY); /* walked in place: no fold */
+	nvmefs_store_iter_close(it);
+	walk_inodes(s, 1000, 1000, 4, 4, false);
+	CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
+	CHECK(has_inode(s, 1000, 4) && has_inode(s, 1010, 5) && replay_of(s) == 2);
+	nvmefs_store_close(s);
+}
+
 /* ---- threads ---- */
 
 struct worker {
@@ -1000,6 +1124,11 @@ static void *worker_main(void *arg)
 		w->bad += nvmefs_store_get(w->s, k, kl, got, sizeof(got), &n) != 0 ||
 			  got[0] != (uint8_t)((i / 2) & 0xff);
 		if (i % 500 == 0 && !nvmefs_store_iter_prefix(&it, w->s, k, 1)) {
+			while (nvmefs_store_iter_next(it, &e) == 1)
+				;
+			nvmefs_store_iter_close(it);
+		}
+		if (i % 500 == 250 && !nvmefs_store_walk(&it, w->s, NULL, 0, NULL, 0)) {
 			while (nvmefs_store_iter_next(it, &e) == 1)
 				;
 			nvmefs_store_iter_close(it);
@@ -1050,6 +1179,7 @@ int main(void)
 	test_enospc();
 	test_commit_fail();
 	test_freeze();
+	test_walk();
 	test_threads();
 	test_img_teardown();
 	return test_result();

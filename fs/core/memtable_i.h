@@ -41,6 +41,8 @@ struct nvmefs_memtable {
 	size_t n;		      /* entries, tombstones included */
 	size_t bytes;		      /* memory the entries take: nodes, keys, values */
 	size_t ent_bytes;	      /* what the entries take in run blocks */
+	unsigned refs;		      /* the store's: its own, and walks' of a frozen one
+				       * (protected by the store's lock) */
 };
 
 /* An empty memtable; 0 or -ENOMEM. End with nvmefs_mem_exit. */

@@ -196,6 +196,18 @@ static void view_fill(struct nvmefs_store *s, struct view *v, const struct nvmef
 	(void)disjoint;
 }
 
+static void mem_free(struct nvmefs_memtable *m);
+
+/* Take the frozen memtable away (lock held): it, for the caller to free,
+ * or NULL when a walk still reads it (the walk's close frees it). */
+static struct nvmefs_memtable *imm_drop(struct nvmefs_store *s)
+{
+	struct nvmefs_memtable *imm = s->imm;
+
+	s->imm = NULL;
+	return imm && !--imm->refs ? imm : NULL;
+}
+
 /*
  * Commit the current manifest less the runs drop[0..ndrop) plus
  * fresh[0..nfresh), with *mark, and install the view of it (commit_lock
@@ -236,16 +248,11 @@ static int commit_view(struct nvmefs_store *s, struct srun *const *drop, size_t 
 	s->view = v;
 	v = NULL;
 	view_put(s, old);
-	if (clear_imm) {
-		imm = s->imm;
-		s->imm = NULL;
-	}
+	if (clear_imm)
+		imm = imm_drop(s);
 	s->st.runs = (unsigned)n;
 	pthread_mutex_unlock(&s->lock);
-	if (imm) {
-		nvmefs_mem_exit(imm);
-		free(imm);
-	}
+	mem_free(imm);
 out:
 	free(list);
 	free(v);
@@ -264,8 +271,10 @@ static struct nvmefs_memtable *mem_new(struct nvmefs_store *s)
 	pthread_mutex_lock(&s->lock);
 	seed = ++s->seed * 0x9e3779b97f4a7c15ull;
 	pthread_mutex_unlock(&s->lock);
-	if (!nvmefs_mem_init(m, seed))
+	if (!nvmefs_mem_init(m, seed)) {
+		m->refs = 1;
 		return m;
+	}
 	free(m);
 	return NULL;
 }
@@ -609,10 +618,8 @@ static int flush_empty(struct nvmefs_store *s)
 	if (!mark_eq(&nvmefs_runs_current(s->a)->mark, &s->imm_mark))
 		ret = commit_view(s, NULL, 0, NULL, 0, &s->imm_mark, true);
 	pthread_mutex_lock(&s->lock);
-	if (!ret) {
-		imm = s->imm; /* NULL when commit_view dropped it */
-		s->imm = NULL;
-	}
+	if (!ret)
+		imm = imm_drop(s); /* NULL when commit_view dropped it */
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_unlock(&s->commit_lock);
 	mem_free(imm);
@@ -694,7 +701,9 @@ static int fold(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->imm) {
+	if (s->imm && s->imm->refs > 1) /* a walk reads it in place */
+		ret = -EBUSY;
+	else if (s->imm) {
 		for (x = nvmefs_mem_seek(s->mem, NULL, 0); x && !ret; x = x->next[0])
 			if (x->tomb)
 				nvmefs_mem_remove(s->imm, x->key, x->klen);
@@ -1046,7 +1055,9 @@ struct snap {
 struct nvmefs_store_iter {
 	struct nvmefs_store *s;
 	struct view *v;
-	struct snap snap[2]; /* the memtable, the frozen one */
+	struct snap snap[2];		  /* the memtable, the frozen one (copies: not a walk's) */
+	struct nvmefs_memtable *frozen;	  /* a walk's: read in place, held */
+	const struct nvmefs_mem_node *at; /* a walk's next node of it */
 	struct nvmefs_runit *rit;
 	size_t nrit;
 	struct nvmefs_kv_src *src;
@@ -1063,7 +1074,7 @@ static bool below_hi(const struct nvmefs_store_iter *it, const uint8_t *k, size_
 
 /* Copy m's entries in [lo, hi) into sn (s->lock held). */
 static int snap_take(struct snap *sn, const struct nvmefs_memtable *m, const uint8_t *lo,
-		     size_t lolen, const struct nvmefs_store_iter *it)
+		     size_t lolen, struct nvmefs_store_iter *it)
 {
 	const struct nvmefs_mem_node *first = m ? nvmefs_mem_seek(m, lo, lolen) : NULL, *x;
 	size_t bytes = 0, pos = 0;
@@ -1072,6 +1083,7 @@ static int snap_take(struct snap *sn, const struct nvmefs_memtable *m, const uin
 		sn->n++;
 		bytes += (size_t)x->klen + x->vlen;
 	}
+	it->s->st.iter_copied_bytes += bytes + sn->n * sizeof(*sn->e);
 	sn->e = calloc(sn->n ? sn->n : 1, sizeof(*sn->e));
 	sn->bytes = malloc(bytes ? bytes : 1);
 	if (!sn->e || !sn->bytes)
@@ -1096,6 +1108,19 @@ static int snap_next(void *ctx, struct nvmefs_run_ent *e)
 	return 1;
 }
 
+/* A walk's frozen memtable, in place, as a merge source: it is not
+ * written to while the walk holds it. */
+static int walk_next(void *ctx, struct nvmefs_run_ent *e)
+{
+	struct nvmefs_store_iter *it = ctx;
+
+	if (!it->at || !below_hi(it, it->at->key, it->at->klen))
+		return 0;
+	nvmefs_mem_ent(it->at, e);
+	it->at = it->at->next[0];
+	return 1;
+}
+
 /* May run r hold keys in [lo, hi)? */
 static bool run_in_range(const struct nvmefs_store_iter *it, const struct nvmefs_run_meta *r,
 			 const uint8_t *lo, size_t lolen)
@@ -1113,7 +1138,8 @@ static int open_sources(struct nvmefs_store_iter *it, const uint8_t *lo, size_t 
 	it->src = calloc(it->v->n + 2, sizeof(*it->src));
 	if (!it->rit || !it->src)
 		return -ENOMEM;
-	it->src[0] = (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[0]};
+	it->src[0] = it->frozen ? (struct nvmefs_kv_src){.next = walk_next, .ctx = it}
+				: (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[0]};
 	it->src[1] = (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[1]};
 	for (size_t i = 0; i < it->v->n; i++) {
 		struct nvmefs_runr *r = &it->v->run[i]->r;
@@ -1134,8 +1160,29 @@ static int open_sources(struct nvmefs_store_iter *it, const uint8_t *lo, size_t 
 	return ret;
 }
 
-int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *s,
-			   const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen)
+/* The memtables' part of an iterator (s->lock held): copies of both, or
+ * a walk's hold of the frozen one (none: the runs alone). */
+static int take_mem(struct nvmefs_store_iter *it, const uint8_t *lo, size_t lolen, bool walk)
+{
+	struct nvmefs_store *s = it->s;
+	int ret;
+
+	if (!walk) {
+		ret = snap_take(&it->snap[0], s->mem, lo, lolen, it);
+		return ret ? ret : snap_take(&it->snap[1], s->imm, lo, lolen, it);
+	}
+	if (!s->a && !s->imm)
+		return -ENODATA; /* memory only: nothing frozen to walk */
+	it->frozen = s->imm;
+	if (it->frozen) {
+		it->frozen->refs++;
+		it->at = nvmefs_mem_seek(it->frozen, lo, lolen);
+	}
+	return 0;
+}
+
+static int iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *s, const uint8_t *lo,
+		     size_t lolen, const uint8_t *hi, size_t hilen, bool walk)
 {
 	struct nvmefs_store_iter *it;
 	int ret;
@@ -1155,9 +1202,7 @@ int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *
 	pthread_mutex_lock(&s->lock);
 	it->v = s->view;
 	it->v->refs++;
-	ret = snap_take(&it->snap[0], s->mem, lo, lolen, it);
-	if (!ret)
-		ret = snap_take(&it->snap[1], s->imm, lo, lolen, it);
+	ret = take_mem(it, lo, lolen, walk);
 	pthread_mutex_unlock(&s->lock);
 	if (!ret)
 		ret = open_sources(it, lo, lolen);
@@ -1167,6 +1212,18 @@ int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *
 	}
 	*out = it;
 	return 0;
+}
+
+int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *s,
+			   const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen)
+{
+	return iter_open(out, s, lo, lolen, hi, hilen, false);
+}
+
+int nvmefs_store_walk(struct nvmefs_store_iter **out, struct nvmefs_store *s, const uint8_t *lo,
+		      size_t lolen, const uint8_t *hi, size_t hilen)
+{
+	return iter_open(out, s, lo, lolen, hi, hilen, true);
 }
 
 int nvmefs_store_iter_prefix(struct nvmefs_store_iter **out, struct nvmefs_store *s,
@@ -1215,6 +1272,9 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it)
 	}
 	pthread_mutex_lock(&it->s->lock);
 	view_put(it->s, it->v);
+	if (it->frozen && --it->frozen->refs) /* the store's, or another walk's */
+		it->frozen = NULL;
 	pthread_mutex_unlock(&it->s->lock);
+	mem_free(it->frozen); /* flushed while walked: the last reader frees it */
 	free(it);
 }

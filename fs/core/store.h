@@ -73,7 +73,9 @@ struct nvmefs_store_stats {
 	uint64_t get_blocks_read;	 /* run blocks read by lookups, since open */
 	size_t mem_bytes;		 /* the memtable's memory (the frozen one's apart) */
 	size_t mem_entries;
-	size_t frozen_bytes; /* the frozen memtable's memory (0: none) */
+	uint64_t iter_copied_bytes; /* memtable bytes iterators copied (keys, values and
+				     * their entries), since open; walks copy none */
+	size_t frozen_bytes;	    /* the frozen memtable's memory (0: none) */
 	size_t frozen_entries;
 	unsigned runs; /* live */
 };
@@ -160,7 +162,9 @@ int nvmefs_store_freeze(struct nvmefs_store *s, const struct nvmefs_mark *mark);
  * A frozen memtable with no entry commits only its mark (when it
  * changed). 0, -ENOSPC (no free extent for the run, or the manifest slot
  * is full: the store stays as it was, the frozen memtable kept for the
- * next flush), -ENOMEM or an I/O error (the same).
+ * next flush), -ENOMEM or an I/O error (the same); on a memory-only store
+ * (nvmefs_store_open_mem) 0, -ENOMEM, or -EBUSY while a walk holds the
+ * frozen memtable.
  * An I/O error in the manifest's write or the flush after it leaves the
  * run area refusing every later write (runs.h, nvmefs_runs_commit): each
  * flush and compaction then fails with -EIO at once, until the store is
@@ -197,6 +201,24 @@ int nvmefs_store_iter_open(struct nvmefs_store_iter **out, struct nvmefs_store *
 /* The same over every key that starts with prefix[0..plen) (plen >= 1). */
 int nvmefs_store_iter_prefix(struct nvmefs_store_iter **out, struct nvmefs_store *s,
 			     const uint8_t *prefix, size_t plen);
+
+/*
+ * A walk over [lo, hi) (NULL as above) that copies no memtable: it reads
+ * the frozen memtable in place (nvmefs_store_freeze) and the runs, merged
+ * as an iterator's, and sees nothing of the live memtable. So it sees the
+ * store as of the last freeze (a flush freezes too): puts after that
+ * freeze are not seen, however long it runs. Memory: the iterator and a
+ * run-block buffer per run in the range, whatever the range's size (a
+ * snapshot of the whole store, a mount filling a cache). The frozen
+ * memtable stays readable while the walk holds it: a flush that writes it
+ * meanwhile leaves it to the walk's close to free; a memory-only store's
+ * flush (the fold) returns -EBUSY until the walk is closed. Then as an
+ * iterator: nvmefs_store_iter_next, nvmefs_store_iter_close. 0, -ENODATA
+ * (a memory-only store with nothing frozen: freeze first), -EINVAL,
+ * -ENOMEM or an I/O error.
+ */
+int nvmefs_store_walk(struct nvmefs_store_iter **out, struct nvmefs_store *s, const uint8_t *lo,
+		      size_t lolen, const uint8_t *hi, size_t hilen);
 
 /* The next entry: 1 with *e (never a tombstone; valid until the next call
  * or the close), 0 at the end, -EINVAL (damaged block) or an I/O error. */
