@@ -34,6 +34,8 @@
  *  - walks (no copy of the memtable) against the model as of the last
  *    freeze, over a frozen memtable a flush drops meanwhile, copying
  *    nothing whatever the range (the store's copy counter);
+ *  - the run-block cache: a second lookup of a key reads no block, the
+ *    cache stays within its limit and evicts the least recent blocks;
  *  - a thread's puts, gets, prefix scans and walks during another's flushes and
  *    compactions (for TSan: only short lock holds, no torn view).
  */
@@ -1100,6 +1102,78 @@ static void test_walk(void)
 	nvmefs_store_close(s);
 }
 
+/* ---- the run-block cache ---- */
+
+/* Look INODE key i (of put_inodes, fill) up: the run blocks it read. */
+static uint64_t get_reads(struct nvmefs_store *s, uint64_t i, uint8_t fill)
+{
+	struct nvmefs_store_stats a, b;
+
+	nvmefs_store_stats(s, &a);
+	CHECKF(has_inode(s, i, fill), "inode key %" PRIu64, i);
+	nvmefs_store_stats(s, &b);
+	return b.get_blocks_read - a.get_blocks_read;
+}
+
+/*
+ * Lookups read run blocks through the cache: a second lookup of a key
+ * reads nothing; the cache never holds more than its limit, evicting the
+ * least recently used blocks under many keys (the first key's block is
+ * read again after them); with the default limit (8 MiB) a second pass
+ * over every key reads nothing.
+ */
+static void test_cache(void)
+{
+	struct nvmefs_store_cfg cfg = small_cfg;
+	struct nvmefs_store_stats st, st2;
+	struct nvmefs_store *s;
+	uint64_t reads = 0, over = 0;
+
+	cfg.cache_bytes = 16 * NVMEFS_BLOCK;
+	s = fresh_store(&cfg);
+	if (!s)
+		return;
+	put_inodes(s, 1, 5000, 1); /* about 140 run blocks of 4 KiB */
+	CHECK_ERR(flush_at(s, 1), 0);
+	CHECK(get_reads(s, 1, 1) == 1);
+	nvmefs_store_stats(s, &st);
+	CHECK(get_reads(s, 1, 1) == 0); /* cached */
+	CHECK(get_reads(s, 2, 1) == 0); /* the same block */
+	nvmefs_store_stats(s, &st2);
+	CHECK(st2.cache_hits == st.cache_hits + 2 && st2.cache_misses == st.cache_misses);
+	for (uint64_t i = 1; i <= 5000; i += 7) {
+		reads += get_reads(s, i, 1);
+		nvmefs_store_stats(s, &st);
+		over += st.cache_bytes > cfg.cache_bytes;
+	}
+	CHECKF(over == 0 && st.cache_bytes > 0, "%" PRIu64 " lookups left the cache over its limit",
+	       over);
+	CHECKF(reads > 100, "%" PRIu64 " blocks read for 715 keys over 140 blocks", reads);
+	CHECK(get_reads(s, 1, 1) == 1); /* evicted by the others */
+	nvmefs_store_close(s);
+
+	s = fresh_store(&small_cfg); /* the default limit: 8 MiB */
+	if (!s)
+		return;
+	put_inodes(s, 1, 5000, 2);
+	CHECK_ERR(flush_at(s, 1), 0);
+	put_inodes(s, 2501, 5000, 3); /* two runs: a lookup may read both */
+	CHECK_ERR(flush_at(s, 2), 0);
+	reads = 0;
+	for (uint64_t i = 1; i <= 7500; i++)
+		reads += get_reads(s, i, i <= 2500 ? 2 : 3);
+	nvmefs_store_stats(s, &st);
+	CHECKF(reads > 200 && st.cache_bytes == reads * NVMEFS_BLOCK,
+	       "%" PRIu64 " reads, %zu bytes cached", reads, st.cache_bytes);
+	reads = 0;
+	for (uint64_t i = 1; i <= 7500; i++)
+		reads += get_reads(s, i, i <= 2500 ? 2 : 3);
+	CHECKF(reads == 0, "a second pass read %" PRIu64 " blocks", reads);
+	printf("run-block cache: %zu bytes hold two runs of 7,500 keys: no read the second time\n",
+	       st.cache_bytes);
+	nvmefs_store_close(s);
+}
+
 /* ---- threads ---- */
 
 struct worker {
@@ -1180,6 +1254,7 @@ int main(void)
 	test_commit_fail();
 	test_freeze();
 	test_walk();
+	test_cache();
 	test_threads();
 	test_img_teardown();
 	return test_result();

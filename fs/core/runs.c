@@ -759,7 +759,7 @@ bool nvmefs_runr_may_hold(const struct nvmefs_runr *r, const uint8_t *key, size_
 }
 
 /* The last run block whose first key is <= key (0 when none is). */
-static uint32_t find_block(const struct nvmefs_runr *r, const uint8_t *key, size_t klen)
+uint32_t nvmefs_runr_block_of(const struct nvmefs_runr *r, const uint8_t *key, size_t klen)
 {
 	uint32_t lo = 0, hi = r->nrb; /* the answer is in [lo, hi) */
 
@@ -796,25 +796,40 @@ static int load_block(struct nvmefs_runr *r, uint32_t i, void *buf, struct nvmef
 	return ret ? damaged(r, "run block", i) : 0;
 }
 
-int nvmefs_runr_get(struct nvmefs_runr *r, const uint8_t *key, size_t klen, void *buf,
-		    struct nvmefs_run_ent *e)
+uint32_t nvmefs_runr_block_len(const struct nvmefs_runr *r, uint32_t i)
 {
-	struct nvmefs_run_hdr h;
-	size_t pos = 0;
-	int ret;
+	return rb_len(r, i);
+}
 
-	if (!nvmefs_runr_may_hold(r, key, klen))
-		return -ENOENT;
-	ret = load_block(r, find_block(r, key, klen), buf, &h);
-	if (ret)
-		return ret;
-	while (nvmefs_run_next(buf, &h, &pos, e)) {
+int nvmefs_runr_load(struct nvmefs_runr *r, uint32_t i, void *buf, struct nvmefs_run_hdr *h)
+{
+	return load_block(r, i, buf, h);
+}
+
+int nvmefs_run_block_find(const void *buf, const struct nvmefs_run_hdr *h, const uint8_t *key,
+			  size_t klen, struct nvmefs_run_ent *e)
+{
+	size_t pos = 0;
+
+	while (nvmefs_run_next(buf, h, &pos, e)) {
 		int c = nvmefs_key_cmp(e->key, e->klen, key, klen);
 
 		if (c >= 0)
 			return c ? -ENOENT : 0;
 	}
 	return -ENOENT;
+}
+
+int nvmefs_runr_get(struct nvmefs_runr *r, const uint8_t *key, size_t klen, void *buf,
+		    struct nvmefs_run_ent *e)
+{
+	struct nvmefs_run_hdr h;
+	int ret;
+
+	if (!nvmefs_runr_may_hold(r, key, klen))
+		return -ENOENT;
+	ret = load_block(r, nvmefs_runr_block_of(r, key, klen), buf, &h);
+	return ret ? ret : nvmefs_run_block_find(buf, &h, key, klen, e);
 }
 
 /* ---- iterating ---- */
@@ -838,7 +853,7 @@ int nvmefs_runit_seek(struct nvmefs_runit *it, const uint8_t *key, size_t klen)
 	size_t pos = 0;
 	int ret;
 
-	it->blk = key ? find_block(it->r, key, klen) : 0;
+	it->blk = key ? nvmefs_runr_block_of(it->r, key, klen) : 0;
 	it->pos = 0;
 	it->loaded = false;
 	if (!key)

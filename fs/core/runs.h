@@ -237,6 +237,21 @@ bool nvmefs_runr_may_hold(const struct nvmefs_runr *r, const uint8_t *key, size_
 int nvmefs_runr_get(struct nvmefs_runr *r, const uint8_t *key, size_t klen, void *buf,
 		    struct nvmefs_run_ent *e);
 
+/*
+ * The same in steps, for a cache of run blocks (store.c): the run block
+ * that may hold key (the last whose first key is <= key; call only when
+ * nvmefs_runr_may_hold says yes), its length in 4 KiB blocks, reading and
+ * checking it (as nvmefs_runr_get does: 0, -EINVAL logged, or an I/O
+ * error; buf holds nvmefs_runr_block_len(r, i) blocks, NVMEFS_BLOCK
+ * aligned), and finding key in a block so read (0 with *e into buf, or
+ * -ENOENT).
+ */
+uint32_t nvmefs_runr_block_of(const struct nvmefs_runr *r, const uint8_t *key, size_t klen);
+uint32_t nvmefs_runr_block_len(const struct nvmefs_runr *r, uint32_t i);
+int nvmefs_runr_load(struct nvmefs_runr *r, uint32_t i, void *buf, struct nvmefs_run_hdr *h);
+int nvmefs_run_block_find(const void *buf, const struct nvmefs_run_hdr *h, const uint8_t *key,
+			  size_t klen, struct nvmefs_run_ent *e);
+
 /* ---- iterating in key order ---- */
 
 /* A source of entries in strictly increasing key order. next returns 1

@@ -29,10 +29,11 @@
 #include "store.h"
 #include "util_i.h"
 
-#define L0_RUNS_DEFAULT	   4u
-#define L1_BLOCKS_DEFAULT  2560u
-#define FANOUT_DEFAULT	   10u
-#define RUN_BLOCKS_DEFAULT 512u /* 2 MiB */
+#define L0_RUNS_DEFAULT	    4u
+#define L1_BLOCKS_DEFAULT   2560u
+#define FANOUT_DEFAULT	    10u
+#define RUN_BLOCKS_DEFAULT  512u /* 2 MiB */
+#define CACHE_BYTES_DEFAULT ((size_t)8 << 20)
 
 /* An open run, shared by the views that name it. */
 struct srun {
@@ -49,6 +50,8 @@ struct view {
 	struct srun *run[];
 };
 
+struct bcache;
+
 struct nvmefs_store {
 	struct nvmefs_runs *a; /* NULL: a memory-only store */
 	struct nvmefs_store_cfg cfg;
@@ -59,6 +62,7 @@ struct nvmefs_store {
 	struct nvmefs_mark imm_mark; /* the mark imm was frozen with */
 	struct view *view;	     /* protected by lock */
 	struct nvmefs_mark mark;     /* memory only (a NULL): the last flush's; protected by lock */
+	struct bcache *cache;	     /* run blocks lookups read (its own lock); NULL: none */
 	struct nvmefs_store_stats st; /* protected by lock */
 	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
 	/* Each level's compaction cursor: the largest key of the run it last
@@ -259,6 +263,221 @@ out:
 	return ret;
 }
 
+/* ---- the run-block cache ---- */
+
+/*
+ * Run blocks lookups read, kept by (run id, block index): run blocks are
+ * immutable and run ids never reused (the manifest keeps the next one),
+ * so an entry is never stale, only unused (a retired run's blocks age out
+ * of the LRU list). The lock is a leaf, never held across I/O: a miss
+ * reads outside it and inserts after (a block two threads missed at once
+ * is read twice, inserted once). A reader holds a reference to the block
+ * it searches; eviction skips held blocks, so the limit holds up to the
+ * blocks in use at that moment (one per lookup in flight).
+ */
+struct cblk {
+	uint64_t run;
+	uint32_t idx;
+	unsigned refs; /* lookups reading buf; protected by the cache's lock */
+	size_t bytes;  /* buf's length */
+	struct nvmefs_run_hdr h;
+	uint8_t *buf;
+	struct cblk *hnext;	  /* hash chain, or a list of blocks to free */
+	struct cblk *prev, *next; /* LRU list, most recent first */
+};
+
+struct bcache {
+	pthread_mutex_t lock; /* protects what follows */
+	size_t limit, bytes;
+	struct cblk **hash; /* nbuckets chains, a power of 2 */
+	size_t nbuckets;
+	struct cblk *head, *tail;
+	uint64_t hits, misses;
+};
+
+static struct cblk **cache_slot(struct bcache *c, uint64_t run, uint32_t idx)
+{
+	uint64_t h = (run * 0x9e3779b97f4a7c15ull) ^ (idx * 0xc2b2ae3d27d4eb4full);
+
+	return &c->hash[(h >> 17) & (c->nbuckets - 1)];
+}
+
+/* A cache of limit bytes, or NULL (no memory). */
+static struct bcache *cache_new(size_t limit)
+{
+	struct bcache *c = calloc(1, sizeof(*c));
+	size_t n = 64;
+
+	if (!c)
+		return NULL;
+	while (n < limit / NVMEFS_BLOCK && n < ((size_t)1 << 20))
+		n <<= 1; /* a bucket per 4 KiB block the limit holds */
+	c->hash = calloc(n, sizeof(*c->hash));
+	if (!c->hash) {
+		free(c);
+		return NULL;
+	}
+	c->nbuckets = n;
+	c->limit = limit;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+static void lru_unlink(struct bcache *c, struct cblk *b)
+{
+	*(b->prev ? &b->prev->next : &c->head) = b->next;
+	*(b->next ? &b->next->prev : &c->tail) = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static void lru_push(struct bcache *c, struct cblk *b)
+{
+	b->prev = NULL;
+	b->next = c->head;
+	*(c->head ? &c->head->prev : &c->tail) = b;
+	c->head = b;
+}
+
+/* Take the least recent unheld blocks out until the limit holds; they go
+ * on *dead for the caller to free outside the lock (lock held). */
+static void cache_trim(struct bcache *c, struct cblk **dead)
+{
+	struct cblk *b, *prev;
+
+	for (b = c->tail; b && c->bytes > c->limit; b = prev) {
+		struct cblk **pp = cache_slot(c, b->run, b->idx);
+
+		prev = b->prev;
+		if (b->refs)
+			continue;
+		while (*pp != b)
+			pp = &(*pp)->hnext;
+		*pp = b->hnext;
+		lru_unlink(c, b);
+		c->bytes -= b->bytes;
+		b->hnext = *dead;
+		*dead = b;
+	}
+}
+
+/* Free a list of blocks (by hnext). */
+static void cblk_free_all(struct cblk *b)
+{
+	while (b) {
+		struct cblk *next = b->hnext;
+
+		free(b->buf);
+		free(b);
+		b = next;
+	}
+}
+
+static void cache_free(struct bcache *c)
+{
+	struct cblk *all = NULL;
+
+	if (!c)
+		return;
+	c->limit = 0;
+	cache_trim(c, &all); /* no lookup is left: every block goes */
+	cblk_free_all(all);
+	free(c->hash);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Block (run, idx), held, or NULL (lock held). */
+static struct cblk *cache_find(struct bcache *c, uint64_t run, uint32_t idx)
+{
+	struct cblk *b = *cache_slot(c, run, idx);
+
+	while (b && (b->run != run || b->idx != idx))
+		b = b->hnext;
+	if (b) {
+		b->refs++;
+		lru_unlink(c, b);
+		lru_push(c, b);
+	}
+	return b;
+}
+
+/* Drop a reference cache_get gave. */
+static void cache_put(struct bcache *c, struct cblk *b)
+{
+	struct cblk *dead = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	b->refs--;
+	cache_trim(c, &dead);
+	pthread_mutex_unlock(&c->lock);
+	cblk_free_all(dead);
+}
+
+/* Read run block idx of r (a miss): a new block, held, not yet cached. */
+static int cblk_read(struct nvmefs_runr *r, uint32_t idx, struct cblk **out)
+{
+	struct cblk *b = calloc(1, sizeof(*b));
+	int ret = -ENOMEM;
+
+	*out = NULL;
+	if (!b)
+		return ret;
+	b->run = r->meta.id;
+	b->idx = idx;
+	b->refs = 1;
+	b->bytes = (size_t)nvmefs_runr_block_len(r, idx) * NVMEFS_BLOCK;
+	b->buf = nvmefs_aligned_alloc(b->bytes);
+	if (b->buf)
+		ret = nvmefs_runr_load(r, idx, b->buf, &b->h);
+	if (ret) {
+		free(b->buf);
+		free(b);
+		return ret;
+	}
+	*out = b;
+	return 0;
+}
+
+/* Run block idx of r, held (cache_put), from the cache or read into it;
+ * *reads counts a read. 0 or -errno. */
+static int cache_get(struct bcache *c, struct nvmefs_runr *r, uint32_t idx, struct cblk **out,
+		     unsigned *reads)
+{
+	struct cblk *b, *dead = NULL;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	*out = cache_find(c, r->meta.id, idx);
+	if (*out)
+		c->hits++;
+	else
+		c->misses++;
+	pthread_mutex_unlock(&c->lock);
+	if (*out)
+		return 0;
+	ret = cblk_read(r, idx, &b); /* no lock across the read */
+	if (ret)
+		return ret;
+	(*reads)++;
+	pthread_mutex_lock(&c->lock);
+	*out = cache_find(c, b->run, idx); /* another thread's, read meanwhile */
+	if (!*out) {
+		struct cblk **pp = cache_slot(c, b->run, idx);
+
+		b->hnext = *pp;
+		*pp = b;
+		lru_push(c, b);
+		c->bytes += b->bytes;
+		cache_trim(c, &dead);
+		*out = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	cblk_free_all(b); /* the one read twice */
+	cblk_free_all(dead);
+	return 0;
+}
+
 /* ---- open, close ---- */
 
 static struct nvmefs_memtable *mem_new(struct nvmefs_store *s)
@@ -324,6 +543,7 @@ static struct nvmefs_store *store_alloc(const struct nvmefs_store_cfg *cfg)
 	s->cfg.l1_blocks = s->cfg.l1_blocks ? s->cfg.l1_blocks : L1_BLOCKS_DEFAULT;
 	s->cfg.fanout = s->cfg.fanout > 1 ? s->cfg.fanout : FANOUT_DEFAULT;
 	s->cfg.run_blocks = s->cfg.run_blocks ? s->cfg.run_blocks : RUN_BLOCKS_DEFAULT;
+	s->cfg.cache_bytes = s->cfg.cache_bytes ? s->cfg.cache_bytes : CACHE_BYTES_DEFAULT;
 	pthread_mutex_init(&s->flush_lock, NULL);
 	pthread_mutex_init(&s->compact_lock, NULL);
 	pthread_mutex_init(&s->commit_lock, NULL);
@@ -344,6 +564,11 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 	ret = nvmefs_runs_open(&s->a, dev, g, uuid);
 	if (ret)
 		goto err;
+	s->cache = cache_new(s->cfg.cache_bytes);
+	if (!s->cache) {
+		ret = -ENOMEM;
+		goto err;
+	}
 	s->mem = mem_new(s);
 	ret = s->mem ? open_view(s) : -ENOMEM;
 	if (ret)
@@ -382,6 +607,7 @@ void nvmefs_store_close(struct nvmefs_store *s)
 	}
 	mem_free(s->mem);
 	mem_free(s->imm);
+	cache_free(s->cache); /* before the runs it names: no I/O, only memory */
 	nvmefs_runs_close(s->a);
 	pthread_mutex_destroy(&s->flush_lock);
 	pthread_mutex_destroy(&s->compact_lock);
@@ -417,6 +643,13 @@ void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st)
 	st->frozen_bytes = s->imm ? s->imm->bytes : 0;
 	st->frozen_entries = s->imm ? s->imm->n : 0;
 	pthread_mutex_unlock(&s->lock);
+	if (s->cache) { /* its own lock, after the store's: never both */
+		pthread_mutex_lock(&s->cache->lock);
+		st->cache_hits = s->cache->hits;
+		st->cache_misses = s->cache->misses;
+		st->cache_bytes = s->cache->bytes;
+		pthread_mutex_unlock(&s->cache->lock);
+	}
 }
 
 /* ---- put, get ---- */
@@ -478,26 +711,35 @@ static size_t level_find(const struct view *v, uint32_t k, const uint8_t *key, s
 	return lo > v->lvl[k] ? lo - 1 : v->lvl[k + 1];
 }
 
-/* Look key up in one run: -ENOENT (not there), 0 with *e, or -errno.
- * *reads counts the run blocks read (one per run that may hold it). */
-static int get_run(struct nvmefs_runr *r, const uint8_t *key, size_t klen, uint8_t **buf,
-		   struct nvmefs_run_ent *e, unsigned *reads)
+/* Look key up in one run, its block through the cache: -ENOENT (not
+ * there), 0 with *e into *blk (held: the caller puts it), or -errno.
+ * *reads counts the run blocks read (at most one per run that may hold
+ * it, none when cached). */
+static int get_run(struct nvmefs_store *s, struct nvmefs_runr *r, const uint8_t *key, size_t klen,
+		   struct cblk **blk, struct nvmefs_run_ent *e, unsigned *reads)
 {
+	int ret;
+
 	if (!nvmefs_runr_may_hold(r, key, klen))
 		return -ENOENT;
-	if (!*buf && !(*buf = nvmefs_aligned_alloc(NVMEFS_RUN_BUF)))
-		return -ENOMEM;
-	(*reads)++;
-	return nvmefs_runr_get(r, key, klen, *buf, e);
+	ret = cache_get(s->cache, r, nvmefs_runr_block_of(r, key, klen), blk, reads);
+	if (ret)
+		return ret;
+	ret = nvmefs_run_block_find((*blk)->buf, &(*blk)->h, key, klen, e);
+	if (ret) {
+		cache_put(s->cache, *blk);
+		*blk = NULL;
+	}
+	return ret;
 }
 
 /* The runs of v newest first: every level-0 run, then at most one run of
  * each level >= 1 (the one whose range may hold key). */
-static int get_runs(struct view *v, const uint8_t *key, size_t klen, void *val, size_t cap,
-		    size_t *vlen, unsigned *reads)
+static int get_runs(struct nvmefs_store *s, struct view *v, const uint8_t *key, size_t klen,
+		    void *val, size_t cap, size_t *vlen, unsigned *reads)
 {
 	struct nvmefs_run_ent e = {0};
-	uint8_t *buf = NULL;
+	struct cblk *blk = NULL;
 	int ret = -ENOENT;
 
 	for (uint32_t k = 0; k < NVMEFS_RUN_LEVELS && ret == -ENOENT; k++) {
@@ -505,11 +747,12 @@ static int get_runs(struct view *v, const uint8_t *key, size_t klen, void *val, 
 		size_t end = k ? (i < v->lvl[k + 1] ? i + 1 : i) : v->lvl[1];
 
 		for (; i < end && ret == -ENOENT; i++)
-			ret = get_run(&v->run[i]->r, key, klen, &buf, &e, reads);
+			ret = get_run(s, &v->run[i]->r, key, klen, &blk, &e, reads);
 	}
 	if (!ret)
 		ret = copy_out(&e, val, cap, vlen);
-	free(buf);
+	if (blk)
+		cache_put(s->cache, blk);
 	return ret;
 }
 
@@ -537,7 +780,7 @@ int nvmefs_store_get(struct nvmefs_store *s, const uint8_t *key, size_t klen, vo
 	v = s->view;
 	v->refs++;
 	pthread_mutex_unlock(&s->lock);
-	ret = get_runs(v, key, klen, val, cap, vlen, &reads);
+	ret = get_runs(s, v, key, klen, val, cap, vlen, &reads);
 	pthread_mutex_lock(&s->lock);
 	s->st.get_blocks_read += reads;
 	view_put(s, v);

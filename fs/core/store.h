@@ -17,7 +17,9 @@
  * A lookup reads the memtable, then the frozen one being flushed, then the
  * runs newest first (level 0 newest run first, then levels 1, 2, ...),
  * skipping each run whose key range or bloom filter says no, and reading
- * at most one run block of each run that may hold the key. An iterator
+ * at most one run block of each run that may hold the key, through a cache
+ * of run blocks (cfg.cache_bytes, least recently used out first: a block
+ * looked up again costs no read). An iterator
  * merges the same sources over a key range (a prefix: a directory's
  * entries, a file's extents).
  *
@@ -62,16 +64,19 @@ struct nvmefs_store_cfg {
 	uint32_t run_blocks; /* a compaction's output runs: each this many 4 KiB
 			      * blocks at most (data, index, filter) unless one
 			      * entry needs more; 0: 512 (2 MiB) */
+	size_t cache_bytes;  /* the run-block cache's limit; 0: 8 MiB */
 };
 
 struct nvmefs_store_stats {
-	uint64_t flushes, compactions;	 /* committed */
-	uint64_t flush_blocks_written;	 /* by the last flush: its run's blocks */
-	uint64_t flush_blocks_read;	 /* by the last flush: the new run's index and filter */
-	uint64_t compact_blocks_written; /* by the last compaction: its runs' blocks */
-	uint64_t compact_runs_written;	 /* by the last compaction: its output runs */
-	uint64_t get_blocks_read;	 /* run blocks read by lookups, since open */
-	size_t mem_bytes;		 /* the memtable's memory (the frozen one's apart) */
+	uint64_t flushes, compactions;	   /* committed */
+	uint64_t flush_blocks_written;	   /* by the last flush: its run's blocks */
+	uint64_t flush_blocks_read;	   /* by the last flush: the new run's index and filter */
+	uint64_t compact_blocks_written;   /* by the last compaction: its runs' blocks */
+	uint64_t compact_runs_written;	   /* by the last compaction: its output runs */
+	uint64_t get_blocks_read;	   /* run blocks read by lookups, since open (misses) */
+	uint64_t cache_hits, cache_misses; /* lookups' run blocks found in the cache or not */
+	size_t cache_bytes;		   /* run blocks the cache holds */
+	size_t mem_bytes;		   /* the memtable's memory (the frozen one's apart) */
 	size_t mem_entries;
 	uint64_t iter_copied_bytes; /* memtable bytes iterators copied (keys, values and
 				     * their entries), since open; walks copy none */
