@@ -31,6 +31,9 @@
 # prints, /tmp/nvmefs-torture-fail.XXXXXX.
 #
 # usage: scripts/crash-torture.sh BUILD_DIR [ITERATIONS [SEED]]
+#   NVMEFS_META_CROSSCHECK=1 (set by ctest for test_torture): the daemons
+#   keep format v2's keys beside the maps and compare them at every commit
+#   (docs/METADATA-V2-STEP4.md, C2); a difference fails the run.
 #   ITERATIONS: default 20. SEED: default random; each iteration derives its
 #   own (printed) seed from it. The moment of a kill -9 is wall-clock time,
 #   so a rerun repeats the operations and the choices, not every crash
@@ -331,6 +334,9 @@ for ((it = 0; it < iters; it++)); do
 	lap umount
 	tt_fsck unmounted
 	lap fsck
+	# With NVMEFS_META_CROSSCHECK=1 a daemon that finds its shadow store
+	# and its maps apart logs it and aborts, which looks like a crash here.
+	! grep -q 'metadata crosscheck' "$log" || fail "a daemon's metadata crosscheck failed"
 
 	stats=$(grep '^TORTURE-STATS ' "$vlog")
 	n_it[$kind]=$((n_it[$kind] + 1))

@@ -7,7 +7,11 @@
  * rename with NOREPLACE and EXCHANGE (link counts of both parents), setattr,
  * extended attributes, what a write takes away, an unlinked file kept by
  * its open handle, ENAMETOOLONG, EEXIST, ENOSPC; then all of it again after
- * the volume is closed and opened, and fsck.nvmefs -n clean.
+ * the volume is closed and opened, and fsck.nvmefs -n clean. With the
+ * shadow store on (test_vol.h), every commit compares format v2's keys
+ * with the maps; and a mismatch made on purpose (an attribute, a summary
+ * field, a stray key, a missing key, a changed xattr) must be caught, with
+ * the key named, so that the crosscheck cannot pass by checking nothing.
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -21,7 +25,10 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "journal_i.h"
+#include "meta_i.h"
 #include "namei.h"
+#include "shadow_i.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
 #include "test_vol.h"
@@ -329,6 +336,89 @@ static void check_after_reopen(struct nvmefs_vol *vol)
 	CHECK(attr_of(vol, ino_of(vol, ino_of(vol, ROOT, "sg"), "sub")).st_gid == 50);
 }
 
+static char last_err[512];
+
+static void keep_err(enum nvmefs_log_level level, const char *msg)
+{
+	if (level == NVMEFS_LOG_ERR && !last_err[0])
+		snprintf(last_err, sizeof(last_err), "%s", msg);
+}
+
+/* The crosscheck fails (-EUCLEAN) and its first message names key. */
+static bool caught(struct nvmefs_vol *vol, const char *key)
+{
+	int ret;
+
+	last_err[0] = 0;
+	ret = nvmefs_meta_crosscheck(vol);
+	if (ret != -EUCLEAN || !strstr(last_err, key)) {
+		fprintf(stderr, "crosscheck returned %d, said '%s'; want -EUCLEAN naming %s\n", ret,
+			last_err, key);
+		return false;
+	}
+	return true;
+}
+
+static void test_crosscheck(struct nvmefs_vol *vol)
+{
+	uint64_t ino = mk(vol, &root, ROOT, "xc", S_IFREG | 0644);
+	struct nvmefs_val v = {.kind = NVMEFS_KEY_ORPHAN};
+	struct nvmefs_inode *r, *f;
+	uint8_t key[NVMEFS_KEY_MAX];
+	char name[64];
+
+	CHECK(vol->shadow != NULL);
+	CHECK_ERR(nvmefs_xattr_set(vol, ino, "user.xc", "1", 1, 0), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0); /* every inode clean */
+	if (!vol->shadow || !ino)
+		return;
+	nvmefs_log_set_sink(keep_err);
+	pthread_mutex_lock(&vol->lock);
+	r = nvmefs_iget(vol, ROOT);
+	f = nvmefs_iget(vol, ino);
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	/* An attribute of a clean inode. */
+	r->uid ^= 1;
+	CHECK(caught(vol, "INODE(1)"));
+	r->uid ^= 1;
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	/* A summary field, even of a dirty inode. */
+	nvmefs_inode_dirty(vol, r);
+	r->dir->next_cookie++;
+	CHECK(caught(vol, "INODE(1)"));
+	r->dir->next_cookie--;
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	/* A key the maps do not call for. */
+	v.rec.type = NVMEFS_REC_ORPHAN_ADD;
+	v.rec.ino.ino = ino;
+	CHECK_ERR(nvmefs_shadow_put(vol->shadow, &v), 0);
+	snprintf(name, sizeof(name), "ORPHAN(%llu)", (unsigned long long)ino);
+	CHECK(caught(vol, name));
+	CHECK_ERR(nvmefs_shadow_del(vol->shadow, key, nvmefs_key_orphan(key, ino)), 0);
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	/* A key the maps call for, missing. */
+	CHECK_ERR(nvmefs_shadow_del(vol->shadow, key, nvmefs_key_dirent(key, ROOT, "xc", 2)), 0);
+	CHECK(caught(vol, "DIRENT(1, \"xc\")"));
+	nvmefs_meta_shadow_inode(vol, r); /* no DIRENT back: still caught */
+	CHECK(caught(vol, "DIRENT(1, \"xc\")"));
+	pthread_mutex_unlock(&vol->lock);
+	nvmefs_log_set_sink(NULL);
+	/* Put back by the records themselves: rename it away and back. */
+	CHECK_ERR(nvmefs_ns_rename(vol, ROOT, "xc", ROOT, "xc2", 0), 0);
+	CHECK_ERR(nvmefs_ns_rename(vol, ROOT, "xc2", ROOT, "xc", 0), 0);
+	nvmefs_log_set_sink(keep_err);
+	pthread_mutex_lock(&vol->lock);
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	/* A value changed behind apply's back. */
+	((char *)f->xattrs[0].value)[0] = '2';
+	snprintf(name, sizeof(name), "XATTR(%llu, \"user.xc\")", (unsigned long long)ino);
+	CHECK(caught(vol, name));
+	((char *)f->xattrs[0].value)[0] = '1';
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	pthread_mutex_unlock(&vol->lock);
+	nvmefs_log_set_sink(NULL);
+}
+
 int main(int argc, char **argv)
 {
 	struct nvmefs_vol *vol;
@@ -346,6 +436,7 @@ int main(int argc, char **argv)
 		test_kill_privs(vol);
 		test_open_unlinked(vol);
 		test_enospc(vol);
+		test_crosscheck(vol);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 	}
 	vol = test_vol_reopen();

@@ -3,8 +3,11 @@
  * A volume on two image files formatted by mkfs.nvmefs, opened through the
  * core (nvmefs_vol_open), for the unit tests of the core's modules: no
  * mount, no root. test_vol_setup(BUILD_DIR) formats and opens it (exit 77
- * when the tools are not built); test_vol_teardown() closes it, checks it
- * with fsck.nvmefs -n and removes the images.
+ * when the tools are not built) with the shadow store on
+ * (NVMEFS_META_CROSSCHECK=1: format v2's keys checked against the maps at
+ * every commit, the close's included; a difference aborts);
+ * test_vol_teardown() closes it, checks it with fsck.nvmefs -n and removes
+ * the images.
  */
 #ifndef NVMEFS_TEST_VOL_H
 #define NVMEFS_TEST_VOL_H
@@ -44,7 +47,9 @@ static struct nvmefs_vol *test_vol_setup(const char *build)
 		 test_vol_img[1]);
 	CHECK(system(cmd) == 0);
 	nvmefs_log_set_level(NVMEFS_LOG_WARN);
+	setenv("NVMEFS_META_CROSSCHECK", "1", 1);
 	CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), 0);
+	CHECK(!vol || vol->shadow);
 	return vol;
 }
 

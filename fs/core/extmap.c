@@ -5,6 +5,12 @@
  * records that meta.c applies (holding meta) and read by the data path's
  * walks; both take the inode's map_lock, so that a READ needs nothing
  * volume-wide. Space a removal frees goes back through the allocator.
+ *
+ * Every change of an extent is also told to the shadow store when it is on
+ * (vol->shadow, shadow_i.h) as format v2 keys: ext_put for an extent new
+ * or changed in place, ext_del for a key that no longer starts an extent
+ * (merged away, removed, or its start moved). One key per extent, keyed by
+ * (ino, slot, comp_off), so each site's key-level diff is local.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +19,7 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "extmap_i.h"
+#include "shadow_i.h"
 #include "util_i.h"
 
 #include "nvmefs/util.h"
@@ -31,6 +38,36 @@ size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* The shadow's EXTENT key of e: put with e's value. */
+static void ext_put(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsigned slot,
+		    const struct nvmefs_ext *e)
+{
+	struct nvmefs_val v = {.kind = NVMEFS_KEY_EXTENT};
+
+	if (!vol->shadow)
+		return;
+	v.rec.type = NVMEFS_REC_EXTENT;
+	v.rec.extent.ino = in->ino;
+	v.rec.extent.slot = slot;
+	v.rec.extent.flags = e->flags;
+	v.rec.extent.comp_off = e->comp_off;
+	v.rec.extent.dev_off = e->dev_off;
+	v.rec.extent.len = e->len;
+	/* A failure sticks in the shadow: the crosscheck reports it. */
+	(void)nvmefs_shadow_put(vol->shadow, &v);
+}
+
+/* The shadow's EXTENT key at comp_off: a tombstone. */
+static void ext_del(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsigned slot,
+		    uint64_t comp_off)
+{
+	uint8_t key[NVMEFS_KEY_MAX];
+
+	if (vol->shadow)
+		(void)nvmefs_shadow_del(vol->shadow, key,
+					nvmefs_key_extent(key, in->ino, slot, comp_off));
 }
 
 static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
@@ -55,15 +92,20 @@ static int extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 	in->alloc_bytes += e->len;
 	if (left && right) {
 		m->v[i - 1].len += e->len + m->v[i].len;
+		ext_put(vol, in, slot, &m->v[i - 1]);
+		ext_del(vol, in, slot, m->v[i].comp_off);
 		memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof(*m->v));
 		m->n--;
 		vol->meta_bytes -= NVMEFS_EXT_COST;
 	} else if (left) {
 		m->v[i - 1].len += e->len;
+		ext_put(vol, in, slot, &m->v[i - 1]);
 	} else if (right) {
+		ext_del(vol, in, slot, m->v[i].comp_off); /* its start moves down */
 		m->v[i].comp_off = e->comp_off;
 		m->v[i].dev_off = e->dev_off;
 		m->v[i].len += e->len;
+		ext_put(vol, in, slot, &m->v[i]);
 	} else {
 		if (extmap_reserve(m, m->n + 1)) {
 			in->alloc_bytes -= e->len;
@@ -73,6 +115,7 @@ static int extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 		m->v[i] = *e;
 		m->n++;
 		vol->meta_bytes += NVMEFS_EXT_COST;
+		ext_put(vol, in, slot, e);
 	}
 	return 0;
 }
@@ -112,20 +155,26 @@ static int extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 			m->v[i + 1] = tail;
 			m->n++;
 			vol->meta_bytes += NVMEFS_EXT_COST;
+			ext_put(vol, in, slot, &m->v[i]);
+			ext_put(vol, in, slot, &tail);
 			return 0;
 		}
 		if (e->comp_off < lo) { /* keep the head */
 			release(vol, in, slot, e->dev_off + (lo - e->comp_off), end - lo, rel);
 			e->len = lo - e->comp_off;
+			ext_put(vol, in, slot, e);
 			i++;
 		} else if (end > hi) { /* keep the tail */
 			release(vol, in, slot, e->dev_off, hi - e->comp_off, rel);
+			ext_del(vol, in, slot, e->comp_off); /* its start moves up */
 			e->dev_off += hi - e->comp_off;
 			e->len = end - hi;
 			e->comp_off = hi;
+			ext_put(vol, in, slot, e);
 			i++;
 		} else { /* all of it */
 			release(vol, in, slot, e->dev_off, e->len, rel);
+			ext_del(vol, in, slot, e->comp_off);
 			memmove(e, e + 1, (m->n - i - 1) * sizeof(*m->v));
 			m->n--;
 			vol->meta_bytes -= NVMEFS_EXT_COST;

@@ -70,6 +70,7 @@ struct nvmefs_dir {
 };
 
 struct nvmefs_prefetch;
+struct nvmefs_shadow;
 
 struct nvmefs_inode {
 	struct nvmefs_inode *hnext; /* meta: inode hash chain */
@@ -112,6 +113,9 @@ struct nvmefs_inode {
 	atomic_uint_fast64_t wtime_ns;
 	atomic_bool wtime_queued;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
+	/* meta: an overwrite's time was folded into mtime/ctime since the
+	 * shadow store last took this inode (meta.c, nvmefs_meta_crosscheck). */
+	bool shadow_stale;
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -270,6 +274,10 @@ struct nvmefs_vol {
 	/* The test daemon only: this many OPEN/CREATE replies are lost (the
 	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
 	atomic_uint test_lose_opens;
+	/* meta: format v2's keys of the metadata, written through by apply
+	 * beside the maps and checked against them (fs/core/shadow_i.h,
+	 * nvmefs_meta_crosscheck); NULL when off, as in production. */
+	struct nvmefs_shadow *shadow;
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"

@@ -6,14 +6,24 @@
  * that changes them, nvmefs_meta_apply(), used both to replay records read
  * from disk and for live operations (which then log the same record), so the
  * journal can never describe a state the code did not produce.
+ *
+ * Format v2 (docs/METADATA-V2-STEP4.md, commit C2): when the shadow store
+ * is on (vol->shadow, shadow_i.h), apply also writes every record through
+ * as v2 keys and values (kv_* below; extmap.c does the extents' keys), and
+ * nvmefs_meta_crosscheck compares the shadow with the maps both ways. The
+ * maps stay the truth.
  */
 #include "fs_i.h"
 #include "extmap_i.h"
 #include "meta_i.h"
+#include "shadow_i.h"
 #include "util_i.h"
+#include "values.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -51,7 +61,27 @@ int nvmefs_meta_init(struct nvmefs_vol *vol)
 	if (!vol->itab || !vol->dtab)
 		return -ENOMEM;
 	vol->next_ino = NVMEFS_ROOT_INO + 1;
+	/* A checker's volume (fsck) may hold what apply refuses and is
+	 * repaired in place: never shadowed. */
+	if (!vol->opts.check && getenv("NVMEFS_META_CROSSCHECK") &&
+	    !strcmp(getenv("NVMEFS_META_CROSSCHECK"), "1"))
+		return nvmefs_meta_shadow_start(vol);
 	return 0;
+}
+
+int nvmefs_meta_shadow_start(struct nvmefs_vol *vol)
+{
+	if (vol->shadow)
+		return 0;
+	if (vol->ninodes)
+		return -EBUSY; /* it would miss what is applied already */
+	return nvmefs_shadow_create(&vol->shadow);
+}
+
+void nvmefs_meta_shadow_stop(struct nvmefs_vol *vol)
+{
+	nvmefs_shadow_destroy(vol->shadow);
+	vol->shadow = NULL;
 }
 
 static void inode_free_mem(struct nvmefs_inode *in)
@@ -94,6 +124,7 @@ void nvmefs_meta_exit(struct nvmefs_vol *vol)
 	free(vol->itab);
 	vol->dtab = NULL;
 	vol->itab = NULL;
+	nvmefs_meta_shadow_stop(vol);
 }
 
 struct nvmefs_inode *nvmefs_iget(struct nvmefs_vol *vol, uint64_t ino)
@@ -191,6 +222,7 @@ void nvmefs_inode_fold_wtime(struct nvmefs_inode *in)
 
 	if (!ns)
 		return;
+	in->shadow_stale = true; /* the shadow's INODE has the times before */
 	if (t.tv_sec > in->mtime.tv_sec ||
 	    (t.tv_sec == in->mtime.tv_sec && t.tv_nsec > in->mtime.tv_nsec))
 		in->mtime = t;
@@ -199,9 +231,9 @@ void nvmefs_inode_fold_wtime(struct nvmefs_inode *in)
 		in->ctime = t;
 }
 
-void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
+/* The INODE record of in as it is (no overwrite time folded). */
+static void inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r)
 {
-	nvmefs_inode_fold_wtime(in);
 	memset(r, 0, sizeof(*r));
 	r->type = NVMEFS_REC_INODE;
 	r->inode.ino = in->ino;
@@ -221,6 +253,132 @@ void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
 		r->inode.target = in->target;
 		r->inode.target_len = (uint16_t)strlen(in->target);
 	}
+}
+
+void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
+{
+	nvmefs_inode_fold_wtime(in);
+	inode_rec(in, r);
+}
+
+/* ---- the shadow store: records as format v2 keys (METADATA-V2-STEP4.md §2) ---- */
+
+/* What v2 keeps in an INODE value and v1 rebuilds at load: from the maps,
+ * never from an INODE record. */
+static void inode_sum(const struct nvmefs_inode *in, struct nvmefs_inode_sum *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->nxattrs = in->nxattrs;
+	if (S_ISREG(in->mode) && in->slots) {
+		s->alloc_bytes = in->alloc_bytes;
+		for (unsigned k = 0; k < in->layout.stripe_count; k++)
+			s->nextents += in->slots[k].n;
+	} else if (in->dir) {
+		s->parent = in->parent;
+		s->nentries = in->dir->live;
+		s->next_cookie = in->dir->next_cookie;
+	}
+}
+
+/* The shadow's two writes; what fails sticks there (shadow_i.h), for the
+ * crosscheck to report: apply has changed the maps and goes on. A later
+ * commit swaps the store in behind these. */
+static void kv_put(struct nvmefs_vol *vol, const struct nvmefs_val *v)
+{
+	if (vol->shadow)
+		(void)nvmefs_shadow_put(vol->shadow, v);
+}
+
+static void kv_del(struct nvmefs_vol *vol, const uint8_t *key, size_t klen)
+{
+	if (vol->shadow)
+		(void)nvmefs_shadow_del(vol->shadow, key, klen);
+}
+
+void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct nvmefs_inode_sum sum;
+	struct nvmefs_rec r;
+	struct nvmefs_val v;
+
+	if (!vol->shadow || in->dead)
+		return;
+	/* The whole cached inode, dirty attributes too: the shadow may run
+	 * ahead of the journal inside the open transaction. */
+	nvmefs_inode_to_rec(in, &r);
+	inode_sum(in, &sum);
+	nvmefs_val_inode(&v, &r, &sum);
+	kv_put(vol, &v);
+	in->shadow_stale = false;
+}
+
+static void kv_dirent(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, bool put)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_DIRENT_ADD};
+	uint8_t key[NVMEFS_KEY_MAX];
+	struct nvmefs_val v;
+
+	if (!vol->shadow)
+		return;
+	if (!put) {
+		kv_del(vol, key, nvmefs_key_dirent(key, d->parent, d->name, d->name_len));
+		kv_del(vol, key, nvmefs_key_dcookie(key, d->parent, d->cookie));
+		return;
+	}
+	r.dirent.parent = d->parent;
+	r.dirent.child = d->child;
+	r.dirent.type = d->type;
+	r.dirent.name = d->name;
+	r.dirent.name_len = d->name_len;
+	nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, d->cookie);
+	kv_put(vol, &v);
+	nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, d->cookie);
+	kv_put(vol, &v);
+}
+
+static void xattr_rec(uint64_t ino, const struct nvmefs_xattr *x, struct nvmefs_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = NVMEFS_REC_XATTR_SET;
+	r->xattr.ino = ino;
+	r->xattr.name = x->name;
+	r->xattr.name_len = (uint16_t)x->name_len;
+	r->xattr.value = x->value;
+	r->xattr.value_len = x->value_len;
+}
+
+static void kv_xattr(struct nvmefs_vol *vol, uint64_t ino, const struct nvmefs_xattr *x, bool put)
+{
+	uint8_t key[NVMEFS_KEY_MAX];
+	struct nvmefs_rec r;
+	struct nvmefs_val v;
+
+	if (!vol->shadow)
+		return;
+	if (!put) {
+		kv_del(vol, key, nvmefs_key_xattr(key, ino, x->name, x->name_len));
+		return;
+	}
+	xattr_rec(ino, x, &r);
+	if (!nvmefs_val_rec(&v, &r))
+		kv_put(vol, &v);
+}
+
+static void kv_orphan(struct nvmefs_vol *vol, uint64_t ino, bool put)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_ORPHAN_ADD};
+	uint8_t key[NVMEFS_KEY_MAX];
+	struct nvmefs_val v;
+
+	if (!vol->shadow)
+		return;
+	if (!put) {
+		kv_del(vol, key, nvmefs_key_orphan(key, ino));
+		return;
+	}
+	r.ino.ino = ino;
+	if (!nvmefs_val_rec(&v, &r))
+		kv_put(vol, &v);
 }
 
 static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
@@ -341,6 +499,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	ts_from(&in->ctime, r->inode.ctime);
 	ts_from(&in->crtime, r->inode.crtime);
 	nvmefs_inode_note_privs(in);
+	nvmefs_meta_shadow_inode(vol, in);
 	return 0;
 }
 
@@ -400,11 +559,19 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 				return ret;
 		}
 	}
-	for (unsigned i = 0; i < in->nxattrs; i++)
+	for (unsigned i = 0; i < in->nxattrs; i++) {
 		vol->meta_bytes -= 16 + 8 + in->xattrs[i].name_len + in->xattrs[i].value_len;
+		kv_xattr(vol, in->ino, &in->xattrs[i], false);
+	}
 	nvmefs_inode_to_rec(in, &tmp);
 	vol->meta_bytes -= nvmefs_rec_size(&tmp);
+	if (vol->shadow) { /* its extents' keys went in nvmefs_extmap_remove */
+		uint8_t key[NVMEFS_KEY_MAX];
+
+		kv_del(vol, key, nvmefs_key_inode(key, in->ino));
+	}
 	if (in->orphan) {
+		kv_orphan(vol, in->ino, false);
 		in->orphan = false;
 		vol->norphans--;
 		vol->meta_bytes -= 16;
@@ -424,6 +591,7 @@ static int apply_orphan(struct nvmefs_vol *vol, const struct nvmefs_rec *r, bool
 	if (!in || in->dead || in->orphan == add)
 		return -EUCLEAN;
 	in->orphan = add;
+	kv_orphan(vol, in->ino, add);
 	if (add) {
 		vol->norphans++;
 		vol->meta_bytes += 16;
@@ -529,6 +697,10 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	*pp = d;
 	if (c->dir)
 		c->parent = p->ino;
+	kv_dirent(vol, d, true);
+	nvmefs_meta_shadow_inode(vol, p); /* nentries, next_cookie */
+	if (c->dir)
+		nvmefs_meta_shadow_inode(vol, c); /* parent */
 	vol->ndirents++;
 	vol->meta_bytes += nvmefs_rec_size(r);
 	if (vol->ndirents >= vol->dtab_size)
@@ -549,6 +721,8 @@ static int apply_dirent_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		return -EUCLEAN;
 	*pp = d->hnext;
 	dir_remove(p->dir, d);
+	kv_dirent(vol, d, false);
+	nvmefs_meta_shadow_inode(vol, p); /* nentries */
 	vol->ndirents--;
 	vol->meta_bytes -= nvmefs_rec_size(r);
 	free(d);
@@ -575,9 +749,11 @@ static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	/* Replace whatever the range held; live callers only ever map holes or
 	 * convert unwritten blocks in place, so nothing is freed here. */
 	ret = nvmefs_extmap_remove(vol, in, r->extent.slot, e.comp_off, e.comp_off + e.len, false);
-	if (ret)
-		return ret;
-	return nvmefs_extmap_insert(vol, in, r->extent.slot, &e);
+	if (!ret)
+		ret = nvmefs_extmap_insert(vol, in, r->extent.slot, &e);
+	if (!ret)				   /* the extents' keys went in extmap.c */
+		nvmefs_meta_shadow_inode(vol, in); /* alloc_bytes, nextents */
+	return ret;
 }
 
 static int apply_punch(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
@@ -604,6 +780,7 @@ static int apply_punch(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		if (ret)
 			return ret;
 	}
+	nvmefs_meta_shadow_inode(vol, in); /* alloc_bytes, nextents */
 	return 0;
 }
 
@@ -663,6 +840,8 @@ static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	x->value = value;
 	x->value_len = r->xattr.value_len;
 	nvmefs_inode_note_privs(in);
+	kv_xattr(vol, in->ino, x, true);
+	nvmefs_meta_shadow_inode(vol, in); /* nxattrs */
 	return 0;
 err_value:
 	free(value);
@@ -680,10 +859,12 @@ static int apply_xattr_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	if (!x)
 		return -EUCLEAN;
 	vol->meta_bytes -= 16 + 8 + x->name_len + x->value_len;
+	kv_xattr(vol, in->ino, x, false);
 	free(x->name);
 	free(x->value);
 	*x = in->xattrs[--in->nxattrs];
 	nvmefs_inode_note_privs(in);
+	nvmefs_meta_shadow_inode(vol, in); /* nxattrs */
 	return 0;
 }
 
@@ -906,4 +1087,247 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 			    "(fsck.nvmefs will reclaim them)",
 			    nvmefs_meta_where(vol), bad);
 	return 0;
+}
+
+/* ---- the crosscheck: the shadow store against the maps ---- */
+
+struct xcheck {
+	struct nvmefs_vol *vol;
+	uint8_t key[NVMEFS_KEY_MAX];
+	uint8_t *val; /* NVMEFS_VAL_MAX bytes */
+	size_t nkeys; /* the keys the maps call for */
+	int ret;      /* the first difference */
+};
+
+static void differ(struct xcheck *c, const uint8_t *key, size_t klen, const char *what)
+{
+	char name[320];
+
+	if (c->ret)
+		return;
+	nvmefs_shadow_key_name(key, klen, name, sizeof(name));
+	nvmefs_err("%s: metadata crosscheck: %s: %s", nvmefs_meta_where(c->vol), name, what);
+	c->ret = -EUCLEAN;
+}
+
+static bool sum_eq(const struct nvmefs_inode_sum *a, const struct nvmefs_inode_sum *b)
+{
+	return a->nxattrs == b->nxattrs && a->alloc_bytes == b->alloc_bytes &&
+	       a->nextents == b->nextents && a->parent == b->parent && a->nentries == b->nentries &&
+	       a->next_cookie == b->next_cookie;
+}
+
+/*
+ * v's key must be in the shadow with v's value, byte for byte; with
+ * !attrs (an INODE whose attributes the shadow may not have yet) its
+ * file type and summary fields only.
+ */
+static void expect(struct xcheck *c, const struct nvmefs_val *v, bool attrs)
+{
+	const uint8_t *got;
+	size_t klen = 0, glen;
+	struct nvmefs_val g;
+	ssize_t vlen;
+	char what[96];
+
+	if (c->ret)
+		return;
+	c->nkeys++;
+	vlen = nvmefs_val_encode(v, c->key, &klen, c->val);
+	if (vlen < 0) {
+		nvmefs_err("%s: metadata crosscheck: the maps hold a value of kind %u (record "
+			   "type %u) that format v2 refuses",
+			   nvmefs_meta_where(c->vol), v->kind, v->rec.type);
+		c->ret = -EUCLEAN;
+		return;
+	}
+	if (nvmefs_shadow_get(c->vol->shadow, c->key, klen, &got, &glen)) {
+		differ(c, c->key, klen, "in the maps, missing from the shadow store");
+		return;
+	}
+	if (attrs) {
+		size_t at = 0;
+
+		while (at < glen && at < (size_t)vlen && got[at] == c->val[at])
+			at++;
+		if (glen != (size_t)vlen || at < glen) {
+			snprintf(what, sizeof(what),
+				 "the shadow's value (%zu bytes) differs from the maps' (%zd) "
+				 "at byte %zu",
+				 glen, vlen, at);
+			differ(c, c->key, klen, what);
+		}
+		return;
+	}
+	if (nvmefs_val_decode(c->key, klen, got, glen, &g) ||
+	    (g.rec.inode.mode & S_IFMT) != (v->rec.inode.mode & S_IFMT) || !sum_eq(&g.sum, &v->sum))
+		differ(c, c->key, klen, "the shadow's type or summary differs from the maps'");
+}
+
+/* Every key the maps call for of one inode but its entries'. */
+static void expect_inode(struct xcheck *c, const struct nvmefs_inode *in)
+{
+	struct nvmefs_inode_sum sum;
+	struct nvmefs_rec r;
+	struct nvmefs_val v;
+
+	inode_rec(in, &r);
+	inode_sum(in, &sum);
+	nvmefs_val_inode(&v, &r, &sum);
+	/* Attributes changed in memory go out at the next commit
+	 * (emit_dirty), the shadow's with them. */
+	expect(c, &v, !in->dirty_pprev && !in->shadow_stale);
+	for (unsigned i = 0; i < in->nxattrs; i++) {
+		xattr_rec(in->ino, &in->xattrs[i], &r);
+		if (!nvmefs_val_rec(&v, &r))
+			expect(c, &v, true);
+	}
+	for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
+		for (size_t k = 0; k < in->slots[s].n; k++) {
+			const struct nvmefs_ext *e = &in->slots[s].v[k];
+
+			memset(&r, 0, sizeof(r));
+			r.type = NVMEFS_REC_EXTENT;
+			r.extent.ino = in->ino;
+			r.extent.slot = s;
+			r.extent.flags = e->flags;
+			r.extent.comp_off = e->comp_off;
+			r.extent.dev_off = e->dev_off;
+			r.extent.len = e->len;
+			if (!nvmefs_val_rec(&v, &r))
+				expect(c, &v, true);
+		}
+	}
+	if (in->orphan) {
+		memset(&r, 0, sizeof(r));
+		r.type = NVMEFS_REC_ORPHAN_ADD;
+		r.ino.ino = in->ino;
+		if (!nvmefs_val_rec(&v, &r))
+			expect(c, &v, true);
+	}
+}
+
+/* A directory's entries: DIRENT and DCOOKIE each. */
+static void expect_entries(struct xcheck *c, const struct nvmefs_dir *dir)
+{
+	struct nvmefs_rec r;
+	struct nvmefs_val v;
+
+	for (size_t k = 0; k < dir->n; k++) {
+		const struct nvmefs_dirent *d = dir->v[k];
+
+		if (!d)
+			continue;
+		memset(&r, 0, sizeof(r));
+		r.type = NVMEFS_REC_DIRENT_ADD;
+		r.dirent.parent = d->parent;
+		r.dirent.child = d->child;
+		r.dirent.type = d->type;
+		r.dirent.name = d->name;
+		r.dirent.name_len = d->name_len;
+		nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, d->cookie);
+		expect(c, &v, true);
+		nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, d->cookie);
+		expect(c, &v, true);
+	}
+}
+
+static uint64_t key_u64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
+
+/* Whether the maps hold what a live shadow key names (its value is
+ * compared from the maps' side). Fields as sorted.c lays them out. */
+static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
+{
+	struct nvmefs_inode *in;
+	const struct nvmefs_dir *dir;
+	size_t i;
+
+	if (nvmefs_key_check(k, klen))
+		return false;
+	in = k[0] == NVMEFS_KEY_FREE ? NULL : nvmefs_iget(vol, key_u64(k + 1));
+	if (!in || in->dead)
+		return false;
+	switch (k[0]) {
+	case NVMEFS_KEY_INODE:
+		return true;
+	case NVMEFS_KEY_DIRENT:
+		return in->dir && *dir_slot(vol, in->ino, (const char *)k + 17, klen - 17);
+	case NVMEFS_KEY_DCOOKIE:
+		dir = in->dir;
+		if (!dir)
+			return false;
+		i = dir_lower_bound(dir, key_u64(k + 9));
+		while (i < dir->n && !dir->v[i])
+			i++;
+		return i < dir->n && dir->v[i]->cookie == key_u64(k + 9);
+	case NVMEFS_KEY_EXTENT:
+		if (!in->slots || k[9] >= in->layout.stripe_count)
+			return false;
+		i = nvmefs_extmap_find(&in->slots[k[9]], key_u64(k + 10));
+		return i < in->slots[k[9]].n && in->slots[k[9]].v[i].comp_off == key_u64(k + 10);
+	case NVMEFS_KEY_XATTR:
+		return xattr_find(in, (const char *)k + 9, klen - 9) != NULL;
+	case NVMEFS_KEY_ORPHAN:
+		return in->orphan;
+	}
+	return false;
+}
+
+int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
+{
+	struct xcheck c = {.vol = vol};
+	struct nvmefs_run_ent e;
+	const void *pos = NULL;
+	size_t nshadow = 0;
+
+	if (!vol->shadow)
+		return 0;
+	c.ret = nvmefs_shadow_error(vol->shadow);
+	if (c.ret) {
+		nvmefs_err("%s: metadata crosscheck: the shadow store missed a change (%s)",
+			   nvmefs_meta_where(vol), strerror(-c.ret));
+		return c.ret;
+	}
+	c.val = malloc(NVMEFS_VAL_MAX);
+	if (!c.val)
+		return -ENOMEM;
+	/* The maps -> the shadow: every key they call for, with its value. */
+	for (size_t i = 0; i < vol->itab_size && !c.ret; i++) {
+		for (struct nvmefs_inode *in = vol->itab[i]; in && !c.ret; in = in->hnext) {
+			if (in->dead)
+				continue;
+			expect_inode(&c, in);
+			if (in->dir)
+				expect_entries(&c, in->dir);
+		}
+	}
+	/* The shadow -> the maps: no live key they do not call for. */
+	while (!c.ret && nvmefs_shadow_next(vol->shadow, &pos, &e)) {
+		if (e.tomb)
+			continue;
+		nshadow++;
+		if (!in_maps(vol, e.key, e.klen))
+			differ(&c, e.key, e.klen, "in the shadow store, not in the maps");
+	}
+	if (!c.ret && nshadow != c.nkeys) {
+		nvmefs_err("%s: metadata crosscheck: %zu keys in the shadow store, the maps call "
+			   "for %zu",
+			   nvmefs_meta_where(vol), nshadow, c.nkeys);
+		c.ret = -EUCLEAN;
+	}
+	if (!c.ret)
+		nvmefs_shadow_checked(vol->shadow, nshadow);
+	free(c.val);
+	return c.ret;
+}
+
+bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol)
+{
+	return vol->shadow && nvmefs_shadow_check_due(vol->shadow);
 }

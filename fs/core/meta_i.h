@@ -35,4 +35,35 @@ void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* Estimated checkpoint bytes of a new inode with a name of name_len. */
 uint64_t nvmefs_meta_cost_inode(size_t name_len);
 
+/*
+ * The shadow store (fs/core/shadow_i.h; docs/METADATA-V2-STEP4.md, C2):
+ * format v2's keys of the state, written through by apply beside the maps,
+ * which stay the truth. It doubles metadata memory: off unless the
+ * environment has NVMEFS_META_CROSSCHECK=1 at nvmefs_meta_init (never for
+ * a volume opened to be checked, opts.check) or a test starts it. Start it
+ * before the first record is applied (-EBUSY after; 0 if on; -ENOMEM);
+ * stop frees it (nothing when off). meta held, or single-threaded.
+ */
+int nvmefs_meta_shadow_start(struct nvmefs_vol *vol);
+void nvmefs_meta_shadow_stop(struct nvmefs_vol *vol);
+/* Put the inode's INODE key as the cache has it (its overwrite time folded
+ * in first): for the journal's INODE records of dirty inodes, which it
+ * logs without apply (emit_dirty). Nothing when off or dead. meta held. */
+void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/*
+ * Compare the shadow store with the maps both ways: every inode, entry
+ * (DIRENT and DCOOKIE), extent, xattr and orphan of the maps has its key
+ * with the value they give (an INODE's summary from the maps; its
+ * attributes only when the inode is not dirty: a dirty one's go out at
+ * the next commit), and the shadow has no other live key. Returns 0 (also
+ * when off), -EUCLEAN at the first difference (logged, naming the key and
+ * what differs), the shadow's sticky error when a put failed (-EINVAL: a
+ * value format v2 refuses; -ENOMEM), or -ENOMEM. meta held.
+ */
+int nvmefs_meta_crosscheck(struct nvmefs_vol *vol);
+/* Whether the shadow is on and a check at a commit is due: always for a
+ * state under 10,000 keys, else once the writes since the last check are
+ * a sixteenth of it (nvmefs_shadow_check_due). meta held. */
+bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol);
+
 #endif
