@@ -7,7 +7,9 @@
  * rename with NOREPLACE and EXCHANGE (link counts of both parents), setattr,
  * extended attributes, what a write takes away, an unlinked file kept by
  * its open handle, ENAMETOOLONG, EEXIST, ENOSPC; then all of it again after
- * the volume is closed and opened, and fsck.nvmefs -n clean.
+ * the volume is closed and opened, and fsck.nvmefs -n clean. After every
+ * call of the core, a walk of the inodes checks that it left no operation
+ * reference behind (fs/core/icache.c).
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -21,12 +23,55 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "icache_i.h"
 #include "namei.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
 #include "test_vol.h"
 
 #define ROOT NVMEFS_ROOT_INO
+
+/* What a call returned, after checking that it left no reference. */
+static long idle_after(struct nvmefs_vol *vol, long ret, int line)
+{
+	int bad;
+
+	pthread_mutex_lock(&vol->lock);
+	bad = nvmefs_icache_check(vol, true);
+	pthread_mutex_unlock(&vol->lock);
+	CHECKF(bad == 0, "the call at line %d left references behind", line);
+	return ret;
+}
+
+/*
+ * Each call of the namespace API below is checked by idle_after. The
+ * macros take the functions' own names: a function-like macro is not
+ * expanded again inside its own expansion, so each still calls the
+ * function. (nvmefs_ns_get and nvmefs_ns_put are not wrapped: a reference
+ * between them is the point.)
+ */
+#define IDLE(vol, call)		     idle_after(vol, (long)(call), __LINE__)
+#define IDLE_VOID(vol, call)	     ((void)(call), (void)idle_after(vol, 0, __LINE__))
+#define nvmefs_ns_lookup(v, ...)     IDLE(v, nvmefs_ns_lookup(v, __VA_ARGS__))
+#define nvmefs_ns_forget(v, ...)     IDLE_VOID(v, nvmefs_ns_forget(v, __VA_ARGS__))
+#define nvmefs_ns_getattr(v, ...)    IDLE(v, nvmefs_ns_getattr(v, __VA_ARGS__))
+#define nvmefs_ns_setattr(v, ...)    IDLE(v, nvmefs_ns_setattr(v, __VA_ARGS__))
+#define nvmefs_ns_readlink(v, ...)   IDLE(v, nvmefs_ns_readlink(v, __VA_ARGS__))
+#define nvmefs_ns_mknod(v, ...)	     IDLE(v, nvmefs_ns_mknod(v, __VA_ARGS__))
+#define nvmefs_ns_link(v, ...)	     IDLE(v, nvmefs_ns_link(v, __VA_ARGS__))
+#define nvmefs_ns_unlink(v, ...)     IDLE(v, nvmefs_ns_unlink(v, __VA_ARGS__))
+#define nvmefs_ns_rmdir(v, ...)	     IDLE(v, nvmefs_ns_rmdir(v, __VA_ARGS__))
+#define nvmefs_ns_rename(v, ...)     IDLE(v, nvmefs_ns_rename(v, __VA_ARGS__))
+#define nvmefs_ns_open(v, ...)	     IDLE(v, nvmefs_ns_open(v, __VA_ARGS__))
+#define nvmefs_ns_create(v, ...)     IDLE(v, nvmefs_ns_create(v, __VA_ARGS__))
+#define nvmefs_ns_release(v, ...)    IDLE_VOID(v, nvmefs_ns_release(v, __VA_ARGS__))
+#define nvmefs_ns_kill_privs(v, ...) IDLE(v, nvmefs_ns_kill_privs(v, __VA_ARGS__))
+#define nvmefs_ns_opendir(v, ...)    IDLE(v, nvmefs_ns_opendir(v, __VA_ARGS__))
+#define nvmefs_ns_readdir(v, ...)    IDLE(v, nvmefs_ns_readdir(v, __VA_ARGS__))
+#define nvmefs_xattr_set(v, ...)     IDLE(v, nvmefs_xattr_set(v, __VA_ARGS__))
+#define nvmefs_xattr_get(v, ...)     IDLE(v, nvmefs_xattr_get(v, __VA_ARGS__))
+#define nvmefs_xattr_list(v, ...)    IDLE(v, nvmefs_xattr_list(v, __VA_ARGS__))
+#define nvmefs_xattr_remove(v, ...)  IDLE(v, nvmefs_xattr_remove(v, __VA_ARGS__))
 
 static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
 static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
@@ -256,7 +301,13 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 {
 	uint64_t f = mk(vol, &alice, ROOT, "kp", S_IFREG | 06755);
 	uint64_t g = mk(vol, &alice, ROOT, "kp2", S_IFREG | 02745); /* setgid, no group x */
-	struct nvmefs_inode *in = nvmefs_ns_find(vol, f), *in2 = nvmefs_ns_find(vol, g);
+	struct nvmefs_inode *in = NULL, *in2 = NULL;
+
+	/* A write's: on open files, whose handles keep the inodes. */
+	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, g, false, &in2), 0);
+	if (!in || !in2)
+		return;
 
 	CHECK_ERR(nvmefs_xattr_set(vol, f, "security.capability", "c", 1, 0), 0);
 	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 0), 0); /* root keeps the bits */
@@ -266,6 +317,8 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 	CHECK((attr_of(vol, f).st_mode & 07777) == 0755);
 	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, 1000), 0);
 	CHECK((attr_of(vol, g).st_mode & 07777) == 02745); /* a mandatory-lock mark stays */
+	nvmefs_ns_release(vol, f);
+	nvmefs_ns_release(vol, g);
 }
 
 /* An unlinked file lives while a handle or a reference holds it. */
@@ -287,6 +340,59 @@ static void test_open_unlinked(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), -ENOENT);
 	nvmefs_ns_forget(vol, f, 1);
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+}
+
+/* What readdir gave: the entries' numbers, 0 for those without attributes. */
+struct seen {
+	unsigned n, max;
+	uint64_t ino[8];
+};
+
+static bool see_entry(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
+		      const struct stat *st)
+{
+	struct seen *s = arg;
+
+	(void)name, (void)ino, (void)mode, (void)next;
+	if (s->n == s->max)
+		return false;
+	s->ino[s->n++] = st ? st->st_ino : 0;
+	return true;
+}
+
+/* An operation's reference keeps an inode as a lookup does; opendir;
+ * readdirplus. The calls in parentheses are not checked by idle_after:
+ * a reference is held across them on purpose. */
+static void test_refs(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "refs", S_IFDIR | 0755);
+	uint64_t f = mk(vol, &alice, d, "f", S_IFREG | 0644);
+	struct nvmefs_inode *in = NULL;
+	struct seen seen = {.max = 3};
+	struct stat st;
+
+	CHECK_ERR(nvmefs_ns_opendir(vol, d), 0);
+	CHECK_ERR(nvmefs_ns_opendir(vol, f), -ENOTDIR);
+	CHECK_ERR(nvmefs_ns_opendir(vol, 999999), -ENOENT);
+	CHECK_ERR(nvmefs_ns_get(vol, 999999, &in), -ENOENT);
+	CHECK(in == NULL);
+	CHECK_ERR(nvmefs_ns_get(vol, f, &in), 0);
+	if (!in)
+		return;
+	CHECK(in->refs == 1);
+	CHECK_ERR((nvmefs_ns_unlink)(vol, d, "f"), 0);
+	CHECK_ERR((nvmefs_ns_getattr)(vol, f, &st), 0); /* freed, kept by the reference */
+	CHECK(st.st_nlink == 0 && in->dead && in->refs == 1);
+	nvmefs_ns_put(vol, in);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+	/* ".", "..", then the first entry fits: its lookup is the caller's */
+	f = mk(vol, &alice, d, "a", S_IFREG | 0644);
+	mk(vol, &alice, d, "b", S_IFREG | 0644);
+	CHECK_ERR(nvmefs_ns_readdir(vol, d, 0, true, see_entry, &seen), 0);
+	CHECK(seen.n == 3 && seen.ino[0] == 0 && seen.ino[1] == 0 && seen.ino[2] == f);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "a"), 0);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT); /* no lookup left on it */
 }
 
 /* Names stop when the checkpoint would not hold them. */
@@ -345,6 +451,7 @@ int main(int argc, char **argv)
 		test_xattrs(vol);
 		test_kill_privs(vol);
 		test_open_unlinked(vol);
+		test_refs(vol);
 		test_enospc(vol);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 	}

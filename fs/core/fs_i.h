@@ -112,6 +112,12 @@ struct nvmefs_inode {
 	atomic_uint_fast64_t wtime_ns;
 	atomic_bool wtime_queued;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
+	/* meta: operations holding it, from nvmefs_inode_get to its put
+	 * (fs/core/icache.c); while any does, it stays in memory. */
+	uint32_t refs;
+	/* Reads and writes in flight on it (fs/core/data.c, dio_new to
+	 * dio_finish): counted without meta, as an overwrite takes none. */
+	atomic_uint ios;
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
