@@ -9,7 +9,9 @@
  * its open handle, ENAMETOOLONG, EEXIST, ENOSPC; then all of it again after
  * the volume is closed and opened, and fsck.nvmefs -n clean. After every
  * call of the core, a walk of the inodes checks that it left no operation
- * reference behind (fs/core/icache.c).
+ * reference behind (fs/core/icache.c). The kernel's lookup counts: forgets
+ * of unknown inodes and of more than is held, a freed inode kept until its
+ * last forget, what pins an inode, the table's growth and deletions.
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -24,6 +26,7 @@
 
 #include "fs_i.h"
 #include "icache_i.h"
+#include "journal_i.h"
 #include "namei.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
@@ -395,6 +398,113 @@ static void test_refs(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT); /* no lookup left on it */
 }
 
+/* Whether ino is pinned (nvmefs_inode_pinned); false when unknown. */
+static bool pinned(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in;
+	bool ret;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	ret = in && nvmefs_inode_pinned(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static uint64_t lookups_of(struct nvmefs_vol *vol, uint64_t ino)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&vol->lock);
+	n = nvmefs_lookups_count(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	return n;
+}
+
+/* The kernel's lookup counts (vol->lookups): forgets of what it does not
+ * hold; a freed inode kept until its last forget; what pins. */
+static void test_lookups(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "lk", S_IFDIR | 0755), f;
+	struct stat attr = {.st_mtim = {3000, 3}}, st;
+	struct nvmefs_inode *in = NULL;
+	size_t n = vol->nlookups;
+
+	/* forgets of an unknown ino and of one the kernel does not hold */
+	nvmefs_ns_forget(vol, 999999, 1);
+	nvmefs_ns_forget(vol, d, 1);
+	CHECK(vol->nlookups == n && attr_of(vol, d).st_nlink == 2);
+	/* a forget of more than is held takes all, and the inode stays */
+	CHECK_ERR(nvmefs_ns_lookup(vol, ROOT, "lk", &st), 0);
+	CHECK_ERR(nvmefs_ns_lookup(vol, ROOT, "lk", &st), 0);
+	CHECK(lookups_of(vol, d) == 2 && vol->nlookups == n + 1);
+	nvmefs_ns_forget(vol, d, 5);
+	CHECK(lookups_of(vol, d) == 0 && vol->nlookups == n);
+	CHECK(attr_of(vol, d).st_nlink == 2);
+	/* pins: the root, an open handle, unlogged attributes; not lookups */
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "f", S_IFREG | 0644, 0, NULL, &st), 0);
+	f = st.st_ino;
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK(pinned(vol, ROOT) && !pinned(vol, d) && !pinned(vol, f));
+	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
+	CHECK(pinned(vol, f));
+	nvmefs_ns_release(vol, f);
+	CHECK(!pinned(vol, f));
+	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	CHECK(pinned(vol, f)); /* dirty until the commit logs it */
+	/* a freed inode the kernel names stays, pinned, until its last forget */
+	CHECK_ERR(nvmefs_ns_lookup(vol, d, "f", &st), 0);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0);
+	CHECK(st.st_nlink == 0 && pinned(vol, f));
+	/* the write-back cache's late times: answered with what it was */
+	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0); /* one lookup left */
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+	nvmefs_ns_forget(vol, f, 1); /* unknown now */
+	CHECK(vol->nlookups == n);
+}
+
+/* The table itself, on numbers that need not be inodes: growth past half
+ * full, deletion among collisions, shrinking, its bytes. */
+static void test_lookups_table(struct nvmefs_vol *vol)
+{
+	enum { N = 3000 };
+	static uint64_t want[N];
+	const uint64_t base = 1ull << 40;
+	size_t n0 = vol->nlookups, used = 0;
+	unsigned seed = 1;
+
+	pthread_mutex_lock(&vol->lock);
+	for (unsigned k = 0; k < 20 * N; k++) {
+		unsigned i = (unsigned)rand_r(&seed) % N;
+		uint64_t n = 1 + (unsigned)rand_r(&seed) % 3;
+
+		if (rand_r(&seed) % 3) {
+			CHECK_ERR(nvmefs_lookups_reserve(vol), 0);
+			nvmefs_lookups_add(vol, base + i);
+			want[i]++;
+		} else {
+			want[i] = want[i] > n ? want[i] - n : 0;
+			CHECK(nvmefs_lookups_sub(vol, base + i, n) == want[i]);
+		}
+	}
+	for (unsigned i = 0; i < N; i++) {
+		CHECK(nvmefs_lookups_count(vol, base + i) == want[i]);
+		used += want[i] != 0;
+	}
+	CHECK(vol->nlookups == n0 + used && vol->nlookups * 2 <= vol->lookups_cap);
+	CHECK(vol->lookups_bytes == vol->lookups_cap * 16);
+	for (unsigned i = 0; i < N; i++)
+		CHECK(nvmefs_lookups_sub(vol, base + i, UINT64_MAX) == 0);
+	CHECK(vol->nlookups == n0);
+	CHECK(vol->lookups_cap == 64 || vol->nlookups * 8 >= vol->lookups_cap);
+	pthread_mutex_unlock(&vol->lock);
+}
+
 /* Names stop when the checkpoint would not hold them. */
 static void test_enospc(struct nvmefs_vol *vol)
 {
@@ -452,6 +562,8 @@ int main(int argc, char **argv)
 		test_kill_privs(vol);
 		test_open_unlinked(vol);
 		test_refs(vol);
+		test_lookups(vol);
+		test_lookups_table(vol);
 		test_enospc(vol);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 	}

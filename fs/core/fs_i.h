@@ -86,11 +86,11 @@ struct nvmefs_inode {
 	uint64_t parent;	     /* directories: the parent (root: itself) */
 	struct nvmefs_xattr *xattrs;
 	unsigned nxattrs;
-	/* meta: runtime state, never on disk */
-	uint64_t lookup; /* the kernel's lookup count */
-	uint32_t opens;	 /* open file handles */
-	bool orphan;	 /* nlink 0 while open: ORPHAN_ADD logged */
-	bool dead;	 /* storage freed, INODE_FREE logged */
+	/* meta: runtime state, never on disk (the kernel's lookup count is
+	 * in vol->lookups) */
+	uint32_t opens; /* open file handles */
+	bool orphan;	/* nlink 0 while open: ORPHAN_ADD logged */
+	bool dead;	/* storage freed, INODE_FREE logged */
 	/* On the journal's list of inodes whose attributes go out at the next
 	 * commit: NULL when not. Doubly linked (as the kernel's hlist) so that
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
@@ -276,6 +276,12 @@ struct nvmefs_vol {
 	/* The test daemon only: this many OPEN/CREATE replies are lost (the
 	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
 	atomic_uint test_lose_opens;
+	/* meta: the kernel's lookup counts, ino -> count (fs/core/icache.c),
+	 * apart from the inodes: an inode the kernel names need not stay in
+	 * memory for it. Open addressing, lookups_cap (a power of 2, or 0)
+	 * slots, nlookups in use; lookups_bytes is what it takes. */
+	struct nvmefs_lookup *lookups;
+	size_t lookups_cap, nlookups, lookups_bytes;
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"

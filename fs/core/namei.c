@@ -88,11 +88,12 @@ static bool is_ctl_name(uint64_t parent, const char *name)
 	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
 }
 
-/* The entry's attributes and one reference for the caller (meta held). */
-static void give_entry(struct nvmefs_inode *in, struct stat *st)
+/* The entry's attributes and one reference for the caller (meta held),
+ * counted in the lookups table. */
+static void give_entry(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct stat *st)
 {
 	nvmefs_ns_fill_stat(in, st);
-	in->lookup++;
+	nvmefs_lookups_add(vol, in->ino); /* after nvmefs_lookups_reserve */
 }
 
 /* What every change of name in directory p checks first (meta held). */
@@ -199,7 +200,9 @@ int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	if (!ret)
 		ret = nvmefs_inode_get(vol, d->child, NVMEFS_IGET_LIVE, &in);
 	if (!ret)
-		give_entry(in, st);
+		ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
+		give_entry(vol, in, st);
 	nvmefs_inode_put(vol, in);
 	nvmefs_inode_put(vol, p);
 	pthread_mutex_unlock(&vol->lock);
@@ -210,14 +213,11 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 {
 	struct nvmefs_inode *in;
 
+	/* No get: a forget works on the table, loads nothing, cannot fail.
+	 * A freed inode the kernel named waited for its last forget. */
 	pthread_mutex_lock(&vol->lock);
-	/* No get: a forget loads nothing and cannot fail. */
-	in = nvmefs_iget(vol, ino);
-	if (in) {
-		in->lookup = in->lookup > n ? in->lookup - n : 0;
-		if (in->dead && !nvmefs_inode_held(vol, in))
-			nvmefs_inode_drop(vol, in);
-	}
+	if (!nvmefs_lookups_sub(vol, ino, n) && (in = nvmefs_iget(vol, ino)))
+		nvmefs_inode_reap(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 }
 
@@ -469,7 +469,7 @@ static int make_node_in(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, 
 int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
 		    const char *name, mode_t mode, dev_t rdev, const char *target, struct stat *st)
 {
-	struct nvmefs_inode *in;
+	struct nvmefs_inode *in = NULL;
 	size_t len;
 	int ret;
 
@@ -495,9 +495,11 @@ int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&vol->lock);
-	ret = make_node_in(vol, cred, parent, name, mode, rdev, target, &in);
+	ret = nvmefs_lookups_reserve(vol);
 	if (!ret)
-		give_entry(in, st);
+		ret = make_node_in(vol, cred, parent, name, mode, rdev, target, &in);
+	if (!ret)
+		give_entry(vol, in, st);
 	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
@@ -524,13 +526,15 @@ int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, con
 	else if (!ret && in->nlink >= NVMEFS_LINK_MAX)
 		ret = -EMLINK;
 	if (!ret)
+		ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, in);
 	if (!ret) {
 		in->nlink++;
 		in->ctime = now;
 		nvmefs_inode_dirty(vol, in);
 		touch_dir(vol, p, &now);
-		give_entry(in, st);
+		give_entry(vol, in, st);
 	}
 	nvmefs_inode_put(vol, p);
 	nvmefs_inode_put(vol, in);
@@ -844,14 +848,16 @@ int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvme
 int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
 		     const char *name, mode_t mode, struct stat *st, struct nvmefs_inode **out)
 {
-	struct nvmefs_inode *in;
+	struct nvmefs_inode *in = NULL;
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = make_node_in(vol, cred, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
+	ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
+		ret = make_node_in(vol, cred, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
 	if (!ret) {
 		in->opens++;
-		give_entry(in, st);
+		give_entry(vol, in, st);
 		*out = in;
 	}
 	nvmefs_inode_put(vol, in);
@@ -980,18 +986,19 @@ int nvmefs_ns_opendir(struct nvmefs_vol *vol, uint64_t ino)
 	return ret;
 }
 
-/* One entry to emit; with st, its reference back when it did not fit. */
-static bool emit_one(nvmefs_dirent_fn emit, void *arg, const char *name, uint64_t ino, mode_t mode,
-		     off_t next, struct nvmefs_inode *in)
+/* One entry to emit; with in (readdirplus), its attributes and a lookup,
+ * taken back when it did not fit (after nvmefs_lookups_reserve). */
+static bool emit_one(struct nvmefs_vol *vol, nvmefs_dirent_fn emit, void *arg, const char *name,
+		     uint64_t ino, mode_t mode, off_t next, struct nvmefs_inode *in)
 {
 	struct stat st;
 
 	if (!in)
 		return emit(arg, name, ino, mode, next, NULL);
-	give_entry(in, &st);
+	give_entry(vol, in, &st);
 	if (emit(arg, name, ino, mode, next, &st))
 		return true;
-	in->lookup--;
+	nvmefs_lookups_sub(vol, in->ino, 1);
 	return false;
 }
 
@@ -999,9 +1006,11 @@ static bool emit_one(nvmefs_dirent_fn emit, void *arg, const char *name, uint64_
 static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t off, bool plus,
 			nvmefs_dirent_fn emit, void *arg)
 {
-	if (off < 1 && !emit_one(emit, arg, ".", dir->ino, S_IFDIR, 1, NULL))
+	bool some = off < 2; /* an entry went out: an error now ends the reply */
+
+	if (off < 1 && !emit_one(vol, emit, arg, ".", dir->ino, S_IFDIR, 1, NULL))
 		return 0;
-	if (off < 2 && !emit_one(emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
+	if (off < 2 && !emit_one(vol, emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
 		return 0;
 	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
 	     i < dir->dir->n; i++) {
@@ -1013,14 +1022,17 @@ static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t 
 		if (!d)
 			continue;
 		/* readdirplus: the child's attributes, as it finds them */
-		ret = plus ? get_or_null(vol, d->child, 0, &in) : 0;
+		ret = plus ? nvmefs_lookups_reserve(vol) : 0;
+		if (!ret && plus)
+			ret = get_or_null(vol, d->child, 0, &in);
 		if (ret)
-			return ret;
-		more = emit_one(emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
+			return some ? 0 : ret;
+		more = emit_one(vol, emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
 				(off_t)d->cookie, in);
 		nvmefs_inode_put(vol, in);
 		if (!more)
 			break;
+		some = true;
 	}
 	return 0;
 }

@@ -52,6 +52,7 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 {
 	nvmefs_meta_exit(vol);
+	nvmefs_lookups_exit(vol);
 	nvmefs_journal_exit(vol);
 	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
 		nvmefs_freemap_exit(&vol->free[d]);
