@@ -120,7 +120,8 @@ static void link_to(struct nvmefs_vol *vol, uint64_t parent, const char *name, u
 
 	r.dirent.parent = parent;
 	r.dirent.child = child;
-	r.dirent.type = nvmefs_iget(vol, child) && nvmefs_iget(vol, child)->dir ? DT_DIR : DT_REG;
+	r.dirent.type =
+		nvmefs_iget(vol, child) && S_ISDIR(nvmefs_iget(vol, child)->mode) ? DT_DIR : DT_REG;
 	r.dirent.name = name;
 	r.dirent.name_len = (uint16_t)strlen(name);
 	CHECK_ERR(log_rec(vol, &r), 0);

@@ -12,6 +12,11 @@
  * with the maps; and a mismatch made on purpose (an attribute, a summary
  * field, a stray key, a missing key, a changed xattr) must be caught, with
  * the key named, so that the crosscheck cannot pass by checking nothing.
+ * After every call of the core, a walk of the inodes checks that it left no
+ * operation reference behind (fs/core/icache.c). The kernel's lookup
+ * counts: forgets of unknown inodes and of more than is held, a freed inode
+ * kept until its last forget, what pins an inode, the table's growth and
+ * deletions.
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "namei.h"
@@ -34,6 +40,48 @@
 #include "test_vol.h"
 
 #define ROOT NVMEFS_ROOT_INO
+
+/* What a call returned, after checking that it left no reference. */
+static long idle_after(struct nvmefs_vol *vol, long ret, int line)
+{
+	int bad;
+
+	pthread_mutex_lock(&vol->lock);
+	bad = nvmefs_icache_check(vol, true);
+	pthread_mutex_unlock(&vol->lock);
+	CHECKF(bad == 0, "the call at line %d left references behind", line);
+	return ret;
+}
+
+/*
+ * Each call of the namespace API below is checked by idle_after. The
+ * macros take the functions' own names: a function-like macro is not
+ * expanded again inside its own expansion, so each still calls the
+ * function. (nvmefs_ns_get and nvmefs_ns_put are not wrapped: a reference
+ * between them is the point.)
+ */
+#define IDLE(vol, call)		     idle_after(vol, (long)(call), __LINE__)
+#define IDLE_VOID(vol, call)	     ((void)(call), (void)idle_after(vol, 0, __LINE__))
+#define nvmefs_ns_lookup(v, ...)     IDLE(v, nvmefs_ns_lookup(v, __VA_ARGS__))
+#define nvmefs_ns_forget(v, ...)     IDLE_VOID(v, nvmefs_ns_forget(v, __VA_ARGS__))
+#define nvmefs_ns_getattr(v, ...)    IDLE(v, nvmefs_ns_getattr(v, __VA_ARGS__))
+#define nvmefs_ns_setattr(v, ...)    IDLE(v, nvmefs_ns_setattr(v, __VA_ARGS__))
+#define nvmefs_ns_readlink(v, ...)   IDLE(v, nvmefs_ns_readlink(v, __VA_ARGS__))
+#define nvmefs_ns_mknod(v, ...)	     IDLE(v, nvmefs_ns_mknod(v, __VA_ARGS__))
+#define nvmefs_ns_link(v, ...)	     IDLE(v, nvmefs_ns_link(v, __VA_ARGS__))
+#define nvmefs_ns_unlink(v, ...)     IDLE(v, nvmefs_ns_unlink(v, __VA_ARGS__))
+#define nvmefs_ns_rmdir(v, ...)	     IDLE(v, nvmefs_ns_rmdir(v, __VA_ARGS__))
+#define nvmefs_ns_rename(v, ...)     IDLE(v, nvmefs_ns_rename(v, __VA_ARGS__))
+#define nvmefs_ns_open(v, ...)	     IDLE(v, nvmefs_ns_open(v, __VA_ARGS__))
+#define nvmefs_ns_create(v, ...)     IDLE(v, nvmefs_ns_create(v, __VA_ARGS__))
+#define nvmefs_ns_release(v, ...)    IDLE_VOID(v, nvmefs_ns_release(v, __VA_ARGS__))
+#define nvmefs_ns_kill_privs(v, ...) IDLE(v, nvmefs_ns_kill_privs(v, __VA_ARGS__))
+#define nvmefs_ns_opendir(v, ...)    IDLE(v, nvmefs_ns_opendir(v, __VA_ARGS__))
+#define nvmefs_ns_readdir(v, ...)    IDLE(v, nvmefs_ns_readdir(v, __VA_ARGS__))
+#define nvmefs_xattr_set(v, ...)     IDLE(v, nvmefs_xattr_set(v, __VA_ARGS__))
+#define nvmefs_xattr_get(v, ...)     IDLE(v, nvmefs_xattr_get(v, __VA_ARGS__))
+#define nvmefs_xattr_list(v, ...)    IDLE(v, nvmefs_xattr_list(v, __VA_ARGS__))
+#define nvmefs_xattr_remove(v, ...)  IDLE(v, nvmefs_xattr_remove(v, __VA_ARGS__))
 
 static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
 static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
@@ -263,7 +311,13 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 {
 	uint64_t f = mk(vol, &alice, ROOT, "kp", S_IFREG | 06755);
 	uint64_t g = mk(vol, &alice, ROOT, "kp2", S_IFREG | 02745); /* setgid, no group x */
-	struct nvmefs_inode *in = nvmefs_ns_find(vol, f), *in2 = nvmefs_ns_find(vol, g);
+	struct nvmefs_inode *in = NULL, *in2 = NULL;
+
+	/* A write's: on open files, whose handles keep the inodes. */
+	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, g, false, &in2), 0);
+	if (!in || !in2)
+		return;
 
 	CHECK_ERR(nvmefs_xattr_set(vol, f, "security.capability", "c", 1, 0), 0);
 	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 0), 0); /* root keeps the bits */
@@ -273,6 +327,8 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 	CHECK((attr_of(vol, f).st_mode & 07777) == 0755);
 	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, 1000), 0);
 	CHECK((attr_of(vol, g).st_mode & 07777) == 02745); /* a mandatory-lock mark stays */
+	nvmefs_ns_release(vol, f);
+	nvmefs_ns_release(vol, g);
 }
 
 /* An unlinked file lives while a handle or a reference holds it. */
@@ -294,6 +350,166 @@ static void test_open_unlinked(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), -ENOENT);
 	nvmefs_ns_forget(vol, f, 1);
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+}
+
+/* What readdir gave: the entries' numbers, 0 for those without attributes. */
+struct seen {
+	unsigned n, max;
+	uint64_t ino[8];
+};
+
+static bool see_entry(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
+		      const struct stat *st)
+{
+	struct seen *s = arg;
+
+	(void)name, (void)ino, (void)mode, (void)next;
+	if (s->n == s->max)
+		return false;
+	s->ino[s->n++] = st ? st->st_ino : 0;
+	return true;
+}
+
+/* An operation's reference keeps an inode as a lookup does; opendir;
+ * readdirplus. The calls in parentheses are not checked by idle_after:
+ * a reference is held across them on purpose. */
+static void test_refs(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "refs", S_IFDIR | 0755);
+	uint64_t f = mk(vol, &alice, d, "f", S_IFREG | 0644);
+	struct nvmefs_inode *in = NULL;
+	struct seen seen = {.max = 3};
+	struct stat st;
+
+	CHECK_ERR(nvmefs_ns_opendir(vol, d), 0);
+	CHECK_ERR(nvmefs_ns_opendir(vol, f), -ENOTDIR);
+	CHECK_ERR(nvmefs_ns_opendir(vol, 999999), -ENOENT);
+	CHECK_ERR(nvmefs_ns_get(vol, 999999, &in), -ENOENT);
+	CHECK(in == NULL);
+	CHECK_ERR(nvmefs_ns_get(vol, f, &in), 0);
+	if (!in)
+		return;
+	CHECK(in->refs == 1);
+	CHECK_ERR((nvmefs_ns_unlink)(vol, d, "f"), 0);
+	CHECK_ERR((nvmefs_ns_getattr)(vol, f, &st), 0); /* freed, kept by the reference */
+	CHECK(st.st_nlink == 0 && in->dead && in->refs == 1);
+	nvmefs_ns_put(vol, in);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+	/* ".", "..", then the first entry fits: its lookup is the caller's */
+	f = mk(vol, &alice, d, "a", S_IFREG | 0644);
+	mk(vol, &alice, d, "b", S_IFREG | 0644);
+	CHECK_ERR(nvmefs_ns_readdir(vol, d, 0, true, see_entry, &seen), 0);
+	CHECK(seen.n == 3 && seen.ino[0] == 0 && seen.ino[1] == 0 && seen.ino[2] == f);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "a"), 0);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT); /* no lookup left on it */
+}
+
+/* Whether ino is pinned (nvmefs_inode_pinned); false when unknown. */
+static bool pinned(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in;
+	bool ret;
+
+	pthread_mutex_lock(&vol->lock);
+	in = nvmefs_iget(vol, ino);
+	ret = in && nvmefs_inode_pinned(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+static uint64_t lookups_of(struct nvmefs_vol *vol, uint64_t ino)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&vol->lock);
+	n = nvmefs_lookups_count(vol, ino);
+	pthread_mutex_unlock(&vol->lock);
+	return n;
+}
+
+/* The kernel's lookup counts (vol->lookups): forgets of what it does not
+ * hold; a freed inode kept until its last forget; what pins. */
+static void test_lookups(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "lk", S_IFDIR | 0755), f;
+	struct stat attr = {.st_mtim = {3000, 3}}, st;
+	struct nvmefs_inode *in = NULL;
+	size_t n = vol->nlookups;
+
+	/* forgets of an unknown ino and of one the kernel does not hold */
+	nvmefs_ns_forget(vol, 999999, 1);
+	nvmefs_ns_forget(vol, d, 1);
+	CHECK(vol->nlookups == n && attr_of(vol, d).st_nlink == 2);
+	/* a forget of more than is held takes all, and the inode stays */
+	CHECK_ERR(nvmefs_ns_lookup(vol, ROOT, "lk", &st), 0);
+	CHECK_ERR(nvmefs_ns_lookup(vol, ROOT, "lk", &st), 0);
+	CHECK(lookups_of(vol, d) == 2 && vol->nlookups == n + 1);
+	nvmefs_ns_forget(vol, d, 5);
+	CHECK(lookups_of(vol, d) == 0 && vol->nlookups == n);
+	CHECK(attr_of(vol, d).st_nlink == 2);
+	/* pins: the root, an open handle, unlogged attributes; not lookups */
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "f", S_IFREG | 0644, 0, NULL, &st), 0);
+	f = st.st_ino;
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK(pinned(vol, ROOT) && !pinned(vol, d) && !pinned(vol, f));
+	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
+	CHECK(pinned(vol, f));
+	nvmefs_ns_release(vol, f);
+	CHECK(!pinned(vol, f));
+	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	CHECK(pinned(vol, f)); /* dirty until the commit logs it */
+	/* a freed inode the kernel names stays, pinned, until its last forget */
+	CHECK_ERR(nvmefs_ns_lookup(vol, d, "f", &st), 0);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0);
+	CHECK(st.st_nlink == 0 && pinned(vol, f));
+	/* the write-back cache's late times: answered with what it was */
+	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0); /* one lookup left */
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
+	nvmefs_ns_forget(vol, f, 1); /* unknown now */
+	CHECK(vol->nlookups == n);
+}
+
+/* The table itself, on numbers that need not be inodes: growth past half
+ * full, deletion among collisions, shrinking, its bytes. */
+static void test_lookups_table(struct nvmefs_vol *vol)
+{
+	enum { N = 3000 };
+	static uint64_t want[N];
+	const uint64_t base = 1ull << 40;
+	size_t n0 = vol->nlookups, used = 0;
+	unsigned seed = 1;
+
+	pthread_mutex_lock(&vol->lock);
+	for (unsigned k = 0; k < 20 * N; k++) {
+		unsigned i = (unsigned)rand_r(&seed) % N;
+		uint64_t n = 1 + (unsigned)rand_r(&seed) % 3;
+
+		if (rand_r(&seed) % 3) {
+			CHECK_ERR(nvmefs_lookups_reserve(vol), 0);
+			nvmefs_lookups_add(vol, base + i);
+			want[i]++;
+		} else {
+			want[i] = want[i] > n ? want[i] - n : 0;
+			CHECK(nvmefs_lookups_sub(vol, base + i, n) == want[i]);
+		}
+	}
+	for (unsigned i = 0; i < N; i++) {
+		CHECK(nvmefs_lookups_count(vol, base + i) == want[i]);
+		used += want[i] != 0;
+	}
+	CHECK(vol->nlookups == n0 + used && vol->nlookups * 2 <= vol->lookups_cap);
+	CHECK(vol->lookups_bytes == vol->lookups_cap * 16);
+	for (unsigned i = 0; i < N; i++)
+		CHECK(nvmefs_lookups_sub(vol, base + i, UINT64_MAX) == 0);
+	CHECK(vol->nlookups == n0);
+	CHECK(vol->lookups_cap == 64 || vol->nlookups * 8 >= vol->lookups_cap);
+	pthread_mutex_unlock(&vol->lock);
 }
 
 /* Names stop when the checkpoint would not hold them. */
@@ -435,6 +651,9 @@ int main(int argc, char **argv)
 		test_xattrs(vol);
 		test_kill_privs(vol);
 		test_open_unlinked(vol);
+		test_refs(vol);
+		test_lookups(vol);
+		test_lookups_table(vol);
 		test_enospc(vol);
 		test_crosscheck(vol);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);

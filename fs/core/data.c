@@ -447,6 +447,7 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 	d->keep_buf = keep_buf;
 	d->vol = vol;
 	d->in = in;
+	atomic_fetch_add_explicit(&in->ios, 1, memory_order_relaxed);
 	d->buf = buf;
 	d->done = done;
 	d->ctx = ctx;
@@ -462,6 +463,9 @@ static void dio_finish(struct dio *d, ssize_t res)
 
 	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
+	/* The last use of d->in: once answered, the caller may close the
+	 * file, whose handle kept the inode until then. */
+	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
 	d->done(d->ctx, res, res > 0 ? d->data : NULL);
 	if (!d->keep_buf)
 		nvmefs_bufpool_put(vol->pool, d->buf);

@@ -87,11 +87,11 @@ struct nvmefs_inode {
 	uint64_t parent;	     /* directories: the parent (root: itself) */
 	struct nvmefs_xattr *xattrs;
 	unsigned nxattrs;
-	/* meta: runtime state, never on disk */
-	uint64_t lookup; /* the kernel's lookup count */
-	uint32_t opens;	 /* open file handles */
-	bool orphan;	 /* nlink 0 while open: ORPHAN_ADD logged */
-	bool dead;	 /* storage freed, INODE_FREE logged */
+	/* meta: runtime state, never on disk (the kernel's lookup count is
+	 * in vol->lookups) */
+	uint32_t opens; /* open file handles */
+	bool orphan;	/* nlink 0 while open: ORPHAN_ADD logged */
+	bool dead;	/* storage freed, INODE_FREE logged */
 	/* On the journal's list of inodes whose attributes go out at the next
 	 * commit: NULL when not. Doubly linked (as the kernel's hlist) so that
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
@@ -116,6 +116,12 @@ struct nvmefs_inode {
 	/* meta: an overwrite's time was folded into mtime/ctime since the
 	 * shadow store last took this inode (meta.c, nvmefs_meta_crosscheck). */
 	bool shadow_stale;
+	/* meta: operations holding it, from nvmefs_inode_get to its put
+	 * (fs/core/icache.c); while any does, it stays in memory. */
+	uint32_t refs;
+	/* Reads and writes in flight on it (fs/core/data.c, dio_new to
+	 * dio_finish): counted without meta, as an overwrite takes none. */
+	atomic_uint ios;
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -278,6 +284,12 @@ struct nvmefs_vol {
 	 * beside the maps and checked against them (fs/core/shadow_i.h,
 	 * nvmefs_meta_crosscheck); NULL when off, as in production. */
 	struct nvmefs_shadow *shadow;
+	/* meta: the kernel's lookup counts, ino -> count (fs/core/icache.c),
+	 * apart from the inodes: an inode the kernel names need not stay in
+	 * memory for it. Open addressing, lookups_cap (a power of 2, or 0)
+	 * slots, nlookups in use; lookups_bytes is what it takes. */
+	struct nvmefs_lookup *lookups;
+	size_t lookups_cap, nlookups, lookups_bytes;
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"

@@ -15,6 +15,7 @@
  */
 #include "fs_i.h"
 #include "extmap_i.h"
+#include "icache_i.h"
 #include "meta_i.h"
 #include "shadow_i.h"
 #include "util_i.h"
@@ -578,8 +579,9 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	}
 	in->dead = true;
 	nvmefs_inode_undirty(in);
-	/* The kernel may still hold it (lookup count); ops.c drops it at forget. */
-	if (vol->replaying || in->lookup == 0)
+	/* The kernel (lookup count) or an operation may still hold it; the
+	 * forget or the put that lets it go drops it (icache.c). */
+	if (vol->replaying || !nvmefs_inode_held(vol, in))
 		nvmefs_inode_drop(vol, in);
 	return 0;
 }

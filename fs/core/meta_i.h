@@ -30,7 +30,8 @@ void nvmefs_inode_undirty(struct nvmefs_inode *in);
 int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
 /* Check the loaded state is whole: every entry's child exists, link counts. */
 int nvmefs_meta_verify(struct nvmefs_vol *vol);
-/* Remove the inode from the table and free its memory (lookup 0, dead). */
+/* Remove the inode from the table and free its memory (dead, and held by
+ * nothing: nvmefs_inode_held). */
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* Estimated checkpoint bytes of a new inode with a name of name_len. */
 uint64_t nvmefs_meta_cost_inode(size_t name_len);

@@ -17,6 +17,7 @@
 
 #include "fs_i.h"
 #include "namei.h"
+#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "data_i.h"
@@ -53,22 +54,31 @@ bool nvmefs_ns_read_only(struct nvmefs_vol *vol)
 	return vol->opts.read_only || nvmefs_journal_error(vol);
 }
 
-struct nvmefs_inode *nvmefs_ns_find(struct nvmefs_vol *vol, uint64_t ino)
+int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in)
 {
-	struct nvmefs_inode *in;
+	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_EXTENTS, in);
 	pthread_mutex_unlock(&vol->lock);
-	return in;
+	return ret;
 }
 
-/* ino's inode unless unknown or freed (meta held). */
-static struct nvmefs_inode *live_inode(struct nvmefs_vol *vol, uint64_t ino)
+void nvmefs_ns_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
-	struct nvmefs_inode *in = nvmefs_iget(vol, ino);
+	pthread_mutex_lock(&vol->lock);
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+}
 
-	return in && !in->dead ? in : NULL;
+/* A get whose -ENOENT the caller reports in its own order of checks: *in is
+ * then NULL and 0 returned. Other errors (a load that failed) are returned. */
+static int get_or_null(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
+		       struct nvmefs_inode **in)
+{
+	int ret = nvmefs_inode_get(vol, ino, need, in);
+
+	return ret == -ENOENT ? 0 : ret;
 }
 
 /* The root's ".nvmefs" names the mount's control directory (fs/fuse/ctl.c): no
@@ -78,11 +88,12 @@ static bool is_ctl_name(uint64_t parent, const char *name)
 	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
 }
 
-/* The entry's attributes and one reference for the caller (meta held). */
-static void give_entry(struct nvmefs_inode *in, struct stat *st)
+/* The entry's attributes and one reference for the caller (meta held),
+ * counted in the lookups table. */
+static void give_entry(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct stat *st)
 {
 	nvmefs_ns_fill_stat(in, st);
-	in->lookup++;
+	nvmefs_lookups_add(vol, in->ino); /* after nvmefs_lookups_reserve */
 }
 
 /* What every change of name in directory p checks first (meta held). */
@@ -92,7 +103,7 @@ static int check_dir_name(struct nvmefs_vol *vol, const struct nvmefs_inode *p, 
 		return -EROFS;
 	if (!p)
 		return -ENOENT;
-	if (!p->dir)
+	if (!S_ISDIR(p->mode))
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -155,7 +166,7 @@ static void touch_dir(struct nvmefs_vol *vol, struct nvmefs_inode *dir, const st
 static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct timespec *now)
 {
 	in->ctime = *now;
-	if (in->dir)
+	if (S_ISDIR(in->mode))
 		in->nlink = 0;
 	else
 		in->nlink--;
@@ -174,22 +185,26 @@ static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const stru
 
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st)
 {
-	struct nvmefs_inode *p, *in;
-	struct nvmefs_dirent *d;
-	int ret = 0;
+	struct nvmefs_inode *p, *in = NULL;
+	struct nvmefs_dirent *d = NULL;
+	int ret;
 
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&vol->lock);
-	p = live_inode(vol, parent);
-	if (!p)
-		ret = -ENOENT;
-	else if (!p->dir)
+	ret = nvmefs_inode_get(vol, parent, NVMEFS_IGET_LIVE, &p);
+	if (!ret && !S_ISDIR(p->mode))
 		ret = -ENOTDIR;
-	else if (!(d = nvmefs_dir_find(vol, parent, name)) || !(in = live_inode(vol, d->child)))
+	if (!ret && !(d = nvmefs_dir_find(vol, parent, name)))
 		ret = -ENOENT;
-	else
-		give_entry(in, st);
+	if (!ret)
+		ret = nvmefs_inode_get(vol, d->child, NVMEFS_IGET_LIVE, &in);
+	if (!ret)
+		ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
+		give_entry(vol, in, st);
+	nvmefs_inode_put(vol, in);
+	nvmefs_inode_put(vol, p);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -198,13 +213,11 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 {
 	struct nvmefs_inode *in;
 
+	/* No get: a forget works on the table, loads nothing, cannot fail.
+	 * A freed inode the kernel named waited for its last forget. */
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in) {
-		in->lookup = in->lookup > n ? in->lookup - n : 0;
-		if (!in->lookup && in->dead)
-			nvmefs_inode_drop(vol, in);
-	}
+	if (!nvmefs_lookups_sub(vol, ino, n) && (in = nvmefs_iget(vol, ino)))
+		nvmefs_inode_reap(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 }
 
@@ -213,13 +226,15 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st)
 {
 	struct nvmefs_inode *in;
+	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in)
+	ret = nvmefs_inode_get(vol, ino, 0, &in);
+	if (!ret)
 		nvmefs_ns_fill_stat(in, st);
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
-	return in ? 0 : -ENOENT;
+	return ret;
 }
 
 static void set_times(struct nvmefs_inode *in, const struct stat *attr, int to_set,
@@ -247,41 +262,13 @@ static int truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint
 	return ret;
 }
 
-int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
-		      struct stat *out)
+/* setattr's changes other than the size, and the result in *out (meta held). */
+static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct stat *attr,
+		      int to_set, struct stat *out)
 {
-	struct nvmefs_inode *in;
 	struct timespec now;
-	int err = 0;
 
-	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in && in->dead && !(to_set & NVMEFS_SET_SIZE)) {
-		/* With the write-back cache the kernel sends a file's times
-		 * after its last name and handle are gone; the inode is freed
-		 * (nothing to log), so answer with what it was. */
-		nvmefs_ns_fill_stat(in, out);
-		pthread_mutex_unlock(&vol->lock);
-		return 0;
-	}
-	if (in && in->dead)
-		in = NULL;
-	pthread_mutex_unlock(&vol->lock);
-	if (!in)
-		return -ENOENT;
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
-	if (to_set & NVMEFS_SET_SIZE) {
-		if (in->dir)
-			return -EISDIR;
-		if (!S_ISREG(in->mode))
-			return -EINVAL;
-		err = truncate_locked(vol, in, (uint64_t)attr->st_size);
-		if (err)
-			return err;
-	}
 	nvmefs_timespec_now(&now);
-	pthread_mutex_lock(&vol->lock);
 	if (to_set & NVMEFS_SET_MODE) {
 		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
 		nvmefs_inode_note_privs(in);
@@ -298,24 +285,63 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *a
 		in->ctime = now;
 	nvmefs_inode_dirty(vol, in);
 	nvmefs_ns_fill_stat(in, out);
+}
+
+int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
+		      struct stat *out)
+{
+	unsigned need = to_set & NVMEFS_SET_SIZE ? NVMEFS_IGET_EXTENTS : 0;
+	struct nvmefs_inode *in;
+	mode_t mode = 0;
+	int err;
+
+	/* The reference keeps in across the truncation, done unlocked. */
+	pthread_mutex_lock(&vol->lock);
+	err = nvmefs_inode_get(vol, ino, need, &in);
+	if (!err && in->dead && !(to_set & NVMEFS_SET_SIZE)) {
+		/* With the write-back cache the kernel sends a file's times
+		 * after its last name and handle are gone; the inode is freed
+		 * (nothing to log), so answer with what it was. */
+		nvmefs_ns_fill_stat(in, out);
+		goto out_put;
+	}
+	if (!err && in->dead)
+		err = -ENOENT;
+	if (!err)
+		mode = in->mode; /* its type never changes */
 	pthread_mutex_unlock(&vol->lock);
-	return 0;
+	if (!err && nvmefs_ns_read_only(vol))
+		err = -EROFS;
+	if (!err && (to_set & NVMEFS_SET_SIZE)) {
+		if (S_ISDIR(mode))
+			err = -EISDIR;
+		else if (!S_ISREG(mode))
+			err = -EINVAL;
+		else
+			err = truncate_locked(vol, in, (uint64_t)attr->st_size);
+	}
+	pthread_mutex_lock(&vol->lock);
+	if (!err)
+		set_attrs(vol, in, attr, to_set, out);
+out_put:
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return err;
 }
 
 int nvmefs_ns_readlink(struct nvmefs_vol *vol, uint64_t ino, char **target)
 {
 	struct nvmefs_inode *in;
-	int ret = 0;
+	int ret;
 
 	*target = NULL;
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (!in)
-		ret = -ENOENT;
-	else if (!in->target)
+	ret = nvmefs_inode_get(vol, ino, 0, &in);
+	if (!ret && !in->target)
 		ret = -EINVAL;
-	else if (!(*target = strdup(in->target)))
+	else if (!ret && !(*target = strdup(in->target)))
 		ret = -ENOMEM;
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -360,16 +386,18 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 
 /* ---- making names ---- */
 
-/* Make a new inode named name in parent (meta held). */
-static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+/* Make a new inode named name in directory p (meta held): *out, with a
+ * reference for the caller. */
+static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, struct nvmefs_inode *p,
 		     const char *name, mode_t mode, dev_t rdev, const char *target,
 		     struct nvmefs_inode **out)
 {
-	struct nvmefs_inode *p = live_inode(vol, parent), *in;
 	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct nvmefs_inode *in;
 	struct timespec now;
 	int ret;
 
+	*out = NULL;
 	ret = check_new_name(vol, p, name,
 			     nvmefs_meta_cost_inode(strlen(name)) + (target ? strlen(target) : 0));
 	if (ret)
@@ -407,10 +435,14 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uin
 	ret = nvmefs_journal_log(vol, &r);
 	if (ret)
 		return ret;
-	in = nvmefs_iget(vol, r.inode.ino);
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, parent, name, in);
+	ret = nvmefs_inode_get(vol, r.inode.ino, 0, &in);
 	if (ret)
 		return ret;
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, in);
+	if (ret) {
+		nvmefs_inode_put(vol, in);
+		return ret;
+	}
 	if (S_ISDIR(mode))
 		p->nlink++;
 	touch_dir(vol, p, &now);
@@ -418,10 +450,26 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uin
 	return 0;
 }
 
+/* make_node in directory parent: its inode in *out, with a reference. */
+static int make_node_in(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
+			const char *name, mode_t mode, dev_t rdev, const char *target,
+			struct nvmefs_inode **out)
+{
+	struct nvmefs_inode *p;
+	int ret;
+
+	*out = NULL;
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &p);
+	if (!ret)
+		ret = make_node(vol, cred, p, name, mode, rdev, target, out);
+	nvmefs_inode_put(vol, p);
+	return ret;
+}
+
 int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
 		    const char *name, mode_t mode, dev_t rdev, const char *target, struct stat *st)
 {
-	struct nvmefs_inode *in;
+	struct nvmefs_inode *in = NULL;
 	size_t len;
 	int ret;
 
@@ -447,9 +495,12 @@ int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&vol->lock);
-	ret = make_node(vol, cred, parent, name, mode, rdev, target, &in);
+	ret = nvmefs_lookups_reserve(vol);
 	if (!ret)
-		give_entry(in, st);
+		ret = make_node_in(vol, cred, parent, name, mode, rdev, target, &in);
+	if (!ret)
+		give_entry(vol, in, st);
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -457,21 +508,25 @@ int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint
 int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, const char *newname,
 		   struct stat *st)
 {
-	struct nvmefs_inode *in, *p;
+	struct nvmefs_inode *in, *p = NULL;
 	struct timespec now;
 	int ret;
 
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	p = live_inode(vol, newparent);
-	ret = check_new_name(vol, p, newname, DIRENT_COST + strlen(newname));
+	ret = get_or_null(vol, ino, NVMEFS_IGET_LIVE, &in);
+	if (!ret)
+		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE, &p);
+	if (!ret)
+		ret = check_new_name(vol, p, newname, DIRENT_COST + strlen(newname));
 	if (!ret && (!in || in->nlink == 0))
 		ret = -ENOENT;
-	else if (!ret && in->dir)
+	else if (!ret && S_ISDIR(in->mode))
 		ret = -EPERM;
 	else if (!ret && in->nlink >= NVMEFS_LINK_MAX)
 		ret = -EMLINK;
+	if (!ret)
+		ret = nvmefs_lookups_reserve(vol);
 	if (!ret)
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, in);
 	if (!ret) {
@@ -479,43 +534,67 @@ int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, con
 		in->ctime = now;
 		nvmefs_inode_dirty(vol, in);
 		touch_dir(vol, p, &now);
-		give_entry(in, st);
+		give_entry(vol, in, st);
 	}
+	nvmefs_inode_put(vol, p);
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
 
 /* ---- removing names ---- */
 
-static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name, bool dir)
+/* The child's entry of an entry (meta held): what it names must exist. */
+static int get_child(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, unsigned need,
+		     struct nvmefs_inode **in)
 {
-	struct nvmefs_inode *p = live_inode(vol, parent), *in;
-	struct nvmefs_dirent *d;
-	struct timespec now;
-	int ret = check_dir_name(vol, p, name);
+	int ret = nvmefs_inode_get(vol, d->child, need, in);
 
-	if (ret)
-		return ret;
-	d = nvmefs_dir_find(vol, parent, name);
-	if (!d)
-		return -ENOENT;
-	in = nvmefs_iget(vol, d->child);
-	if (!in)
-		return -EIO; /* the mount verified every entry: a bug */
-	if (dir && !in->dir)
+	return ret == -ENOENT ? -EIO : ret; /* the mount verified every entry: a bug */
+}
+
+/* Remove name, naming in, from directory p (meta held). */
+static int unlink_child(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
+			struct nvmefs_inode *in, bool dir)
+{
+	struct timespec now;
+	int ret;
+
+	if (dir && !S_ISDIR(in->mode))
 		return -ENOTDIR;
-	if (!dir && in->dir)
+	if (!dir && S_ISDIR(in->mode))
 		return -EISDIR;
 	if (dir && in->dir->live)
 		return -ENOTEMPTY;
 	nvmefs_timespec_now(&now);
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, in);
+	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, in);
 	if (ret)
 		return ret;
 	if (dir)
 		p->nlink--;
 	touch_dir(vol, p, &now);
 	return drop_link(vol, in, &now);
+}
+
+static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name, bool dir)
+{
+	/* INODE_FREE of the last name needs the child's map and xattrs. */
+	unsigned need = NVMEFS_IGET_EXTENTS | NVMEFS_IGET_XATTRS;
+	struct nvmefs_inode *p = NULL, *in = NULL;
+	struct nvmefs_dirent *d = NULL;
+	int ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &p);
+
+	if (!ret)
+		ret = check_dir_name(vol, p, name);
+	if (!ret && !(d = nvmefs_dir_find(vol, parent, name)))
+		ret = -ENOENT;
+	if (!ret)
+		ret = get_child(vol, d, need, &in);
+	if (!ret)
+		ret = unlink_child(vol, p, name, in, dir);
+	nvmefs_inode_put(vol, in);
+	nvmefs_inode_put(vol, p);
+	return ret;
 }
 
 int nvmefs_ns_unlink(struct nvmefs_vol *vol, uint64_t parent, const char *name)
@@ -540,31 +619,55 @@ int nvmefs_ns_rmdir(struct nvmefs_vol *vol, uint64_t parent, const char *name)
 
 /* ---- rename ---- */
 
-/* True when directory anc is dir or one of its ancestors. */
-static bool is_ancestor(struct nvmefs_vol *vol, uint64_t anc, uint64_t dir)
+/* 1 when directory anc is dir or one of its ancestors, 0 when not, or -errno
+ * (meta held). */
+static int is_ancestor(struct nvmefs_vol *vol, uint64_t anc, uint64_t dir)
 {
 	for (unsigned depth = 0; depth < 1u << 20; depth++) {
-		struct nvmefs_inode *in = nvmefs_iget(vol, dir);
+		struct nvmefs_inode *in;
+		int ret;
 
 		if (dir == anc)
-			return true;
-		if (!in || dir == NVMEFS_ROOT_INO)
-			return false;
+			return 1;
+		if (dir == NVMEFS_ROOT_INO)
+			return 0;
+		ret = nvmefs_inode_get(vol, dir, 0, &in);
+		if (ret)
+			return ret == -ENOENT ? 0 : ret;
 		dir = in->parent;
+		nvmefs_inode_put(vol, in);
 	}
-	return true;
+	return 1;
 }
 
-static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
-			   struct nvmefs_inode *np, const char *newname, struct nvmefs_inode *a,
-			   struct nvmefs_inode *b, const struct timespec *now)
+/* -EINVAL when in is a directory that would move under itself into np. */
+static int check_move(struct nvmefs_vol *vol, const struct nvmefs_inode *in,
+		      const struct nvmefs_inode *np)
 {
 	int ret;
 
-	if ((a->dir && is_ancestor(vol, a->ino, np->ino)) ||
-	    (b->dir && is_ancestor(vol, b->ino, p->ino)))
-		return -EINVAL;
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, a);
+	if (!S_ISDIR(in->mode))
+		return 0;
+	ret = is_ancestor(vol, in->ino, np->ino);
+	return ret > 0 ? -EINVAL : ret;
+}
+
+/* The inodes of a rename, each held by a reference; dst is NULL when
+ * newname is free. */
+struct rename_set {
+	struct nvmefs_inode *p, *np, *src, *dst;
+};
+
+static int rename_exchange(struct nvmefs_vol *vol, const struct rename_set *r, const char *name,
+			   const char *newname, const struct timespec *now)
+{
+	struct nvmefs_inode *p = r->p, *np = r->np, *a = r->src, *b = r->dst;
+	int ret = check_move(vol, a, np);
+
+	if (!ret)
+		ret = check_move(vol, b, p);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, a);
 	if (!ret)
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, np->ino, newname, b);
 	if (!ret)
@@ -573,10 +676,10 @@ static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, np->ino, newname, a);
 	if (ret)
 		return ret;
-	/* a->dir is a pointer: compare whether each is a directory, not the
-	 * pointers, or two directories look like a directory and a file. */
-	if (p != np && !a->dir != !b->dir) {
-		struct nvmefs_inode *gets = a->dir ? np : p, *loses = a->dir ? p : np;
+	/* A directory and a file across parents: the link of ".." moves. */
+	if (p != np && S_ISDIR(a->mode) != S_ISDIR(b->mode)) {
+		struct nvmefs_inode *gets = S_ISDIR(a->mode) ? np : p;
+		struct nvmefs_inode *loses = S_ISDIR(a->mode) ? p : np;
 
 		gets->nlink++;
 		loses->nlink--;
@@ -589,20 +692,25 @@ static int rename_exchange(struct nvmefs_vol *vol, struct nvmefs_inode *p, const
 	return 0;
 }
 
-static int do_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
-		     const char *newname, unsigned flags)
+/* Find and hold what rename names, checking the names (meta held). */
+static int rename_get(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
+		      const char *newname, struct rename_set *r)
 {
-	struct nvmefs_inode *p = live_inode(vol, parent), *np = live_inode(vol, newparent);
-	struct nvmefs_inode *src, *dst = NULL;
+	/* A replaced last name frees its inode: its map and xattrs. */
+	unsigned need = NVMEFS_IGET_EXTENTS | NVMEFS_IGET_XATTRS;
 	struct nvmefs_dirent *d, *d2;
-	struct timespec now;
 	int ret;
 
 	if (nvmefs_ns_read_only(vol))
 		return -EROFS;
-	if (!p || !np)
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &r->p);
+	if (!ret)
+		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE, &r->np);
+	if (ret)
+		return ret;
+	if (!r->p || !r->np)
 		return -ENOENT;
-	if (!p->dir || !np->dir)
+	if (!S_ISDIR(r->p->mode) || !S_ISDIR(r->np->mode))
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX || strlen(newname) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -611,51 +719,67 @@ static int do_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	d = nvmefs_dir_find(vol, parent, name);
 	if (!d)
 		return -ENOENT;
-	src = nvmefs_iget(vol, d->child);
+	ret = get_child(vol, d, need, &r->src);
 	d2 = nvmefs_dir_find(vol, newparent, newname);
-	if (d2)
-		dst = nvmefs_iget(vol, d2->child);
-	if (!src || (d2 && !dst))
-		return -EIO; /* the mount verified every entry: a bug */
+	if (!ret && d2)
+		ret = get_child(vol, d2, need, &r->dst);
+	return ret;
+}
+
+/* What a rename over dst (or to a free name) must pass first. */
+static int rename_check(struct nvmefs_vol *vol, const struct rename_set *r, const char *newname)
+{
+	struct nvmefs_inode *src = r->src, *dst = r->dst;
+	int ret = check_move(vol, src, r->np);
+
+	if (ret)
+		return ret;
+	if (!dst)
+		return vol->meta_bytes + DIRENT_COST + strlen(newname) > vol->meta_cap ? -ENOSPC
+										       : 0;
+	if (S_ISDIR(src->mode) && !S_ISDIR(dst->mode))
+		return -ENOTDIR;
+	if (!S_ISDIR(src->mode) && S_ISDIR(dst->mode))
+		return -EISDIR;
+	if (S_ISDIR(dst->mode) && dst->dir->live)
+		return -ENOTEMPTY;
+	return 0;
+}
+
+static int rename_move(struct nvmefs_vol *vol, const struct rename_set *r, const char *name,
+		       const char *newname, unsigned flags)
+{
+	struct nvmefs_inode *p = r->p, *np = r->np, *src = r->src, *dst = r->dst;
+	struct timespec now;
+	int ret;
+
 	nvmefs_timespec_now(&now);
 	if (flags & NVMEFS_RENAME_EXCHANGE) {
 		if (!dst)
 			return -ENOENT;
 		if (src == dst)
 			return 0;
-		return rename_exchange(vol, p, name, np, newname, src, dst, &now);
+		return rename_exchange(vol, r, name, newname, &now);
 	}
 	if (dst && (flags & NVMEFS_RENAME_NOREPLACE))
 		return -EEXIST;
 	if (dst == src)
 		return 0; /* two names of one inode: POSIX says do nothing */
-	if (src->dir && is_ancestor(vol, src->ino, np->ino))
-		return -EINVAL;
-	if (dst) {
-		if (src->dir && !dst->dir)
-			return -ENOTDIR;
-		if (!src->dir && dst->dir)
-			return -EISDIR;
-		if (dst->dir && dst->dir->live)
-			return -ENOTEMPTY;
-	} else if (vol->meta_bytes + DIRENT_COST + strlen(newname) > vol->meta_cap) {
-		return -ENOSPC;
-	}
-	if (dst) {
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, newparent, newname, dst);
-		if (!ret && dst->dir)
+	ret = rename_check(vol, r, newname);
+	if (!ret && dst) {
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, np->ino, newname, dst);
+		if (!ret && S_ISDIR(dst->mode))
 			np->nlink--;
 		if (!ret)
 			ret = drop_link(vol, dst, &now);
-		if (ret)
-			return ret;
 	}
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, parent, name, src);
 	if (!ret)
-		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, newparent, newname, src);
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, p->ino, name, src);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, np->ino, newname, src);
 	if (ret)
 		return ret;
-	if (src->dir && p != np) {
+	if (S_ISDIR(src->mode) && p != np) {
 		p->nlink--;
 		np->nlink++;
 	}
@@ -664,6 +788,21 @@ static int do_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	touch_dir(vol, p, &now);
 	touch_dir(vol, np, &now);
 	return 0;
+}
+
+static int do_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname, unsigned flags)
+{
+	struct rename_set r = {0};
+	int ret = rename_get(vol, parent, name, newparent, newname, &r);
+
+	if (!ret)
+		ret = rename_move(vol, &r, name, newname, flags);
+	nvmefs_inode_put(vol, r.dst);
+	nvmefs_inode_put(vol, r.src);
+	nvmefs_inode_put(vol, r.np);
+	nvmefs_inode_put(vol, r.p);
+	return ret;
 }
 
 int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, uint64_t newparent,
@@ -685,15 +824,17 @@ int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvmefs_inode **out)
 {
 	struct nvmefs_inode *in;
-	int ret = 0;
+	int ret;
 
+	/* From here the handle keeps the inode: no reference past the open. */
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	if (in)
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
+	if (!ret)
 		in->opens++;
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
-	if (!in)
-		return -ENOENT;
+	if (ret)
+		return ret;
 	if (trunc && S_ISREG(in->mode))
 		ret = nvmefs_ns_read_only(vol) ? -EROFS : truncate_locked(vol, in, 0);
 	if (ret) {
@@ -707,16 +848,19 @@ int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvme
 int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
 		     const char *name, mode_t mode, struct stat *st, struct nvmefs_inode **out)
 {
-	struct nvmefs_inode *in;
+	struct nvmefs_inode *in = NULL;
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = make_node(vol, cred, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
+	ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
+		ret = make_node_in(vol, cred, parent, name, S_IFREG | (mode & 07777), 0, NULL, &in);
 	if (!ret) {
 		in->opens++;
-		give_entry(in, st);
+		give_entry(vol, in, st);
 		*out = in;
 	}
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -725,6 +869,7 @@ void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino)
 {
 	struct nvmefs_inode *in;
 
+	/* No get: the handle keeps the inode, and a release cannot fail. */
 	pthread_mutex_lock(&vol->lock);
 	in = nvmefs_iget(vol, ino);
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
@@ -807,64 +952,106 @@ int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t
 
 	if (nvmefs_ns_read_only(vol))
 		return -EROFS;
+	/* The reference keeps in across the change, done unlocked. */
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
+	if (!ret && !S_ISREG(in->mode))
+		ret = -ENODEV;
 	pthread_mutex_unlock(&vol->lock);
-	if (!in)
-		return -ENOENT;
-	if (!S_ISREG(in->mode))
-		return -ENODEV;
-	if (len == 0)
-		return -EINVAL;
-	nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
-	ret = nvmefs_data_fallocate(vol, in, mode, off, len);
-	nvmefs_rl_unlock(&in->io_lock, &rl);
+	if (!ret && len == 0)
+		ret = -EINVAL;
+	if (!ret) {
+		nvmefs_rl_lock(&in->io_lock, &rl, 0, NVMEFS_RL_ALL, true);
+		ret = nvmefs_data_fallocate(vol, in, mode, off, len);
+		nvmefs_rl_unlock(&in->io_lock, &rl);
+	}
+	if (in)
+		nvmefs_ns_put(vol, in);
 	return ret;
 }
 
 /* ---- directories ---- */
 
-/* One entry to emit; with st, its reference back when it did not fit. */
-static bool emit_one(nvmefs_dirent_fn emit, void *arg, const char *name, uint64_t ino, mode_t mode,
-		     off_t next, struct nvmefs_inode *in)
+int nvmefs_ns_opendir(struct nvmefs_vol *vol, uint64_t ino)
+{
+	struct nvmefs_inode *in;
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, ino, 0, &in);
+	if (!ret && !S_ISDIR(in->mode))
+		ret = -ENOTDIR;
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* One entry to emit; with in (readdirplus), its attributes and a lookup,
+ * taken back when it did not fit (after nvmefs_lookups_reserve). */
+static bool emit_one(struct nvmefs_vol *vol, nvmefs_dirent_fn emit, void *arg, const char *name,
+		     uint64_t ino, mode_t mode, off_t next, struct nvmefs_inode *in)
 {
 	struct stat st;
 
 	if (!in)
 		return emit(arg, name, ino, mode, next, NULL);
-	give_entry(in, &st);
+	give_entry(vol, in, &st);
 	if (emit(arg, name, ino, mode, next, &st))
 		return true;
-	in->lookup--;
+	nvmefs_lookups_sub(vol, in->ino, 1);
 	return false;
+}
+
+/* readdir's entries of dir from offset off on (meta held). */
+static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t off, bool plus,
+			nvmefs_dirent_fn emit, void *arg)
+{
+	bool some = off < 2; /* an entry went out: an error now ends the reply */
+
+	if (off < 1 && !emit_one(vol, emit, arg, ".", dir->ino, S_IFDIR, 1, NULL))
+		return 0;
+	if (off < 2 && !emit_one(vol, emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
+		return 0;
+	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
+	     i < dir->dir->n; i++) {
+		struct nvmefs_dirent *d = dir->dir->v[i];
+		struct nvmefs_inode *in = NULL;
+		bool more;
+		int ret;
+
+		if (!d)
+			continue;
+		/* readdirplus: the child's attributes, as it finds them */
+		ret = plus ? nvmefs_lookups_reserve(vol) : 0;
+		if (!ret && plus)
+			ret = get_or_null(vol, d->child, 0, &in);
+		if (ret)
+			return some ? 0 : ret;
+		more = emit_one(vol, emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
+				(off_t)d->cookie, in);
+		nvmefs_inode_put(vol, in);
+		if (!more)
+			break;
+		some = true;
+	}
+	return 0;
 }
 
 int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
 		      nvmefs_dirent_fn emit, void *arg)
 {
 	struct nvmefs_inode *dir;
+	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	dir = nvmefs_iget(vol, ino);
-	if (!dir || !dir->dir) {
-		pthread_mutex_unlock(&vol->lock);
-		return dir ? -ENOTDIR : -ENOENT;
-	}
-	if (off < 1 && !emit_one(emit, arg, ".", dir->ino, S_IFDIR, 1, NULL))
-		goto out;
-	if (off < 2 && !emit_one(emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
-		goto out;
-	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
-	     i < dir->dir->n; i++) {
-		struct nvmefs_dirent *d = dir->dir->v[i];
-
-		if (d && !emit_one(emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
-				   (off_t)d->cookie, plus ? nvmefs_iget(vol, d->child) : NULL))
-			break;
-	}
-out:
+	ret = nvmefs_inode_get(vol, ino, 0, &dir);
+	if (!ret && !S_ISDIR(dir->mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = emit_entries(vol, dir, off, plus, emit, arg);
+	nvmefs_inode_put(vol, dir);
 	pthread_mutex_unlock(&vol->lock);
-	return 0;
+	return ret;
 }
 
 void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st)
@@ -905,15 +1092,13 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, con
 	if (!strcmp(name, NVMEFS_LAYOUT_XATTR))
 		return nvmefs_xlayout_set(vol, ino, value, size);
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
 	x = in ? find_xattr(in, name) : NULL;
-	if (!in)
-		ret = -ENOENT;
-	else if ((flags & XATTR_CREATE) && x)
+	if (!ret && (flags & XATTR_CREATE) && x)
 		ret = -EEXIST;
-	else if ((flags & XATTR_REPLACE) && !x)
+	else if (!ret && (flags & XATTR_REPLACE) && !x)
 		ret = -ENODATA;
-	else if (vol->meta_bytes + XATTR_COST + strlen(name) + size > vol->meta_cap)
+	else if (!ret && vol->meta_bytes + XATTR_COST + strlen(name) + size > vol->meta_cap)
 		ret = -ENOSPC;
 	if (!ret) {
 		r.xattr.ino = ino;
@@ -927,6 +1112,7 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, con
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
 	}
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -952,19 +1138,17 @@ ssize_t nvmefs_xattr_get(struct nvmefs_vol *vol, uint64_t ino, const char *name,
 	if (ret)
 		return ret == -EOPNOTSUPP ? -ENODATA : ret;
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in)
-		x = find_xattr(in, name);
-	if (!in)
-		ret = -ENOENT;
-	else if (!x)
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_XATTRS, &in);
+	x = in ? find_xattr(in, name) : NULL;
+	if (!ret && !x)
 		ret = -ENODATA;
-	else if (size && x->value_len > size)
+	else if (!ret && size && x->value_len > size)
 		ret = -ERANGE;
-	else
+	else if (!ret)
 		ret = x->value_len;
 	if (ret > 0 && size)
 		memcpy(buf, x->value, x->value_len);
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -976,11 +1160,9 @@ ssize_t nvmefs_xattr_list(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_
 	ssize_t ret;
 
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (!in) {
-		ret = -ENOENT;
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_XATTRS, &in);
+	if (ret)
 		goto out;
-	}
 	for (unsigned i = 0; i < in->nxattrs; i++)
 		total += in->xattrs[i].name_len + 1;
 	ret = (ssize_t)total;
@@ -995,6 +1177,7 @@ ssize_t nvmefs_xattr_list(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_
 		pos += in->xattrs[i].name_len + 1;
 	}
 out:
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -1011,10 +1194,8 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR))
 		return ret == -EOPNOTSUPP ? -ENODATA : ret;
 	pthread_mutex_lock(&vol->lock);
-	in = live_inode(vol, ino);
-	if (!in)
-		ret = -ENOENT;
-	else if (!find_xattr(in, name))
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
+	if (!ret && !find_xattr(in, name))
 		ret = -ENODATA;
 	if (!ret)
 		ret = log_xattr_del(vol, ino, name);
@@ -1022,6 +1203,7 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
 	}
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }

@@ -13,10 +13,10 @@
  * inodes, setgid directories, what a write takes away.
  *
  * References: an inode stays in memory, even once unlinked, while a door
- * holds a reference on it (the kernel's lookup count for the mount) or a
- * handle open on it. Every function that returns an entry (lookup, mknod,
- * link, create) counts one reference for the caller, given back with
- * nvmefs_ns_forget.
+ * holds a reference on it (the kernel's lookup count for the mount), a
+ * handle open on it, or a pointer from nvmefs_ns_get. Every function that
+ * returns an entry (lookup, mknod, link, create) counts one reference for
+ * the caller, given back with nvmefs_ns_forget.
  */
 #ifndef NVMEFS_NAMEI_H
 #define NVMEFS_NAMEI_H
@@ -61,9 +61,15 @@ void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st);
  * failed (the volume went read-only). */
 bool nvmefs_ns_read_only(struct nvmefs_vol *vol);
 
-/* The inode ino, live or not (NULL if unknown); the caller's reference
- * (or open handle) keeps it in memory. Takes the metadata lock. */
-struct nvmefs_inode *nvmefs_ns_find(struct nvmefs_vol *vol, uint64_t ino);
+/*
+ * The inode ino, live or not, with its extent map, in *in for a door that
+ * works on it without the metadata lock (SEEK_DATA): it stays in memory
+ * until nvmefs_ns_put. 0, -ENOENT (unknown); later also -EIO, -ENOMEM from
+ * a load. Takes the metadata lock.
+ */
+int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in);
+/* Give back the inode of nvmefs_ns_get. Takes the metadata lock. */
+void nvmefs_ns_put(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /* name in directory parent: its attributes in *st, and one reference. */
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st);
@@ -145,6 +151,8 @@ int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t
  */
 typedef bool (*nvmefs_dirent_fn)(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
 				 const struct stat *st);
+/* Whether ino may be opened as a directory: 0, -ENOTDIR, -ENOENT. */
+int nvmefs_ns_opendir(struct nvmefs_vol *vol, uint64_t ino);
 /*
  * The entries of directory ino from offset off on (0: from the start; the
  * offsets are those emit was given): ".", "..", then each entry in

@@ -9,6 +9,7 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "holder_i.h"
+#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "data_i.h"
@@ -16,6 +17,7 @@
 #include "util_i.h"
 #include "volume_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,6 +52,7 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 {
 	nvmefs_meta_exit(vol);
+	nvmefs_lookups_exit(vol);
 	nvmefs_journal_exit(vol);
 	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
 		nvmefs_freemap_exit(&vol->free[d]);
@@ -295,6 +298,23 @@ err_engine:
 	return ret;
 }
 
+/* Debug builds: every operation is over, so none may have kept an inode
+ * (fs/core/icache.c). After the final checkpoint, so that a failure here
+ * loses nothing. */
+static void check_idle(struct nvmefs_vol *vol)
+{
+#ifndef NDEBUG
+	int bad;
+
+	pthread_mutex_lock(&vol->lock);
+	bad = nvmefs_icache_check(vol, true);
+	pthread_mutex_unlock(&vol->lock);
+	assert(bad == 0);
+#else
+	(void)vol;
+#endif
+}
+
 int nvmefs_vol_close(struct nvmefs_vol *vol)
 {
 	int ret = 0;
@@ -311,6 +331,7 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 				   "last committed state",
 				   strerror(-ret));
 	}
+	check_idle(vol);
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);
 	nvmefs_devset_close(vol->set);

@@ -12,6 +12,7 @@
  * rotating across the volume so files spread over every member.
  */
 #include "fs_i.h"
+#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "util_i.h"
@@ -169,13 +170,12 @@ int nvmefs_xlayout_get(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t l
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (!in || in->dead)
-		ret = -ENOENT;
-	else if (S_ISREG(in->mode) || (S_ISDIR(in->mode) && in->layout.chunk_size))
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE, &in);
+	if (!ret && (S_ISREG(in->mode) || (S_ISDIR(in->mode) && in->layout.chunk_size)))
 		ret = nvmefs_xlayout_format(&in->layout, buf, len);
-	else
+	else if (!ret)
 		ret = -ENODATA;
+	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -213,19 +213,18 @@ int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, 
 
 	if (ret)
 		return ret;
+	/* The reference keeps in across the range lock's wait, unlocked; its
+	 * type is fixed. */
 	pthread_mutex_lock(&vol->lock);
-	in = nvmefs_iget(vol, ino);
-	if (in && in->dead)
-		in = NULL;
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
 	pthread_mutex_unlock(&vol->lock);
-	if (!in)
-		return -ENOENT;
-	/* The kernel holds a lookup on in for the request; its type is fixed. */
+	if (ret)
+		return ret;
 	reg = S_ISREG(in->mode);
-	if (!reg && !S_ISDIR(in->mode))
-		return -EINVAL;
-	if (reg && !value)
-		return -EINVAL; /* a file always has a layout */
+	if ((!reg && !S_ISDIR(in->mode)) || (reg && !value)) {
+		ret = -EINVAL; /* a file always has a layout */
+		goto out_put;
+	}
 	/* A file's whole range: no write may be between its range lock and
 	 * its extent record while the layout changes. */
 	if (reg)
@@ -240,5 +239,9 @@ int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, 
 	pthread_mutex_unlock(&vol->lock);
 	if (reg)
 		nvmefs_rl_unlock(&in->io_lock, &rl);
+out_put:
+	pthread_mutex_lock(&vol->lock);
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }

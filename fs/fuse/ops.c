@@ -654,12 +654,13 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	in = nvmefs_ns_find(vol, ino);
-	if (!in) {
-		fuse_reply_err(req, ENOENT);
+	ret = nvmefs_ns_get(vol, ino, &in);
+	if (ret) {
+		fuse_reply_err(req, -ret);
 		return;
 	}
 	ret = nvmefs_data_seek(vol, in, (uint64_t)off, whence, &res);
+	nvmefs_ns_put(vol, in);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -671,7 +672,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
-	struct nvmefs_inode *in;
+	int err;
 
 	if (nvmefs_ctl_ino(ino)) {
 		if (ino == NVMEFS_CTL_DIR)
@@ -680,9 +681,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	in = nvmefs_ns_find(vol, ino);
-	if (!in || !in->dir)
-		fuse_reply_err(req, in ? ENOTDIR : ENOENT);
+	err = nvmefs_ns_opendir(vol, ino);
+	if (err)
+		fuse_reply_err(req, -err);
 	else
 		fuse_reply_open(req, fi);
 }

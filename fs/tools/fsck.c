@@ -424,7 +424,7 @@ static int check_entries(struct fsck *f)
 				why = "names no inode";
 			else if (c->ino == NVMEFS_ROOT_INO)
 				why = "names the root directory";
-			else if (c->dir && f->links[at])
+			else if (S_ISDIR(c->mode) && f->links[at])
 				why = "names a directory that has another entry";
 			if (why) {
 				problem(f, true,
@@ -439,7 +439,7 @@ static int check_entries(struct fsck *f)
 				continue;
 			}
 			f->links[at]++;
-			if (c->dir) {
+			if (S_ISDIR(c->mode)) {
 				size_t p = slot_of(f, d->parent);
 
 				if (p != SIZE_MAX)
@@ -489,7 +489,7 @@ static int reach(struct fsck *f, size_t at)
 			    f->reached[c])
 				continue;
 			f->reached[c] = true;
-			if (!f->in[c]->dir)
+			if (!S_ISDIR(f->in[c]->mode))
 				continue;
 			if (nvmefs_grow(&stack, &cap, n + 1, sizeof(*stack))) {
 				ret = -ENOMEM;
@@ -513,7 +513,7 @@ static uint64_t lost_found(struct fsck *f)
 	if (d) {
 		struct nvmefs_inode *in = nvmefs_iget(vol, d->child);
 
-		return in && in->dir ? in->ino : 0;
+		return in && S_ISDIR(in->mode) ? in->ino : 0;
 	}
 	nvmefs_timespec_now(&now);
 	r.inode.ino = vol->next_ino;
@@ -544,7 +544,7 @@ static int reconnect(struct fsck *f, size_t at)
 		return -EEXIST;
 	/* A detached directory may still be named from inside its own subtree
 	 * (a cycle): that entry goes. */
-	for (size_t b = 0; in->dir && b < vol->dtab_size; b++) {
+	for (size_t b = 0; S_ISDIR(in->mode) && b < vol->dtab_size; b++) {
 		for (struct nvmefs_dirent *d = vol->dtab[b], *next; d; d = next) {
 			next = d->hnext;
 			if (d->child == in->ino && (ret = dirent_del(f, d)))
@@ -570,15 +570,15 @@ static int check_tree(struct fsck *f)
 		struct nvmefs_inode *in = f->in[i];
 
 		progress(f, k, 2 * f->n);
-		if ((k < f->n) != !!in->dir)
+		if ((k < f->n) != S_ISDIR(in->mode))
 			continue;
 		/* Orphans and leaked inodes are pass 6's, unless a directory
 		 * still holds entries: those come back with it. */
 		if (f->reached[i] || in->dead ||
-		    (in->nlink == 0 && !f->links[i] && !(in->dir && in->dir->live)))
+		    (in->nlink == 0 && !f->links[i] && !(S_ISDIR(in->mode) && in->dir->live)))
 			continue;
 		problem(f, true, "%s %" PRIu64 " is not reachable from the root (moved to /%s)",
-			in->dir ? "directory" : "inode", in->ino, LOST_FOUND);
+			S_ISDIR(in->mode) ? "directory" : "inode", in->ino, LOST_FOUND);
 		if (!f->repair) {
 			/* Count it as reconnected, and what is under it once. */
 			f->links[i] = 1;
@@ -627,7 +627,7 @@ static int check_links(struct fsck *f, size_t *orphans)
 	for (size_t i = 0; i < f->n && !ret; i++) {
 		struct nvmefs_inode *in = f->in[i];
 		bool root = in->ino == NVMEFS_ROOT_INO;
-		uint32_t want = in->dir ? 2 + f->subdirs[i] : f->links[i];
+		uint32_t want = S_ISDIR(in->mode) ? 2 + f->subdirs[i] : f->links[i];
 
 		progress(f, i, f->n);
 		if (in->dead)
@@ -691,8 +691,8 @@ static int check_space(struct fsck *f)
 	/* One pass over the inodes: bytes mapped on each member. */
 	for (size_t i = 0; i < vol->itab_size; i++) {
 		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-			files += !in->dir;
-			dirs += !!in->dir;
+			files += !S_ISDIR(in->mode);
+			dirs += S_ISDIR(in->mode);
 			for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
 				for (size_t k = 0; k < in->slots[s].n; k++)
 					used_d[in->layout.devs[s]] += in->slots[s].v[k].len;
@@ -758,7 +758,8 @@ static int run(struct fsck *f)
 	ret = index_inodes(f);
 	if (ret)
 		return ret;
-	if (slot_of(f, NVMEFS_ROOT_INO) == SIZE_MAX || !f->in[slot_of(f, NVMEFS_ROOT_INO)]->dir) {
+	if (slot_of(f, NVMEFS_ROOT_INO) == SIZE_MAX ||
+	    !S_ISDIR(f->in[slot_of(f, NVMEFS_ROOT_INO)]->mode)) {
 		problem(f, false, "the root directory is missing");
 		return 0;
 	}

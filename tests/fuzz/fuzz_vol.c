@@ -316,11 +316,11 @@ static void check_links(struct nvmefs_vol *vol)
 		if (c->orphan)
 			FUZZ_BUG("verified state: orphan inode %llu is named by %zu entries",
 				 (unsigned long long)c->ino, run);
-		if (c->dir ? run > 1 : run > c->nlink)
+		if (S_ISDIR(c->mode) ? run > 1 : run > c->nlink)
 			FUZZ_BUG(
 				"verified state: inode %llu (%s, nlink %u) is named by %zu entries",
-				(unsigned long long)c->ino, c->dir ? "directory" : "file", c->nlink,
-				run);
+				(unsigned long long)c->ino, S_ISDIR(c->mode) ? "directory" : "file",
+				c->nlink, run);
 	}
 	free(kids);
 }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * icache_i.h: the interface of fs/core/icache.c (operation references on
+ * inodes, the kernel's lookup counts, pins), for the core's other modules.
+ * The shared types are in fs_i.h.
+ *
+ * An operation takes every inode it works on with nvmefs_inode_get and gives
+ * it back with nvmefs_inode_put. Every inode is resident today (meta.c keeps
+ * them all from mount to unmount); the references are what a bounded cache
+ * (docs/METADATA-V2-STEP4.md, §3) will need before it may evict one: an
+ * inode with a reference is in use.
+ */
+#ifndef NVMEFS_ICACHE_I_H
+#define NVMEFS_ICACHE_I_H
+
+#include "fs_i.h"
+
+/* What nvmefs_inode_get must find (NVMEFS_IGET_LIVE) or have in memory
+ * besides the attributes. Nothing is ever missing today; the callers say
+ * what they will read, so that a later load knows. */
+#define NVMEFS_IGET_LIVE    (1u << 0) /* -ENOENT for a freed (dead) inode */
+#define NVMEFS_IGET_EXTENTS (1u << 1) /* its extent map (regular files) */
+#define NVMEFS_IGET_XATTRS  (1u << 2) /* its extended attributes */
+
+/*
+ * Inode ino with one operation reference for the caller, in *out (NULL on
+ * error), meta held. 0, or -ENOENT (unknown, or freed with
+ * NVMEFS_IGET_LIVE); later also -EIO, -ENOMEM or -EUCLEAN from a load,
+ * which may then drop and take meta again: the caller reads what it needs
+ * under meta after its gets. The reference keeps the inode in memory until
+ * nvmefs_inode_put, across any unlock.
+ */
+int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
+		     struct nvmefs_inode **out);
+/* Give back a reference of nvmefs_inode_get (meta held; in may be NULL).
+ * The last one of a freed inode nothing else holds frees its memory. No
+ * I/O, cannot fail. */
+void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* True while something must keep the freed inode in in memory (meta held):
+ * an operation reference, I/O in flight, or the kernel's lookups. */
+bool nvmefs_inode_held(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
+/* Free a freed inode's memory unless it is held (meta held): at the end of
+ * whatever held it last (a put, a forget). */
+void nvmefs_inode_reap(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/*
+ * True when in must stay in memory, false when a cache could evict it and
+ * read it again (meta held; nothing is evicted yet): the root; an
+ * operation reference; an open handle; attributes not yet logged (the
+ * dirty list, an overwrite's time); I/O in flight; freed while the kernel
+ * still names it (no stored copy is left). The kernel's lookups alone do
+ * not pin: an inode it names is read again by number.
+ */
+bool nvmefs_inode_pinned(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
+
+/*
+ * The kernel's lookup counts (vol->lookups, meta held). A door counts one
+ * for each entry it gives the kernel (lookup, mknod, link, create,
+ * readdirplus) and takes them back at its forget. reserve makes room for
+ * one more inode first, so that the add after it, once the operation has
+ * changed something, cannot fail: 0 or -ENOMEM.
+ */
+int nvmefs_lookups_reserve(struct nvmefs_vol *vol);
+void nvmefs_lookups_add(struct nvmefs_vol *vol, uint64_t ino);
+/* ino's count; 0 when the kernel holds none. */
+uint64_t nvmefs_lookups_count(const struct nvmefs_vol *vol, uint64_t ino);
+/* Take back n of ino's lookups, at most all it has (an unknown ino has
+ * none): what is left. */
+uint64_t nvmefs_lookups_sub(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
+/* Free the table (at the volume's end). */
+void nvmefs_lookups_exit(struct nvmefs_vol *vol);
+/*
+ * Walk every inode and the lookups table and check them (meta held): with
+ * idle (no operation under way, as after a call of the core returns in a
+ * single-threaded test, or at close) no inode may hold an operation
+ * reference or I/O; a freed inode may stay only while held, and is then
+ * pinned; the table's entries are whole and name inodes in memory. 0, or
+ * -EUCLEAN after a message naming each fault.
+ */
+int nvmefs_icache_check(struct nvmefs_vol *vol, bool idle);
+
+#endif
