@@ -265,6 +265,7 @@ static void test_grid(void)
 	}
 	CHECK_ERR(nvmefs_runs_commit(a, m, ng,
 				     &(struct nvmefs_mark){.replay = 0x1122334455667788ull,
+							   .replay_seq = 0x0102030405060708ull,
 							   .next_ino = 0x8877665544332211ull,
 							   .ninodes = 12345}),
 		  0);
@@ -272,6 +273,7 @@ static void test_grid(void)
 	CHECK_ERR(nvmefs_runs_open(&a, dev(), &geom, uuid), 0);
 	CHECK(nvmefs_runs_current(a)->n == ng && nvmefs_runs_current(a)->seq == 2);
 	CHECK(nvmefs_runs_current(a)->mark.replay == 0x1122334455667788ull &&
+	      nvmefs_runs_current(a)->mark.replay_seq == 0x0102030405060708ull &&
 	      nvmefs_runs_current(a)->mark.next_ino == 0x8877665544332211ull &&
 	      nvmefs_runs_current(a)->mark.ninodes == 12345);
 	for (size_t g = 0; g < ng; g++) {
@@ -589,12 +591,13 @@ static void test_corrupt_run(void)
 
 static struct nvmefs_run_meta mr[16]; /* big_manifest's runs */
 
-/* A manifest of mr[0..n) (next id 100, mark seq << 40, + 1, + 2) into buf. */
+/* A manifest of mr[0..n) (next id 100, mark seq << 40, + 3, + 1, + 2) into buf. */
 static ssize_t encode_mr(uint8_t *buf, size_t cap, uint64_t seq, uint32_t n)
 {
 	struct nvmefs_manifest m = {.seq = seq,
 				    .next_id = 100,
 				    .mark = {.replay = seq << 40,
+					     .replay_seq = (seq << 40) + 3,
 					     .next_ino = (seq << 40) + 1,
 					     .ninodes = (seq << 40) + 2},
 				    .n = n,
@@ -685,7 +688,8 @@ static void test_corrupt_manifest(void)
 	CHECKF(len > (ssize_t)NVMEFS_BLOCK && len == olen, "manifest of %zd bytes", len);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, uuid, &geom, &m), 0);
 	CHECK(m.n == 12 && m.seq == 5 && m.next_id == 100 && m.mark.replay == 5ull << 40 &&
-	      m.mark.next_ino == (5ull << 40) + 1 && m.mark.ninodes == (5ull << 40) + 2);
+	      m.mark.next_ino == (5ull << 40) + 1 && m.mark.ninodes == (5ull << 40) + 2 &&
+	      m.mark.replay_seq == (5ull << 40) + 3);
 	nvmefs_manifest_free(&m);
 	CHECK_ERR(nvmefs_manifest_decode(buf, cap, other, &geom, &m), -EINVAL);
 	CHECK_ERR(nvmefs_manifest_decode(buf, (size_t)len - NVMEFS_BLOCK, uuid, &geom, &m),

@@ -74,7 +74,8 @@ static uint64_t rnd(uint64_t *x)
  * 0, as after format). */
 static struct nvmefs_mark mark_at(uint64_t r)
 {
-	return (struct nvmefs_mark){.replay = r, .next_ino = r * 3, .ninodes = r * 2};
+	return (struct nvmefs_mark){
+		.replay = r, .replay_seq = r * 5, .next_ino = r * 3, .ninodes = r * 2};
 }
 
 static int flush_at(struct nvmefs_store *s, uint64_t r)
@@ -92,7 +93,10 @@ static uint64_t replay_of(struct nvmefs_store *s)
 
 	nvmefs_store_mark(s, &m);
 	want = mark_at(m.replay);
-	return m.next_ino == want.next_ino && m.ninodes == want.ninodes ? m.replay : UINT64_MAX;
+	return m.replay_seq == want.replay_seq && m.next_ino == want.next_ino &&
+			       m.ninodes == want.ninodes
+		       ? m.replay
+		       : UINT64_MAX;
 }
 
 /* ---- the model: key i, version v (0: absent) ---- */

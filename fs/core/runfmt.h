@@ -66,11 +66,12 @@ static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
  * longer than this code knows is a newer committer's (-EPROTO).
  */
 struct nvmefs_mark {
-	uint64_t replay;   /* the journal position replay starts from */
-	uint64_t next_ino; /* the next inode number to hand out */
-	uint64_t ninodes;  /* inodes in use */
+	uint64_t replay;     /* the journal position replay starts from */
+	uint64_t replay_seq; /* the transaction sequence expected there */
+	uint64_t next_ino;   /* the next inode number to hand out */
+	uint64_t ninodes;    /* inodes in use */
 };
-#define NVMEFS_MARK_WORDS 3u
+#define NVMEFS_MARK_WORDS 4u
 _Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u64 words");
 
 /* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode

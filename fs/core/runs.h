@@ -22,8 +22,8 @@
  *
  * The manifest lists the live runs (id, level, extent, block counts, entry
  * count, smallest and largest key), after an opaque mark its committer
- * gives (struct nvmefs_mark: the journal position replay starts from, the
- * next inode number, the inode count), and goes to the slot that is not
+ * gives (struct nvmefs_mark: the journal position replay starts from and
+ * its sequence, the next inode number, the inode count), and goes to the slot that is not
  * current, with the next sequence number; the current manifest is the
  * valid one with the higher sequence. A manifest is valid only whole (its
  * crc covers every block, every block carries nothing older), so a write

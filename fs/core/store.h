@@ -10,8 +10,8 @@
  * memtable; the caller may also freeze apart, under its own lock, and
  * flush later), writes it as a level-0 run and commits a manifest naming the
  * run and the caller's mark (struct nvmefs_mark, runfmt.h: the journal
- * position from which replay will fill the memtable again at mount, the
- * next inode number, the inode count): what was put after the last flush
+ * position from which replay will fill the memtable again at mount and
+ * its sequence, the next inode number, the inode count): what was put after the last flush
  * is lost by a close or a crash, by design.
  *
  * A lookup reads the memtable, then the frozen one being flushed, then the

@@ -888,11 +888,12 @@ static void gen_manifest(void)
 	save("manifest", "empty", buf, (size_t)len);
 	for (uint32_t i = 0; i < 24; i++)
 		manifest_run(&r[i], i, i >= 3 || i == 1);
-	m = (struct nvmefs_manifest){.seq = 7,
-				     .next_id = 9,
-				     .mark = {.replay = 4096, .next_ino = 1000, .ninodes = 998},
-				     .n = 3,
-				     .runs = r};
+	m = (struct nvmefs_manifest){
+		.seq = 7,
+		.next_id = 9,
+		.mark = {.replay = 4096, .replay_seq = 17, .next_ino = 1000, .ninodes = 998},
+		.n = 3,
+		.runs = r};
 	len = nvmefs_manifest_encode(&m, manifest_uuid, buf, sizeof(buf));
 	save("manifest", "three_runs", buf, (size_t)len);
 	m = (struct nvmefs_manifest){.seq = 8, .next_id = 60, .n = 24, .runs = r};
