@@ -1130,7 +1130,7 @@ static void expect(struct xcheck *c, const struct nvmefs_val *v, bool attrs)
 	size_t klen = 0, glen;
 	struct nvmefs_val g;
 	ssize_t vlen;
-	char what[96];
+	char what[160];
 
 	if (c->ret)
 		return;
