@@ -12,7 +12,7 @@
 #   SECONDS_PER_TARGET  fuzzing time per target (default 30); 0 only replays
 #                       the committed corpus (seeds and the regression inputs
 #                       of fixed findings), each input once (fast: for CI)
-#   TARGET              label, journal, ckpt, load, wire, sorted, manifest, runr, values
+#   TARGET              label, journal, load, wire, sorted, manifest, runr, values
 #                       (default: all of them)
 # environment: NVMEFS_FUZZ_BUILD  build directory (default build-fuzz at the
 #                                 top of the repository)
@@ -28,17 +28,17 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 . scripts/lib.sh
 
-all_targets=(label journal ckpt load wire sorted manifest runr values)
+all_targets=(label journal load wire sorted manifest runr values)
 # -max_len per target: what its harness reads (tests/fuzz/fuzz_vol.h):
-# one block; a mode byte and an 8-block ring; a mode byte, a length and a
-# 3-block checkpoint slot; the 64 KiB metadata area; a registration table
+# one block; a mode byte and an 8-block ring; the 168 KiB metadata area
+# (2 superblocks, a 32-block run area, an 8-block journal); a registration table
 # (35 bytes, tests/fuzz/fuzz_wire.h) and the largest native message; the
 # largest run block of format v2 (17 blocks, fs/core/sorted.h); a manifest
 # slot of the harness's run area (4 blocks, fs/core/runs.h); a run's meta
 # (16 bytes) and its index and filter (8 blocks, tests/fuzz/fuzz_runr.c); a
 # key's length (2 bytes), the longest key (273) and the largest value
 # (64 KiB, fs/core/values.h).
-declare -A max_len=([label]=4096 [journal]=32769 [ckpt]=12293 [load]=65536 [wire]=12355
+declare -A max_len=([label]=4096 [journal]=32769 [load]=172032 [wire]=12355
 	[sorted]=69632 [manifest]=16384 [runr]=32784 [values]=65811)
 
 usage() {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Bad input on the members: a populated 2-member volume (files with
- * extents, directories, symlinks, xattrs, an orphan; a checkpoint and then
- * journal transactions left unreplayed, as after a crash) gets random bit
- * flips in one structure at a time: a member's primary or backup label,
- * either superblock, a block of the active checkpoint, a block of the
- * journal in use, and also a member cut short. Each time the volume is
+ * extents, directories, symlinks, xattrs, an orphan; a flush of the store
+ * and then journal transactions left unreplayed, as after a crash) gets
+ * random bit flips in one structure at a time: a member's primary or
+ * backup label, either superblock, the manifest slots, a block of a live
+ * run, a block of the journal in use, and also a member cut short. Each time the volume is
  * loaded as the mount loads it and as fsck.nvmefs loads it: it must either
  * load (the damage was in a copy it does not need, or is repairable) or be
  * refused with a message that names the member; never crash (the suite
@@ -26,6 +26,7 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "journal_i.h"
+#include "store.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
@@ -143,11 +144,12 @@ struct region {
 };
 
 static int nregions;
-static struct region regions[8];
+static struct region regions[32];
 
 static void add_region(const char *what, int dev, uint64_t off, uint64_t len)
 {
-	regions[nregions++] = (struct region){what, dev, off, len};
+	if (nregions < (int)(sizeof(regions) / sizeof(regions[0])))
+		regions[nregions++] = (struct region){what, dev, off, len};
 }
 
 /* The whole of both members, to put back between trials. */
@@ -248,7 +250,7 @@ int main(int argc, char **argv)
 	CHECK(system(cmd) == 0);
 	nvmefs_log_set_sink(sink);
 
-	/* A checkpoint holding some, then the journal holding more. */
+	/* Runs holding some, then the journal holding more. */
 	{
 		const char *paths[2] = {img[0], img[1]};
 
@@ -266,15 +268,21 @@ int main(int argc, char **argv)
 	{
 		const struct nvmefs_label *l = &vol->label;
 		uint64_t jbase = l->meta_off + nvmefs_meta_journal_off(l);
-		uint64_t ckpt = l->meta_off + nvmefs_meta_ckpt_off(l, vol->j.ckpt_slot);
-		uint64_t ckpt_len = (vol->meta_bytes / NVMEFS_CKPT_PAYLOAD + 1) * NVMEFS_BLOCK;
+		const struct nvmefs_manifest *m =
+			nvmefs_runs_current(nvmefs_store_area(vol->store));
+		struct nvmefs_runs_geom g;
 
 		CHECK(vol->j.head > vol->j.tail && vol->j.replayed > 0);
 		add_region("label", 0, 0, NVMEFS_BLOCK);
 		add_region("label", 1, 0, NVMEFS_BLOCK);
 		add_region("backup label", 1, IMG_SIZE - NVMEFS_BLOCK, NVMEFS_BLOCK);
 		add_region("superblock", 0, l->meta_off, 2 * NVMEFS_BLOCK);
-		add_region("checkpoint", 0, ckpt, ckpt_len);
+		nvmefs_journal_runs_geom(l, &g);
+		add_region("manifest", 0, g.off, 2ull * g.slot_blocks * NVMEFS_BLOCK);
+		CHECK(m->n > 0);
+		for (size_t i = 0; i < m->n; i++)
+			add_region("run", 0, g.off + m->runs[i].start * NVMEFS_BLOCK,
+				   nvmefs_run_blocks(&m->runs[i]) * NVMEFS_BLOCK);
 		add_region("journal", 0, jbase + vol->j.tail % l->journal_size,
 			   vol->j.head - vol->j.tail);
 	}

@@ -15,7 +15,7 @@
 #  - empty files created (1000 a directory) until the metadata area is full:
 #    it must stop with ENOSPC before 200000 files and 120 s, not crash or
 #    hang; statfs then shows no free inode; the daemon still serves, unmounts
-#    (final checkpoint) and mounts again with every file there; deleting them
+#    (last flush) and mounts again with every file there; deleting them
 #    gives the inodes and blocks back, and a new file can be written.
 # Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or python3.
 # usage: test_enospc.sh BUILD_DIR

@@ -29,9 +29,9 @@ static void make_label(struct nvmefs_label *l)
 	for (int i = 0; i < 3; i++)
 		l->dev_size[i] = 256ull << 20;
 	l->meta_off = NVMEFS_BLOCK;
-	l->ckpt_slot_size = 8 << 20;
+	l->runs_size = 16 << 20;
 	l->journal_size = 4 << 20;
-	l->meta_size = 2 * NVMEFS_BLOCK + 2 * l->ckpt_slot_size + l->journal_size;
+	l->meta_size = 2 * NVMEFS_BLOCK + l->runs_size + l->journal_size;
 	l->data_start = NVMEFS_BLOCK;
 	l->data_end = (256ull << 20) - NVMEFS_BLOCK;
 }
@@ -72,10 +72,17 @@ static void test_label(void)
 	l.meta_size += NVMEFS_BLOCK;
 	nvmefs_label_encode(&l, bad);
 	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
-	/* Slots whose size only adds up modulo 2^64 (found by fuzz_label). */
+	/* Parts whose size only adds up modulo 2^64 (found by fuzz_label). */
 	make_label(&l);
-	l.ckpt_slot_size = (1ull << 63) + 3 * NVMEFS_BLOCK;
-	l.meta_size = 2 * NVMEFS_BLOCK + 2 * l.ckpt_slot_size + l.journal_size; /* wraps */
+	l.runs_size = (1ull << 63) + 3 * NVMEFS_BLOCK;
+	l.journal_size = (1ull << 63) - 2 * NVMEFS_BLOCK;
+	l.meta_size = 2 * NVMEFS_BLOCK + l.runs_size + l.journal_size; /* wraps */
+	nvmefs_label_encode(&l, bad);
+	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
+	/* A run area too small for its two manifest slots and a run. */
+	make_label(&l);
+	l.runs_size = NVMEFS_RUNS_MIN - NVMEFS_BLOCK;
+	l.meta_size = 2 * NVMEFS_BLOCK + l.runs_size + l.journal_size;
 	nvmefs_label_encode(&l, bad);
 	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
 	/* No area over the label in block 0 (found by fuzz_label). */
@@ -87,30 +94,27 @@ static void test_label(void)
 	l.meta_off = 0;
 	nvmefs_label_encode(&l, bad);
 	CHECK_ERR(nvmefs_label_decode(&out, bad), -EINVAL);
-	/* A newer version is told apart from garbage. */
-	make_label(&l);
-	nvmefs_label_encode(&l, bad);
-	bad[8] = 2;
-	{
+	/* Another version, older (a v1 volume) or newer, is told apart from
+	 * garbage. */
+	for (uint8_t v = 1; v <= 3; v += 2) {
 		/* re-seal the crc by hand so only the version differs */
 		uint32_t crc;
 
+		make_label(&l);
+		nvmefs_label_encode(&l, bad);
+		bad[8] = v;
 		memset(bad + 12, 0, 4);
 		crc = nvmefs_crc32c(bad, NVMEFS_BLOCK);
 		memcpy(bad + 12, &crc, 4);
+		CHECK_ERR(nvmefs_label_decode(&out, bad), -EPROTO);
+		CHECK_ERR(nvmefs_label_version(bad), v);
 	}
-	CHECK_ERR(nvmefs_label_decode(&out, bad), -EPROTO);
+	CHECK_ERR(nvmefs_label_version(blk), NVMEFS_FORMAT_VERSION);
 }
 
 static void test_super(void)
 {
-	struct nvmefs_super s = {.seq = 7,
-				 .ckpt_slot = 1,
-				 .ckpt_seq = 3,
-				 .ckpt_len = 999,
-				 .journal_tail = 8192,
-				 .journal_seq = 42,
-				 .clean = 1};
+	struct nvmefs_super s = {.seq = 7, .manifest_floor = 42, .clean = 1};
 	struct nvmefs_super out;
 	static uint8_t blk[NVMEFS_BLOCK];
 
@@ -118,10 +122,8 @@ static void test_super(void)
 	nvmefs_super_encode(&s, blk);
 	memset(&out, 0xa5, sizeof(out)); /* padding included: compare fields */
 	CHECK_ERR(nvmefs_super_decode(&out, blk), 0);
-	CHECK(!memcmp(s.uuid, out.uuid, 16) && s.seq == out.seq && s.ckpt_slot == out.ckpt_slot &&
-	      s.ckpt_seq == out.ckpt_seq && s.ckpt_len == out.ckpt_len &&
-	      s.journal_tail == out.journal_tail && s.journal_seq == out.journal_seq &&
-	      s.clean == out.clean);
+	CHECK(!memcmp(s.uuid, out.uuid, 16) && s.seq == out.seq &&
+	      s.manifest_floor == out.manifest_floor && s.clean == out.clean);
 	blk[100] ^= 4;
 	CHECK(nvmefs_super_decode(&out, blk) != 0);
 }
@@ -284,21 +286,6 @@ static void test_txn(void)
 	CHECK_ERR(nvmefs_txn_decode(&out, uuid, buf, 2 * NVMEFS_BLOCK), 0);
 }
 
-static void test_ckpt(void)
-{
-	static uint8_t blk[NVMEFS_BLOCK];
-	uint32_t used;
-
-	memset(blk, 0xab, sizeof(blk));
-	nvmefs_ckpt_encode(blk, uuid, 9, 4, 1000);
-	CHECK_ERR(nvmefs_ckpt_decode(blk, uuid, 9, 4, &used), 0);
-	CHECK(used == 1000);
-	CHECK(nvmefs_ckpt_decode(blk, uuid, 8, 4, &used) != 0); /* an older checkpoint */
-	CHECK(nvmefs_ckpt_decode(blk, uuid, 9, 5, &used) != 0); /* misplaced block */
-	blk[3000] ^= 1;
-	CHECK(nvmefs_ckpt_decode(blk, uuid, 9, 4, &used) != 0);
-}
-
 /* The UUID's text both ways: the exact form tools print (lower case, the
  * label's bytes in order), any case read back, anything else refused and
  * the output left alone. */
@@ -342,6 +329,5 @@ int main(void)
 	test_super();
 	test_records();
 	test_txn();
-	test_ckpt();
 	return test_result();
 }

@@ -5,7 +5,9 @@
  * count, an inode with no entry, an entry naming a freed inode, a
  * directory cycle cut off from the root, two files claiming the same
  * bytes, a leaked inode), or a damaged label, superblock or journal
- * transaction (with whole ones after it), are committed
+ * transaction (with whole ones after it), or keys of the store that the
+ * metadata does not call for (a stale INODE summary, a DIRENT key without
+ * its DCOOKIE), are committed
  * through the library. Then `fsck.nvmefs -n` must report the damage by
  * name and exit 4, `-y` must repair it and exit 1, a second `-n` must exit
  * 0, and the volume must then load with the mount's own checks. Also: a
@@ -29,6 +31,8 @@
 #include "fs_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
+#include "store.h"
+#include "values.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"
@@ -380,6 +384,72 @@ static void test_damaged_journal(void)
 
 /* States the mount used to accept and then crash on (found by fuzzing):
  * it now refuses them, and fsck repairs them. */
+/* What the load does not read back: an INODE value's summary (a
+ * directory's entry count) and a DIRENT key with no DCOOKIE twin. The
+ * mount refuses the second; fsck finds both in its store pass, and -y
+ * rewrites the store from the metadata. */
+static void test_store_keys(void)
+{
+	struct nvmefs_rec r;
+	struct nvmefs_inode_sum sum = {0};
+	struct nvmefs_val v;
+	struct nvmefs_vol *vol;
+	uint8_t key[NVMEFS_KEY_MAX], *val = malloc(NVMEFS_VAL_MAX);
+	size_t klen = 0;
+	ssize_t vlen;
+	uint64_t d;
+
+	format();
+	vol = open_vol();
+	if (!vol || !val)
+		goto out;
+	d = make_dir(vol, NVMEFS_ROOT_INO, "d");
+	make_file(vol, d, "f");
+	nvmefs_inode_to_rec(nvmefs_iget(vol, d), &r);
+	sum.parent = NVMEFS_ROOT_INO;
+	sum.nentries = 0; /* it has one */
+	sum.next_cookie = 4;
+	nvmefs_val_inode(&v, &r, &sum);
+	vlen = nvmefs_val_encode(&v, key, &klen, val);
+	CHECK(vlen > 0);
+	CHECK_ERR(nvmefs_store_put(vol->store, key, klen, val, (size_t)vlen), 0);
+	nvmefs_meta_shadow_stop(vol); /* its crosscheck would see the difference first */
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+	expect_repair("stale summary", "the store's keys differ from the metadata");
+
+	vol = open_vol();
+	if (!vol)
+		goto out;
+	memset(&r, 0, sizeof(r));
+	r.type = NVMEFS_REC_DIRENT_ADD;
+	r.dirent.parent = NVMEFS_ROOT_INO;
+	r.dirent.child = d;
+	r.dirent.type = DT_DIR;
+	r.dirent.name = "stray";
+	r.dirent.name_len = 5;
+	nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, 99);
+	vlen = nvmefs_val_encode(&v, key, &klen, val);
+	CHECK(vlen > 0);
+	CHECK_ERR(nvmefs_store_put(vol->store, key, klen, val, (size_t)vlen), 0);
+	nvmefs_meta_shadow_stop(vol);
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+	vol = NULL;
+	{
+		const char *paths[2] = {img[0], img[1]};
+
+		CHECK_ERR(nvmefs_vol_open(&vol, paths, 2, NULL), -EUCLEAN);
+	}
+	expect_repair("stray entry key", "the store's keys differ from the metadata");
+	vol = open_vol();
+	if (vol) {
+		CHECK(nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "d") &&
+		      !nvmefs_dir_find(vol, NVMEFS_ROOT_INO, "stray"));
+		CHECK_ERR(nvmefs_vol_close(vol), 0);
+	}
+out:
+	free(val);
+}
+
 static void test_mount_refusals(void)
 {
 	const char *paths[2] = {img[0], img[1]};
@@ -593,6 +663,7 @@ int main(int argc, char **argv)
 	test_shared_extent();
 	test_leaked_and_orphan();
 	test_damaged_journal();
+	test_store_keys();
 	test_mount_refusals();
 	test_leaked_dir();
 	test_labels_and_super();

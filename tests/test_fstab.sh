@@ -36,7 +36,7 @@ inner() {
 		for m in "$t"/m*; do
 			mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m"; }
 		done
-		# The daemons finish their last checkpoint after umount returns.
+		# The daemons finish their last flush after umount returns.
 		for i in $(seq 1 100); do
 			pgrep -f "^nvmefs .*$t/" >/dev/null || break
 			sleep 0.1

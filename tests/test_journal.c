@@ -4,9 +4,9 @@
  * by mkfs.nvmefs: committed records survive an abandoned (killed) volume,
  * uncommitted ones do not; a torn last transaction ends the log without
  * harm and later commits continue after it; enough commits to wrap the
- * journal ring take checkpoints and lose nothing; space released by a
+ * journal ring flush the store and lose nothing; space released by a
  * transaction is allocatable only after it commits; names are hashed with
- * a key of each open's own, and readdir order survives a checkpoint.
+ * a key of each open's own, and readdir order survives a flush.
  *
  * usage: test_journal BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs)
  */
@@ -218,7 +218,7 @@ static void test_wrap(void)
 
 	if (!vol)
 		return;
-	ckpt0 = vol->j.ckpt_seq;
+	ckpt0 = vol->j.manifest_seq;
 	jsize = vol->label.journal_size;
 	/* Commit small transactions until the ring has gone round twice. */
 	while (vol->j.head < 2 * jsize + 4096 && n < 200000) {
@@ -228,8 +228,8 @@ static void test_wrap(void)
 			CHECK_ERR(nvmefs_journal_commit(vol), 0);
 	}
 	CHECK_ERR(nvmefs_journal_commit(vol), 0);
-	CHECKF(vol->j.ckpt_seq >= ckpt0 + 3, "%llu checkpoints taken",
-	       (unsigned long long)(vol->j.ckpt_seq - ckpt0));
+	CHECKF(vol->j.manifest_seq >= ckpt0 + 3, "%llu flushes",
+	       (unsigned long long)(vol->j.manifest_seq - ckpt0));
 	nvmefs_vol_abandon(vol);
 	vol = open_vol();
 	if (!vol)
@@ -379,8 +379,8 @@ static void test_pad_durable(void)
 			if (create(vol, name, &ino) || nvmefs_journal_commit(vol))
 				_exit(3);
 		}
-		/* A fresh checkpoint, so that the next commit is a transaction
-		 * (not a checkpoint) of several blocks: the pad, then it. */
+		/* A flush now, so that the next commit is a transaction alone
+		 * (no flush after it) of several blocks: the pad, then it. */
 		if (nvmefs_journal_checkpoint(vol, false))
 			_exit(7);
 		for (unsigned k = 0; k < 64; k++) {

@@ -176,8 +176,8 @@ static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const 
 		uint64_t off, got;
 		int ret;
 
-		/* Every new extent may cost a checkpoint record: the metadata
-		 * area must hold them, or the next checkpoint would fail. */
+		/* Every new extent may cost an EXTENT key: the run area must
+		 * hold them and room to compact, or a flush would fail. */
 		if (vol->meta_bytes + (pl->nrecs + 1) * NVMEFS_EXT_COST > vol->meta_cap)
 			return -ENOSPC;
 		got = nvmefs_alloc_get(vol, p->dev, goal, left, &off);

@@ -6,21 +6,23 @@
  * walks; both take the inode's map_lock, so that a READ needs nothing
  * volume-wide. Space a removal frees goes back through the allocator.
  *
- * Every change of an extent is also told to the shadow store when it is on
- * (vol->shadow, shadow_i.h) as format v2 keys: ext_put for an extent new
+ * Every change of an extent is also written through (kv_i.h: the store,
+ * and the shadow in tests) as format v2 keys: ext_put for an extent new
  * or changed in place, ext_del for a key that no longer starts an extent
  * (merged away, removed, or its start moved). One key per extent, keyed by
  * (ino, slot, comp_off), so each site's key-level diff is local.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "extmap_i.h"
-#include "shadow_i.h"
+#include "kv_i.h"
 #include "util_i.h"
+#include "values.h"
 
 #include "nvmefs/util.h"
 
@@ -46,7 +48,7 @@ static void ext_put(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 {
 	struct nvmefs_val v = {.kind = NVMEFS_KEY_EXTENT};
 
-	if (!vol->shadow)
+	if (!nvmefs_kv_on(vol))
 		return;
 	v.rec.type = NVMEFS_REC_EXTENT;
 	v.rec.extent.ino = in->ino;
@@ -55,8 +57,7 @@ static void ext_put(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 	v.rec.extent.comp_off = e->comp_off;
 	v.rec.extent.dev_off = e->dev_off;
 	v.rec.extent.len = e->len;
-	/* A failure sticks in the shadow: the crosscheck reports it. */
-	(void)nvmefs_shadow_put(vol->shadow, &v);
+	nvmefs_kv_put(vol, &v); /* a failure sticks (kv_i.h) */
 }
 
 /* The shadow's EXTENT key at comp_off: a tombstone. */
@@ -65,13 +66,22 @@ static void ext_del(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 {
 	uint8_t key[NVMEFS_KEY_MAX];
 
-	if (vol->shadow)
-		(void)nvmefs_shadow_del(vol->shadow, key,
-					nvmefs_key_extent(key, in->ino, slot, comp_off));
+	if (nvmefs_kv_on(vol))
+		nvmefs_kv_del(vol, key, nvmefs_key_extent(key, in->ino, slot, comp_off));
 }
 
 static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
 {
+	/* Most files have one extent per slot (sequential writes merge), and
+	 * every file's maps stay in memory: start at one, not nvmefs_grow's
+	 * 16 (512 bytes a slot), then double. */
+	if (!m->cap && n == 1) {
+		m->v = malloc(sizeof(*m->v));
+		if (!m->v)
+			return -ENOMEM;
+		m->cap = 1;
+		return 0;
+	}
 	return nvmefs_grow(&m->v, &m->cap, n, sizeof(*m->v));
 }
 

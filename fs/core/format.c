@@ -17,7 +17,6 @@
 #define LABEL_MAGIC "NVMEFSL1"
 #define SUPER_MAGIC "NVMEFSS1"
 #define TXN_MAGIC   "NVMEFSJ1"
-#define CKPT_MAGIC  "NVMEFSC1"
 #define CRC_SEED    0x6e766d65u /* "nvme": an all-zero block never checks out */
 
 uint32_t nvmefs_crc32c(const void *buf, size_t len)
@@ -157,6 +156,16 @@ int nvmefs_uuid_parse(const char *s, uint8_t u[16])
 	return 0;
 }
 
+unsigned nvmefs_label_version(const void *block)
+{
+	uint32_t v;
+
+	if (!nvmefs_label_magic(block))
+		return 0;
+	memcpy(&v, (const uint8_t *)block + 8, 4);
+	return le32toh(v);
+}
+
 bool nvmefs_label_magic(const void *block)
 {
 	return memcmp(block, LABEL_MAGIC, 8) == 0;
@@ -180,7 +189,7 @@ void nvmefs_label_encode(const struct nvmefs_label *l, void *block)
 	put64(&c, l->data_end);
 	put64(&c, l->meta_off);
 	put64(&c, l->meta_size);
-	put64(&c, l->ckpt_slot_size);
+	put64(&c, l->runs_size);
 	put64(&c, l->journal_size);
 	frame_seal(block, NVMEFS_BLOCK, LABEL_MAGIC);
 }
@@ -207,14 +216,13 @@ static bool label_sane(const struct nvmefs_label *l)
 	    l->data_start < NVMEFS_BLOCK || l->data_start >= l->data_end ||
 	    l->data_end > l->dev_size[l->index] - NVMEFS_BLOCK)
 		return false;
-	if (l->meta_off % NVMEFS_BLOCK || l->ckpt_slot_size % NVMEFS_BLOCK ||
-	    l->journal_size % NVMEFS_BLOCK || l->ckpt_slot_size == 0 || l->journal_size == 0 ||
-	    l->meta_off < NVMEFS_BLOCK || meta_end < l->meta_off ||
+	if (l->meta_off % NVMEFS_BLOCK || l->runs_size % NVMEFS_BLOCK ||
+	    l->journal_size % NVMEFS_BLOCK || l->runs_size < NVMEFS_RUNS_MIN ||
+	    l->journal_size == 0 || l->meta_off < NVMEFS_BLOCK || meta_end < l->meta_off ||
 	    meta_end > l->dev_size[0] - NVMEFS_BLOCK)
 		return false;
 	/* The parts must add up to the area, without wrapping around. */
-	if (__builtin_mul_overflow(l->ckpt_slot_size, 2, &parts) ||
-	    __builtin_add_overflow(parts, l->journal_size, &parts) ||
+	if (__builtin_add_overflow(l->runs_size, l->journal_size, &parts) ||
 	    __builtin_add_overflow(parts, 2 * NVMEFS_BLOCK, &parts) || parts != l->meta_size)
 		return false;
 	/* The metadata area precedes member 0's data area. */
@@ -244,7 +252,7 @@ int nvmefs_label_decode(struct nvmefs_label *l, const void *block)
 	l->data_end = get64(&c);
 	l->meta_off = get64(&c);
 	l->meta_size = get64(&c);
-	l->ckpt_slot_size = get64(&c);
+	l->runs_size = get64(&c);
 	l->journal_size = get64(&c);
 	return label_sane(l) ? 0 : -EINVAL;
 }
@@ -256,12 +264,8 @@ void nvmefs_super_encode(const struct nvmefs_super *s, void *block)
 	memset(block, 0, NVMEFS_BLOCK);
 	put(&c, s->uuid, 16);
 	put64(&c, s->seq);
-	put32(&c, s->ckpt_slot);
+	put64(&c, s->manifest_floor);
 	put32(&c, s->clean);
-	put64(&c, s->ckpt_seq);
-	put64(&c, s->ckpt_len);
-	put64(&c, s->journal_tail);
-	put64(&c, s->journal_seq);
 	frame_seal(block, NVMEFS_BLOCK, SUPER_MAGIC);
 }
 
@@ -274,13 +278,9 @@ int nvmefs_super_decode(struct nvmefs_super *s, const void *block)
 		return ret;
 	memcpy(s->uuid, get(&c, 16), 16);
 	s->seq = get64(&c);
-	s->ckpt_slot = get32(&c);
+	s->manifest_floor = get64(&c);
 	s->clean = get32(&c);
-	s->ckpt_seq = get64(&c);
-	s->ckpt_len = get64(&c);
-	s->journal_tail = get64(&c);
-	s->journal_seq = get64(&c);
-	if (s->ckpt_slot > 1 || s->clean > 1 || s->journal_tail % NVMEFS_BLOCK)
+	if (s->clean > 1)
 		return -EINVAL;
 	return 0;
 }
@@ -356,35 +356,6 @@ uint32_t nvmefs_txn_nblocks(const void *hdr)
 	struct cur c = {.p = (uint8_t *)hdr, .len = NVMEFS_TXN_HDR, .pos = 32};
 
 	return get32(&c);
-}
-
-/* Checkpoint block: magic version crc | journal id(8) ckpt_seq(8) index(8)
- * used(4); crc over the whole block. */
-void nvmefs_ckpt_encode(void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
-			uint32_t used)
-{
-	struct cur c = {.p = block, .len = NVMEFS_CKPT_HDR, .pos = 16};
-
-	memset((uint8_t *)block + 16, 0, NVMEFS_CKPT_HDR - 16);
-	put(&c, uuid, 8);
-	put64(&c, ckpt_seq);
-	put64(&c, index);
-	put32(&c, used);
-	frame_seal(block, NVMEFS_BLOCK, CKPT_MAGIC);
-}
-
-int nvmefs_ckpt_decode(const void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
-		       uint32_t *used)
-{
-	struct cur c = {.p = (uint8_t *)block, .len = NVMEFS_CKPT_HDR, .pos = 16};
-	int ret = frame_check(block, NVMEFS_BLOCK, CKPT_MAGIC);
-
-	if (ret)
-		return ret;
-	if (memcmp(get(&c, 8), uuid, 8) != 0 || get64(&c) != ckpt_seq || get64(&c) != index)
-		return -EINVAL;
-	*used = get32(&c);
-	return *used <= NVMEFS_CKPT_PAYLOAD ? 0 : -EINVAL;
 }
 
 /* Records: type(2) reserved(2) length(4), then the body. */

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nvmefs on-disk format v1 (docs/FORMAT.md): the label on every member, the
- * superblocks, checkpoint blocks and journal transactions on the metadata
- * member, and the metadata records both of them carry.
+ * nvmefs on-disk format v2 (docs/FORMAT.md): the label on every member, the
+ * superblocks and journal transactions on the metadata member, and the
+ * metadata records the journal carries (the run area's objects are in
+ * runfmt.h and sorted.h).
  *
  * Everything on disk is little-endian with fixed-width fields; every block
  * carries a magic and a crc32c. The encoders fill a caller's 4 KiB block; the
  * decoders check magic, version and crc and return -EINVAL (bad content) or
- * -EPROTO (a newer version) without trusting any field first. Shared by
- * mkfs.nvmefs, the nvmefs daemon and (later) fsck.nvmefs.
+ * -EPROTO (another version: a newer one, or v1's) without trusting any
+ * field first. Shared by mkfs.nvmefs, the nvmefs daemon and fsck.nvmefs.
  */
 #ifndef NVMEFS_FORMAT_H
 #define NVMEFS_FORMAT_H
@@ -21,12 +22,15 @@
 #include "nvmefs/limits.h"
 
 #define NVMEFS_BLOCK	       4096u /* metadata block and allocation unit */
-#define NVMEFS_FORMAT_VERSION  1u
+#define NVMEFS_FORMAT_VERSION  2u
 #define NVMEFS_NAME_MAX	       255u
 #define NVMEFS_SYMLINK_MAX     4095u
 #define NVMEFS_XATTR_NAME_MAX  255u
 #define NVMEFS_XATTR_VALUE_MAX 65536u
 #define NVMEFS_ROOT_INO	       1u
+/* The smallest run area: two manifest slots (a 64th of the area each, 1 to
+ * 64 blocks) and room for runs. */
+#define NVMEFS_RUNS_MIN (16u * NVMEFS_BLOCK)
 
 /* Per-member label, in block 0 and again in the member's last block. */
 struct nvmefs_label {
@@ -41,20 +45,23 @@ struct nvmefs_label {
 	uint64_t data_end;
 	uint64_t meta_off; /* metadata area on member 0: offset, size */
 	uint64_t meta_size;
-	uint64_t ckpt_slot_size; /* each of the two checkpoint slots */
-	uint64_t journal_size;	 /* the journal ring */
+	uint64_t runs_size;    /* the run area (docs/FORMAT.md): manifests and sorted runs */
+	uint64_t journal_size; /* the journal ring */
 };
 
-/* Superblock: where the current checkpoint is and where replay starts. */
+/*
+ * Superblock. The run area's newest valid manifest is the metadata's
+ * durable state and names the journal position replay starts from; the
+ * superblock says how new that manifest must at least be (a manifest
+ * older than the floor means a newer one was damaged after it was
+ * committed, and replay from the older one's position could find the ring
+ * overwritten), and whether the volume was unmounted cleanly.
+ */
 struct nvmefs_super {
 	uint8_t uuid[16];
-	uint64_t seq;	       /* higher wins among the two copies */
-	uint32_t ckpt_slot;    /* 0 or 1 */
-	uint64_t ckpt_seq;     /* checkpoint blocks carry it */
-	uint64_t ckpt_len;     /* bytes of record stream in the checkpoint */
-	uint64_t journal_tail; /* logical byte position where replay starts */
-	uint64_t journal_seq;  /* sequence number expected there */
-	uint32_t clean;	       /* 1 after a clean unmount */
+	uint64_t seq;		 /* higher wins among the two copies */
+	uint64_t manifest_floor; /* the sequence of a manifest known durable */
+	uint32_t clean;		 /* 1 after a clean unmount */
 };
 
 /* Journal transaction header, at the start of its first block. */
@@ -65,22 +72,21 @@ struct nvmefs_txn {
 	uint32_t pad;	      /* 1: skip to the ring's start, no payload */
 };
 
-#define NVMEFS_TXN_HDR	    64u /* bytes of header before the payload */
-#define NVMEFS_CKPT_HDR	    64u /* bytes of header in every checkpoint block */
-#define NVMEFS_CKPT_PAYLOAD (NVMEFS_BLOCK - NVMEFS_CKPT_HDR)
+#define NVMEFS_TXN_HDR 64u /* bytes of header before the payload */
 
 /* Byte offsets of the metadata area's parts, relative to meta_off. */
 static inline uint64_t nvmefs_meta_super_off(unsigned which)
 {
 	return (uint64_t)which * NVMEFS_BLOCK;
 }
-static inline uint64_t nvmefs_meta_ckpt_off(const struct nvmefs_label *l, unsigned slot)
+static inline uint64_t nvmefs_meta_runs_off(const struct nvmefs_label *l)
 {
-	return 2ull * NVMEFS_BLOCK + slot * l->ckpt_slot_size;
+	(void)l;
+	return 2ull * NVMEFS_BLOCK;
 }
 static inline uint64_t nvmefs_meta_journal_off(const struct nvmefs_label *l)
 {
-	return 2ull * NVMEFS_BLOCK + 2 * l->ckpt_slot_size;
+	return 2ull * NVMEFS_BLOCK + l->runs_size;
 }
 
 /* A UUID as 36 characters of lower-case text plus NUL, and back (any case;
@@ -101,6 +107,9 @@ uint32_t nvmefs_crc32c_hole(const void *buf, size_t len, size_t crc_off);
  */
 void nvmefs_label_encode(const struct nvmefs_label *l, void *block);
 int nvmefs_label_decode(struct nvmefs_label *l, const void *block);
+/* The format version a label block says it has, whatever its crc says
+ * (0 without the label magic): to name an old volume in a refusal. */
+unsigned nvmefs_label_version(const void *block);
 /* True when block starts with the label magic (whatever its crc says). */
 bool nvmefs_label_magic(const void *block);
 void nvmefs_super_encode(const struct nvmefs_super *s, void *block);
@@ -122,13 +131,8 @@ int nvmefs_txn_peek(struct nvmefs_txn *t, const uint8_t uuid[16], const void *hd
 /* The block count a header claims (unchecked: to know how much to read). */
 uint32_t nvmefs_txn_nblocks(const void *hdr);
 
-/* Checkpoint block: header + up to NVMEFS_CKPT_PAYLOAD bytes of stream. */
-void nvmefs_ckpt_encode(void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
-			uint32_t used);
-int nvmefs_ckpt_decode(const void *block, const uint8_t uuid[16], uint64_t ckpt_seq, uint64_t index,
-		       uint32_t *used);
-
-/* Metadata records: the journal's and the checkpoint's common language. */
+/* Metadata records: what the journal carries and apply changes the state by
+ * (and writes through into the store as keys, values.h). */
 enum nvmefs_rec_type {
 	NVMEFS_REC_INODE = 1,
 	NVMEFS_REC_INODE_FREE = 2,

@@ -4,7 +4,8 @@
  * (inodes, directories, extent maps, xattrs), the space allocator, the
  * journal, and the data path. See docs/FORMAT.md for the model: all metadata
  * lives in memory while mounted and reaches the devices as journal records
- * (group-committed) and periodic checkpoints.
+ * (group-committed) and, written through into the store's memtable (kv.c),
+ * as sorted runs that commits flush (format v2).
  *
  * Locking: vol->lock (the metadata lock) protects every field marked
  * "meta"; it is never held across device I/O or a FUSE reply. An inode's
@@ -12,7 +13,7 @@
  * blocks exclusively from before its edge blocks are read until its extents
  * are logged (released by the I/O completion), and truncate, fallocate and
  * punch hold the whole file. The journal's commit_lock serializes commits
- * and checkpoints. Order: io_lock, then commit_lock, then vol->lock.
+ * and flushes. Order: io_lock, then commit_lock, then vol->lock.
  */
 #ifndef NVMEFS_FS_I_H
 #define NVMEFS_FS_I_H
@@ -32,7 +33,8 @@
 #include "nvmefs/engine.h"
 #include "nvmefs/layout.h"
 
-/* Checkpoint bytes one extent costs (an EXTENT record). */
+/* Bytes one extent adds to meta_bytes, the estimate of the live metadata
+ * (its v1 EXTENT record). */
 #define NVMEFS_EXT_COST 48u
 
 /* One mapped run of a slot's component on its device. */
@@ -71,6 +73,7 @@ struct nvmefs_dir {
 
 struct nvmefs_prefetch;
 struct nvmefs_shadow;
+struct nvmefs_store;
 
 struct nvmefs_inode {
 	struct nvmefs_inode *hnext; /* meta: inode hash chain */
@@ -139,7 +142,7 @@ struct nvmefs_pfree {
 };
 
 struct nvmefs_journal {
-	pthread_mutex_t commit_lock; /* one commit or checkpoint at a time */
+	pthread_mutex_t commit_lock; /* one commit or flush at a time */
 	/* meta: the open transaction */
 	uint8_t *buf;
 	size_t len, cap;
@@ -148,9 +151,10 @@ struct nvmefs_journal {
 	uint64_t open_gen; /* generation the open transaction commits as */
 	/* commit_lock: positions on disk */
 	uint64_t head, tail, next_seq;
-	uint64_t super_seq, ckpt_seq;
-	unsigned ckpt_slot;
-	uint64_t since_ckpt; /* journal bytes written since the checkpoint */
+	uint64_t super_seq;
+	uint64_t manifest_seq; /* the run area's manifest of the last flush */
+	uint64_t since_flush;  /* journal bytes written since the last flush */
+	bool compact_due;      /* state_lock: a flush added a run; the committer compacts */
 	/* state_lock: what is durable */
 	pthread_mutex_t state_lock;
 	pthread_cond_t state_cond;
@@ -160,13 +164,14 @@ struct nvmefs_journal {
 	/* the committer thread */
 	pthread_t thread;
 	bool running, stop, kick; /* state_lock */
+	atomic_bool stop_compact; /* the committer stops compacting: unmount */
 	unsigned interval_ms;
 	/* what nvmefs_journal_load found */
-	bool loaded_clean;    /* the superblock said clean unmount */
-	uint64_t replayed;    /* journal transactions replayed */
-	uint64_t loaded_ckpt; /* checkpoint sequence loaded */
-	uint64_t damaged;     /* replay stopped at a damaged transaction:
-			       * the latest valid one after it (else 0) */
+	bool loaded_clean;	  /* the superblock said clean unmount */
+	uint64_t replayed;	  /* journal transactions replayed */
+	uint64_t loaded_manifest; /* the run area's manifest loaded (its sequence) */
+	uint64_t damaged;	  /* replay stopped at a damaged transaction:
+				   * the latest valid one after it (else 0) */
 };
 
 #define NVMEFS_CTL_OPS 64 /* FUSE opcodes counted one by one */
@@ -221,8 +226,8 @@ struct nvmefs_vol {
 	struct nvmefs_freemap free[NVMEFS_MAX_DEVICES];
 	uint64_t free_bytes;
 	uint64_t pending_bytes; /* released, free once their commit is durable */
-	uint64_t meta_bytes;	/* size of a checkpoint of the current state */
-	uint64_t meta_cap;	/* what one checkpoint slot holds */
+	uint64_t meta_bytes;	/* the state's size as v1 records (an estimate) */
+	uint64_t meta_cap;	/* meta_bytes allowed: 9/32 of the run area */
 	size_t norphans;
 	bool replaying;	       /* records come from disk: apply without logging */
 	bool writeback;	       /* the kernel caches writes (FUSE writeback cache) */
@@ -271,6 +276,14 @@ struct nvmefs_vol {
 	bool ctl_shadowed;
 	struct timespec mounted_at; /* the control files' times */
 	struct nvmefs_journal j;
+	/* The metadata's durable state (format v2): the key/value store over
+	 * the run area (fs/core/store.h). Every record applied is written
+	 * through into it (meta.c) except while the mount loads the maps from
+	 * it (loading). */
+	struct nvmefs_store *store;
+	bool loading;
+	int kv_err;	 /* meta: a write-through failed (kv_i.h) */
+	uint8_t *kv_val; /* meta: NVMEFS_VAL_MAX bytes, a value being encoded */
 	/* The test daemon nvmefs-fi only (fs/tools/testctl.c): a setxattr of
 	 * NVMEFS_TEST_CTL_XATTR on the root is a command to it. NULL in nvmefs. */
 	int (*test_ctl)(struct nvmefs_vol *vol, const char *cmd, size_t len);

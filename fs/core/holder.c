@@ -5,8 +5,8 @@
  * at once (nvmefs_devset_opts.holder).
  *
  * For a plain FUSE mount, umount(8) returns as soon as the kernel has cut
- * the daemon's connection; the daemon then writes its last checkpoint and
- * closes the members, a moment later. "umount MNT && fsck.nvmefs ..." must
+ * the daemon's connection; the daemon then makes its last commit and flush
+ * and closes the members, a moment later. "umount MNT && fsck.nvmefs ..." must
  * work all the same. The kernel's own word on the connection is the
  * daemon's /dev/fuse descriptor: poll() on it reports POLLERR once the
  * connection is gone (what libfuse's fuse_kern_unmount tests too). A copy

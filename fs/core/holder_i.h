@@ -10,8 +10,8 @@
 
 /*
  * For nvmefs_devset_opts.holder: 1 when process pid is an nvmefs daemon
- * whose FUSE connection is gone (its volume unmounted, it is writing its
- * last checkpoint and will release the members), else 0. Puts in state
+ * whose FUSE connection is gone (its volume unmounted, it is making its
+ * last commit and flush and will release the members), else 0. Puts in state
  * what the process is doing when it is an nvmefs daemon ("which has the
  * volume mounted"), for the messages.
  */

@@ -3,19 +3,24 @@
  * The metadata journal (docs/FORMAT.md): records of live operations collect
  * in an open transaction; a commit flushes the data members (so no record
  * reaches data that is not durable), appends the transaction to the ring on
- * member 0 and flushes it. When the ring is half used, the commit instead
- * writes a checkpoint (the whole state) to the spare slot and moves the
- * replay start with a superblock write. Released space becomes allocatable
- * once the transaction releasing it is durable. A committer thread commits
- * every interval; fsync commits at once. A failed metadata write makes the
- * volume read-only for good (until remount): better than a journal with a
- * hole in it.
+ * member 0 and flushes it. Every record applied is also written through
+ * into the store's memtable (meta.c); when the ring is half used, or the
+ * memtable large, the commit also flushes the store: the memtable, frozen
+ * at the transaction, becomes a sorted run on the run area, and the
+ * manifest naming it moves the replay start past the transaction
+ * (docs/METADATA-V2.md). Released space becomes allocatable once the
+ * transaction releasing it is durable. A committer thread commits every
+ * interval and compacts the store after a flush; fsync commits at once. A
+ * failed metadata write makes the volume read-only for good (until
+ * remount): better than a journal with a hole in it.
  */
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
+#include "store.h"
 #include "util_i.h"
+#include "values.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -46,6 +51,9 @@ int nvmefs_journal_init(struct nvmefs_vol *vol)
 void nvmefs_journal_exit(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
+
+	nvmefs_store_close(vol->store);
+	vol->store = NULL;
 
 	free(j->buf);
 	free(j->pf);
@@ -119,7 +127,22 @@ int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
 
 /* ---- writing ---- */
 
-static int write_super(struct nvmefs_vol *vol, uint64_t ckpt_len, bool clean)
+/* The run area of the label: the metadata area's part between the
+ * superblocks and the journal, on member 0. */
+void nvmefs_journal_runs_geom(const struct nvmefs_label *l, struct nvmefs_runs_geom *g)
+{
+	uint64_t slot = l->runs_size / NVMEFS_BLOCK / 64;
+
+	g->off = l->meta_off + nvmefs_meta_runs_off(l);
+	g->blocks = l->runs_size / NVMEFS_BLOCK;
+	/* A manifest slot of 64 blocks names about 4,000 runs; small areas
+	 * (tests, fuzzing) hold few runs and get smaller slots. */
+	g->slot_blocks = (uint32_t)(slot < 1			 ? 1
+				    : slot > NVMEFS_SLOT_DEFAULT ? NVMEFS_SLOT_DEFAULT
+								 : slot);
+}
+
+static int write_super(struct nvmefs_vol *vol, bool clean)
 {
 	struct nvmefs_journal *j = &vol->j;
 	struct nvmefs_super s = {0};
@@ -130,11 +153,7 @@ static int write_super(struct nvmefs_vol *vol, uint64_t ckpt_len, bool clean)
 		return -ENOMEM;
 	memcpy(s.uuid, vol->label.uuid, 16);
 	s.seq = j->super_seq + 1;
-	s.ckpt_slot = j->ckpt_slot;
-	s.ckpt_seq = j->ckpt_seq;
-	s.ckpt_len = ckpt_len;
-	s.journal_tail = j->tail;
-	s.journal_seq = j->next_seq;
+	s.manifest_floor = j->manifest_seq;
 	s.clean = clean;
 	nvmefs_super_encode(&s, blk);
 	ret = nvmefs_vol_pio(vol, 0, true, vol->label.meta_off + nvmefs_meta_super_off(s.seq & 1),
@@ -147,62 +166,62 @@ static int write_super(struct nvmefs_vol *vol, uint64_t ckpt_len, bool clean)
 	return ret;
 }
 
-/* Write stream (len bytes) as checkpoint blocks into the spare slot, then
- * point a superblock at it. commit_lock held. */
-static int write_checkpoint(struct nvmefs_vol *vol, const uint8_t *stream, size_t len, bool clean)
+/*
+ * Write the frozen memtable as a run with a manifest whose mark says where
+ * replay starts (the head: every record before it is in the run), then
+ * the superblock raising the floor to that manifest. The journal before
+ * the head is then no longer needed. commit_lock held.
+ */
+static int write_flush(struct nvmefs_vol *vol, const struct nvmefs_mark *m, bool clean)
 {
 	struct nvmefs_journal *j = &vol->j;
-	unsigned slot = j->ckpt_slot ^ 1;
-	uint64_t nblocks = (len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD;
-	uint64_t base = vol->label.meta_off + nvmefs_meta_ckpt_off(&vol->label, slot);
-	uint64_t seq = j->ckpt_seq + 1;
-	uint8_t *buf = nvmefs_aligned_alloc(IO_CHUNK);
-	int ret = 0;
+	int ret = nvmefs_store_flush(vol->store, NULL);
 
-	if (!buf)
-		return -ENOMEM;
-	if (nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
-		nvmefs_err("metadata full: a checkpoint needs %llu bytes, a slot holds %llu",
-			   (unsigned long long)(nblocks * NVMEFS_BLOCK),
-			   (unsigned long long)vol->label.ckpt_slot_size);
-		free(buf);
-		return -ENOSPC;
-	}
-	for (uint64_t b = 0; b < nblocks && !ret;) {
-		size_t n = 0;
-
-		for (; b < nblocks && n < IO_CHUNK; b++, n += NVMEFS_BLOCK) {
-			size_t off = b * NVMEFS_CKPT_PAYLOAD;
-			size_t used =
-				len - off < NVMEFS_CKPT_PAYLOAD ? len - off : NVMEFS_CKPT_PAYLOAD;
-
-			memset(buf + n, 0, NVMEFS_BLOCK);
-			memcpy(buf + n + NVMEFS_CKPT_HDR, stream + off, used);
-			nvmefs_ckpt_encode(buf + n, vol->label.uuid, seq, b, (uint32_t)used);
-		}
-		ret = nvmefs_vol_pio(vol, 0, true, base + (b * NVMEFS_BLOCK - n), buf, n);
-	}
-	free(buf);
-	if (!ret)
-		ret = nvmefs_dev_flush(&vol->set->devs[0]);
-	if (ret)
+	if (ret) {
+		nvmefs_err("%s: metadata: writing the changes to the run area failed: %s%s",
+			   nvmefs_meta_where(vol), strerror(-ret),
+			   ret == -ENOSPC ? " (the metadata area is full)" : "");
 		return ret;
-	j->ckpt_slot = slot;
-	j->ckpt_seq = seq;
-	j->tail = j->head;
-	j->since_ckpt = 0;
-	return write_super(vol, len, clean);
+	}
+	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
+	j->tail = m->replay;
+	j->since_flush = j->head - j->tail;
+	ret = write_super(vol, clean);
+	if (!ret) {
+		pthread_mutex_lock(&j->state_lock);
+		j->compact_due = true;
+		pthread_mutex_unlock(&j->state_lock);
+	}
+	return ret;
 }
 
 /* Ring bytes a transaction of plen payload bytes takes at the head, with
  * the pad before it when it must wrap. Commits keep the journal since the
- * checkpoint within half the ring (later_txn relies on it). */
+ * last flush within half the ring (later_txn relies on it). */
 static uint64_t txn_span(const struct nvmefs_vol *vol, size_t plen)
 {
 	uint64_t jsize = vol->label.journal_size, phys = vol->j.head % jsize;
 	uint64_t bytes = (NVMEFS_TXN_HDR + plen + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK * NVMEFS_BLOCK;
 
 	return phys + bytes > jsize ? jsize - phys + bytes : bytes;
+}
+
+/* Where the head and the next sequence will be once a transaction of plen
+ * payload bytes (none: no transaction) is written, pad included.
+ * commit_lock held. */
+static void txn_end(const struct nvmefs_vol *vol, size_t plen, uint64_t *head, uint64_t *seq)
+{
+	uint64_t jsize = vol->label.journal_size, phys = vol->j.head % jsize;
+	uint64_t bytes = (NVMEFS_TXN_HDR + plen + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK * NVMEFS_BLOCK;
+
+	*head = vol->j.head;
+	*seq = vol->j.next_seq;
+	if (!plen)
+		return;
+	if (phys + bytes > jsize)
+		(*seq)++; /* the pad */
+	*head += txn_span(vol, plen);
+	(*seq)++;
 }
 
 /* Append one transaction at the head; wrap with a pad transaction when it
@@ -236,7 +255,7 @@ static int write_txn(struct nvmefs_vol *vol, const uint8_t *payload, size_t plen
 			goto out;
 		j->next_seq++;
 		j->head += jsize - phys;
-		j->since_ckpt += jsize - phys;
+		j->since_flush += jsize - phys;
 		phys = 0;
 	}
 	memset(buf, 0, bytes);
@@ -251,7 +270,7 @@ static int write_txn(struct nvmefs_vol *vol, const uint8_t *payload, size_t plen
 		goto out;
 	j->next_seq++;
 	j->head += bytes;
-	j->since_ckpt += bytes;
+	j->since_flush += bytes;
 out:
 	free(buf);
 	return ret;
@@ -322,23 +341,42 @@ static void set_error(struct nvmefs_vol *vol, int err)
 	pthread_mutex_unlock(&j->state_lock);
 }
 
-/* One commit (or a checkpoint when the ring is half used or one is asked
- * for). commit_lock held. */
-static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean, bool idle_skip)
+/* Flush the memtable past this much memory, whatever the ring says: it is
+ * what the store holds in memory beside the maps. */
+#define FLUSH_MEM_BYTES (16u << 20)
+
+/*
+ * One commit: the open transaction goes to the ring. With flush (asked, or
+ * the ring half used since the last flush, or the memtable past
+ * FLUSH_MEM_BYTES), the store's memtable is also frozen at the same point,
+ * under vol->lock (a pointer swap: it then holds exactly the records up to
+ * and including this transaction), and written as a run after the
+ * transaction, with a manifest that moves the replay start past it. No
+ * I/O under vol->lock. commit_lock held.
+ */
+static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool idle_skip)
 {
 	struct nvmefs_journal *j = &vol->j;
-	uint8_t *payload = NULL, *snap = NULL;
+	struct nvmefs_mark mark = {0};
+	struct nvmefs_store_stats st;
+	uint8_t *payload = NULL;
 	struct nvmefs_pfree *pf;
-	size_t plen, npf, snap_len = 0;
+	size_t plen, npf;
 	uint64_t gen;
 	int ret;
 
 	if ((ret = nvmefs_journal_error(vol)))
 		return ret;
 	pthread_mutex_lock(&vol->lock);
+	if (vol->kv_err) { /* the store misses a record: it must not be flushed */
+		ret = vol->kv_err;
+		pthread_mutex_unlock(&vol->lock);
+		set_error(vol, ret);
+		return ret;
+	}
 	/* The committer's periodic call has nothing to do on an idle volume:
 	 * skip even the flushes (an fsync always flushes, for its data). */
-	if (idle_skip && !ckpt && !j->len && !vol->dirty && !j->npf) {
+	if (idle_skip && !flush && !j->len && !vol->dirty && !j->npf) {
 		pthread_mutex_unlock(&vol->lock);
 		return 0;
 	}
@@ -354,19 +392,30 @@ static int commit_locked(struct nvmefs_vol *vol, bool ckpt, bool clean, bool idl
 	j->len = j->cap = 0;
 	j->pf = NULL;
 	j->npf = j->pfcap = 0;
-	if (j->since_ckpt + txn_span(vol, plen) > vol->label.journal_size / 2)
-		ckpt = true;
-	if (ckpt)
-		ret = nvmefs_meta_snapshot(vol, &snap, &snap_len);
+	nvmefs_store_stats(vol->store, &st);
+	if (j->since_flush + txn_span(vol, plen) > vol->label.journal_size / 2 ||
+	    st.mem_bytes > FLUSH_MEM_BYTES)
+		flush = true;
+	if (flush) {
+		/* The memtable now holds every record up to this transaction's
+		 * last: replay of what comes after starts past it. */
+		txn_end(vol, plen, &mark.replay, &mark.replay_seq);
+		mark.next_ino = vol->next_ino;
+		mark.ninodes = vol->ninodes;
+		ret = nvmefs_store_freeze(vol->store, &mark);
+	}
 	pthread_mutex_unlock(&vol->lock);
 	if (!ret)
 		ret = flush_data(vol);
-	if (!ret && ckpt)
-		ret = write_checkpoint(vol, snap, snap_len, clean);
-	else if (!ret && plen)
+	if (!ret && plen)
 		ret = write_txn(vol, payload, plen);
+	if (!ret && flush) {
+		if (j->head != mark.replay || j->next_seq != mark.replay_seq)
+			ret = -EIO; /* txn_end and write_txn disagree: a bug */
+		else
+			ret = write_flush(vol, &mark, clean);
+	}
 	free(payload);
-	free(snap);
 	if (ret) {
 		free(pf);
 		set_error(vol, ret);
@@ -424,11 +473,23 @@ int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
 	return ret;
 }
 
+static int open_store(struct nvmefs_vol *vol)
+{
+	struct nvmefs_runs_geom g;
+	int ret;
+
+	nvmefs_journal_runs_geom(&vol->label, &g);
+	ret = nvmefs_store_open(&vol->store, &vol->set->devs[0], &g, vol->label.uuid, NULL);
+	if (ret)
+		vol->store = NULL;
+	return ret;
+}
+
 int nvmefs_journal_format(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
-	uint8_t *snap = NULL, *zero = nvmefs_aligned_alloc(NVMEFS_BLOCK);
-	size_t len;
+	struct nvmefs_runs_geom g;
+	uint8_t *zero = nvmefs_aligned_alloc(NVMEFS_BLOCK);
 	int ret;
 
 	if (!zero)
@@ -444,16 +505,17 @@ int nvmefs_journal_format(struct nvmefs_vol *vol)
 	free(zero);
 	if (ret)
 		return ret;
-	j->ckpt_slot = 1; /* so the first checkpoint goes to slot 0 */
-	j->ckpt_seq = 0;
+	nvmefs_journal_runs_geom(&vol->label, &g);
+	ret = nvmefs_runs_format(&vol->set->devs[0], &g, vol->label.uuid);
+	if (!ret)
+		ret = open_store(vol);
+	if (ret)
+		return ret;
+	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
 	j->super_seq = 0;
 	j->head = j->tail = 0;
 	j->next_seq = 1;
-	ret = nvmefs_meta_snapshot(vol, &snap, &len);
-	if (!ret)
-		ret = write_checkpoint(vol, snap, len, true);
-	free(snap);
-	return ret;
+	return 0;
 }
 
 /* ---- loading ---- */
@@ -514,58 +576,6 @@ int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, c
 	return 0;
 }
 
-static int load_checkpoint(struct nvmefs_vol *vol, const struct nvmefs_super *s)
-{
-	uint64_t nblocks = (s->ckpt_len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD;
-	uint64_t base = vol->label.meta_off + nvmefs_meta_ckpt_off(&vol->label, s->ckpt_slot);
-	uint8_t *stream = NULL, *buf = NULL;
-	size_t pos = 0;
-	int ret = -ENOMEM;
-
-	/* Compare lengths before computing with them: a damaged ckpt_len near
-	 * 2^64 would wrap the block count. */
-	if (s->ckpt_len > vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD ||
-	    nblocks * NVMEFS_BLOCK > vol->label.ckpt_slot_size) {
-		nvmefs_err("%s: superblock: checkpoint length %llu does not fit its slot",
-			   vol->set->devs[0].path, (unsigned long long)s->ckpt_len);
-		return -EUCLEAN;
-	}
-	stream = malloc(s->ckpt_len + 1);
-	buf = nvmefs_aligned_alloc(IO_CHUNK);
-	if (!stream || !buf)
-		goto out;
-	for (uint64_t b = 0; b < nblocks;) {
-		uint64_t n = nblocks - b < IO_CHUNK / NVMEFS_BLOCK ? nblocks - b
-								   : IO_CHUNK / NVMEFS_BLOCK;
-
-		ret = nvmefs_vol_pio(vol, 0, false, base + b * NVMEFS_BLOCK, buf, n * NVMEFS_BLOCK);
-		if (ret)
-			goto out;
-		for (uint64_t k = 0; k < n; k++, b++) {
-			uint32_t used;
-			size_t want = s->ckpt_len - pos < NVMEFS_CKPT_PAYLOAD ? s->ckpt_len - pos
-									      : NVMEFS_CKPT_PAYLOAD;
-
-			if (nvmefs_ckpt_decode(buf + k * NVMEFS_BLOCK, vol->label.uuid, s->ckpt_seq,
-					       b, &used) ||
-			    used != want) {
-				nvmefs_err("%s: checkpoint block %llu of slot %c is damaged",
-					   vol->set->devs[0].path, (unsigned long long)b,
-					   'A' + s->ckpt_slot);
-				ret = -EUCLEAN;
-				goto out;
-			}
-			memcpy(stream + pos, buf + k * NVMEFS_BLOCK + NVMEFS_CKPT_HDR, used);
-			pos += used;
-		}
-	}
-	ret = nvmefs_journal_apply(vol, stream, s->ckpt_len, "checkpoint");
-out:
-	free(buf);
-	free(stream);
-	return ret;
-}
-
 /* Replay transactions from the tail until the first one that is not whole,
  * valid and next in sequence. Returns the count replayed or -errno. */
 static long replay(struct nvmefs_vol *vol)
@@ -624,7 +634,7 @@ static long replay(struct nvmefs_vol *vol)
 		count++;
 	}
 	free(buf);
-	j->since_ckpt = j->head - j->tail;
+	j->since_flush = j->head - j->tail;
 	return ret ? ret : count;
 }
 
@@ -669,7 +679,7 @@ static int64_t later_txn(struct nvmefs_vol *vol)
 	if (!buf)
 		return -ENOMEM;
 	/* Every live transaction lies within half a ring of the tail
-	 * (commit_locked checkpoints before passing that, txn_span). */
+	 * (commit_locked flushes before passing that, txn_span). */
 	uint64_t end = j->tail + jsize / 2;
 
 	for (uint64_t pos = j->head + NVMEFS_BLOCK; pos < end;) {
@@ -699,25 +709,90 @@ static int64_t later_txn(struct nvmefs_vol *vol)
 	return found;
 }
 
+/*
+ * Fill the maps from every key of the store, in key order (every inode
+ * before what names it), with the write-through off: the keys are in the
+ * runs already.
+ */
+static int load_store(struct nvmefs_vol *vol)
+{
+	struct nvmefs_store_iter *it;
+	struct nvmefs_run_ent e;
+	uint64_t dirents = 0, dcookies = 0;
+	int ret = nvmefs_store_iter_open(&it, vol->store, NULL, 0, NULL, 0);
+
+	if (ret)
+		return ret;
+	vol->loading = true;
+	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
+		struct nvmefs_val v;
+
+		ret = nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, &v);
+		if (ret) {
+			nvmefs_err("%s: metadata: a key of kind %u in the run area does not "
+				   "decode (%s)",
+				   nvmefs_meta_where(vol), e.klen ? e.key[0] : 0, strerror(-ret));
+			ret = -EUCLEAN;
+			break;
+		}
+		dirents += v.kind == NVMEFS_KEY_DIRENT;
+		dcookies += v.kind == NVMEFS_KEY_DCOOKIE;
+		ret = nvmefs_meta_load_val(vol, &v);
+		if (ret)
+			break;
+	}
+	vol->loading = false;
+	nvmefs_store_iter_close(it);
+	if (ret < 0)
+		return ret == -ENOMEM ? ret : ret == -EIO ? ret : -EUCLEAN;
+	if (dirents != dcookies) {
+		nvmefs_err("%s: metadata: %llu entries by name but %llu in readdir order "
+			   "(fsck.nvmefs repairs this)",
+			   nvmefs_meta_where(vol), (unsigned long long)dirents,
+			   (unsigned long long)dcookies);
+		/* The checker loads it anyway: its store pass finds the key. */
+		return vol->opts.check ? 0 : -EUCLEAN;
+	}
+	return 0;
+}
+
 int nvmefs_journal_load(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
 	struct nvmefs_super s = {0};
+	struct nvmefs_mark mark;
 	int64_t later;
 	long n;
 	int ret = read_super(vol, &s);
 
 	if (ret)
 		return ret;
+	ret = open_store(vol);
+	if (ret)
+		return ret == -ENOMEM || ret == -EIO ? ret : -EUCLEAN;
+	nvmefs_store_mark(vol->store, &mark);
+	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
+	if (j->manifest_seq < s.manifest_floor) {
+		nvmefs_err("%s: metadata: the run area's newest valid manifest is %llu but the "
+			   "superblock says %llu was written: a newer manifest is damaged",
+			   nvmefs_meta_where(vol), (unsigned long long)j->manifest_seq,
+			   (unsigned long long)s.manifest_floor);
+		return -EUCLEAN;
+	}
+	if (mark.replay % NVMEFS_BLOCK || !mark.replay_seq) {
+		nvmefs_err("%s: metadata: manifest %llu names an impossible journal position",
+			   nvmefs_meta_where(vol), (unsigned long long)j->manifest_seq);
+		return -EUCLEAN;
+	}
 	vol->replaying = true;
-	ret = load_checkpoint(vol, &s);
+	ret = load_store(vol);
 	if (ret)
 		goto out;
+	if (mark.next_ino > vol->next_ino)
+		vol->next_ino = mark.next_ino;
 	j->super_seq = s.seq;
-	j->ckpt_slot = s.ckpt_slot;
-	j->ckpt_seq = s.ckpt_seq;
-	j->tail = j->head = s.journal_tail;
-	j->next_seq = s.journal_seq;
+	j->tail = j->head = mark.replay;
+	j->next_seq = mark.replay_seq;
 	n = replay(vol);
 	if (n < 0) {
 		ret = (int)n;
@@ -741,12 +816,12 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 		}
 	}
 	nvmefs_log(s.clean ? NVMEFS_LOG_DEBUG : NVMEFS_LOG_INFO,
-		   "loaded checkpoint %llu (%llu bytes), replayed %ld journal transaction(s)%s",
-		   (unsigned long long)s.ckpt_seq, (unsigned long long)s.ckpt_len, n,
+		   "loaded manifest %llu (%llu inodes), replayed %ld journal transaction(s)%s",
+		   (unsigned long long)j->manifest_seq, (unsigned long long)mark.ninodes, n,
 		   s.clean ? "" : " after an unclean shutdown");
 	j->loaded_clean = s.clean;
 	j->replayed = (uint64_t)n;
-	j->loaded_ckpt = s.ckpt_seq;
+	j->loaded_manifest = j->manifest_seq;
 	if (!vol->opts.check)
 		ret = nvmefs_meta_verify(vol);
 out:
@@ -755,6 +830,33 @@ out:
 }
 
 /* ---- the committer thread ---- */
+
+/*
+ * After a flush added a run: compaction steps until none is due, outside
+ * every journal lock (the store serializes them against its flushes). A
+ * failed step leaves the store as it was; the metadata stays whole and
+ * readable, only larger, so it is logged and retried after the next flush.
+ */
+static void compact(struct nvmefs_vol *vol)
+{
+	struct nvmefs_journal *j = &vol->j;
+	bool due;
+	int ret;
+
+	pthread_mutex_lock(&j->state_lock);
+	due = j->compact_due && !j->stop;
+	j->compact_due = false;
+	pthread_mutex_unlock(&j->state_lock);
+	if (!due || nvmefs_journal_error(vol))
+		return;
+	while ((ret = nvmefs_store_compact(vol->store, false)) == 1) {
+		if (atomic_load_explicit(&j->stop_compact, memory_order_relaxed))
+			return;
+	}
+	if (ret < 0)
+		nvmefs_warn("%s: metadata: compacting the run area failed: %s",
+			    nvmefs_meta_where(vol), strerror(-ret));
+}
 
 static void *committer(void *arg)
 {
@@ -780,6 +882,7 @@ static void *committer(void *arg)
 		j->kick = false;
 		pthread_mutex_unlock(&j->state_lock);
 		commit(vol, true);
+		compact(vol);
 		pthread_mutex_lock(&j->state_lock);
 	}
 	pthread_mutex_unlock(&j->state_lock);
@@ -802,6 +905,7 @@ void nvmefs_journal_stop(struct nvmefs_vol *vol)
 
 	if (!j->running)
 		return;
+	atomic_store(&j->stop_compact, true);
 	pthread_mutex_lock(&j->state_lock);
 	j->stop = true;
 	pthread_cond_broadcast(&j->state_cond);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * journal_i.h: the interface of fs/core/journal.c (logging, commits, checkpoints, replay), for the
+ * journal_i.h: the interface of fs/core/journal.c (logging, commits, flushes, replay), for the
  * core's other modules and the doors. The shared types are in fs_i.h.
  */
 #ifndef NVMEFS_JOURNAL_I_H
@@ -19,20 +19,26 @@ int nvmefs_journal_reclaim_orphans(struct nvmefs_vol *vol, size_t *n);
 int nvmefs_journal_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
 /* Append an encoded record to the open transaction (meta held). */
 int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
-/* Decode and apply a stream of len bytes of records (a checkpoint's or a
- * transaction's; what names it in messages). -EUCLEAN for a malformed or
- * contradicting record, -ENOMEM. */
+/* Decode and apply a stream of len bytes of records (a transaction's;
+ * what names it in messages). -EUCLEAN for a malformed or contradicting
+ * record, -ENOMEM. */
 int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what);
-/* Read the superblocks and checkpoint and replay the journal into vol. */
+/* Read the superblocks, open the store, fill the maps from it and replay
+ * the journal from the manifest's position into vol. */
 int nvmefs_journal_load(struct nvmefs_vol *vol);
 /* Make every change so far durable (data flushed, records committed). */
 int nvmefs_journal_commit(struct nvmefs_vol *vol);
-/* Commit by writing a checkpoint; clean marks a clean unmount. */
+/* Commit and flush the store (format v2's checkpoint: the journal before
+ * this point is then not needed); clean marks a clean unmount. */
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);
 int nvmefs_journal_start(struct nvmefs_vol *vol);
 void nvmefs_journal_stop(struct nvmefs_vol *vol);
-/* Write a fresh checkpoint and superblock at mkfs time. */
+/* mkfs: an empty journal and run area, the store opened on it; the caller
+ * applies the root and then flushes (nvmefs_journal_checkpoint). */
 int nvmefs_journal_format(struct nvmefs_vol *vol);
+/* The run area the label describes (member 0). */
+struct nvmefs_runs_geom;
+void nvmefs_journal_runs_geom(const struct nvmefs_label *l, struct nvmefs_runs_geom *g);
 /* Sticky metadata error: non-zero when the volume went read-only. */
 int nvmefs_journal_error(struct nvmefs_vol *vol);
 

@@ -15,9 +15,11 @@
  */
 #include "fs_i.h"
 #include "extmap_i.h"
+#include "kv_i.h"
 #include "icache_i.h"
 #include "meta_i.h"
 #include "shadow_i.h"
+#include "store.h"
 #include "util_i.h"
 #include "values.h"
 
@@ -59,7 +61,8 @@ int nvmefs_meta_init(struct nvmefs_vol *vol)
 	vol->dtab_size = 1024;
 	vol->itab = calloc(vol->itab_size, sizeof(*vol->itab));
 	vol->dtab = calloc(vol->dtab_size, sizeof(*vol->dtab));
-	if (!vol->itab || !vol->dtab)
+	vol->kv_val = malloc(NVMEFS_VAL_MAX);
+	if (!vol->itab || !vol->dtab || !vol->kv_val)
 		return -ENOMEM;
 	vol->next_ino = NVMEFS_ROOT_INO + 1;
 	/* A checker's volume (fsck) may hold what apply refuses and is
@@ -123,8 +126,10 @@ void nvmefs_meta_exit(struct nvmefs_vol *vol)
 	}
 	free(vol->dtab);
 	free(vol->itab);
+	free(vol->kv_val);
 	vol->dtab = NULL;
 	vol->itab = NULL;
+	vol->kv_val = NULL;
 	nvmefs_meta_shadow_stop(vol);
 }
 
@@ -198,7 +203,7 @@ struct nvmefs_dirent *nvmefs_dir_find(struct nvmefs_vol *vol, uint64_t parent, c
 
 uint64_t nvmefs_meta_cost_inode(size_t name_len)
 {
-	/* INODE record, DIRENT_ADD record: what a new file adds to a checkpoint. */
+	/* INODE record, DIRENT_ADD record: what a new file adds to meta_bytes. */
 	return 8 + 150 + 8 + 20 + name_len;
 }
 
@@ -281,19 +286,17 @@ static void inode_sum(const struct nvmefs_inode *in, struct nvmefs_inode_sum *s)
 	}
 }
 
-/* The shadow's two writes; what fails sticks there (shadow_i.h), for the
- * crosscheck to report: apply has changed the maps and goes on. A later
- * commit swaps the store in behind these. */
+/* The two writes (kv_i.h: the store, and the shadow in tests); what fails
+ * sticks there, for the next commit and the crosscheck: apply has changed
+ * the maps and goes on. */
 static void kv_put(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 {
-	if (vol->shadow)
-		(void)nvmefs_shadow_put(vol->shadow, v);
+	nvmefs_kv_put(vol, v);
 }
 
 static void kv_del(struct nvmefs_vol *vol, const uint8_t *key, size_t klen)
 {
-	if (vol->shadow)
-		(void)nvmefs_shadow_del(vol->shadow, key, klen);
+	nvmefs_kv_del(vol, key, klen);
 }
 
 void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
@@ -302,7 +305,7 @@ void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	struct nvmefs_rec r;
 	struct nvmefs_val v;
 
-	if (!vol->shadow || in->dead)
+	if (!nvmefs_kv_on(vol) || in->dead)
 		return;
 	/* The whole cached inode, dirty attributes too: the shadow may run
 	 * ahead of the journal inside the open transaction. */
@@ -319,7 +322,7 @@ static void kv_dirent(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, boo
 	uint8_t key[NVMEFS_KEY_MAX];
 	struct nvmefs_val v;
 
-	if (!vol->shadow)
+	if (!nvmefs_kv_on(vol))
 		return;
 	if (!put) {
 		kv_del(vol, key, nvmefs_key_dirent(key, d->parent, d->name, d->name_len));
@@ -354,7 +357,7 @@ static void kv_xattr(struct nvmefs_vol *vol, uint64_t ino, const struct nvmefs_x
 	struct nvmefs_rec r;
 	struct nvmefs_val v;
 
-	if (!vol->shadow)
+	if (!nvmefs_kv_on(vol))
 		return;
 	if (!put) {
 		kv_del(vol, key, nvmefs_key_xattr(key, ino, x->name, x->name_len));
@@ -371,7 +374,7 @@ static void kv_orphan(struct nvmefs_vol *vol, uint64_t ino, bool put)
 	uint8_t key[NVMEFS_KEY_MAX];
 	struct nvmefs_val v;
 
-	if (!vol->shadow)
+	if (!nvmefs_kv_on(vol))
 		return;
 	if (!put) {
 		kv_del(vol, key, nvmefs_key_orphan(key, ino));
@@ -566,7 +569,7 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	}
 	nvmefs_inode_to_rec(in, &tmp);
 	vol->meta_bytes -= nvmefs_rec_size(&tmp);
-	if (vol->shadow) { /* its extents' keys went in nvmefs_extmap_remove */
+	if (nvmefs_kv_on(vol)) { /* its extents' keys went in nvmefs_extmap_remove */
 		uint8_t key[NVMEFS_KEY_MAX];
 
 		kv_del(vol, key, nvmefs_key_inode(key, in->ino));
@@ -606,7 +609,8 @@ static int apply_orphan(struct nvmefs_vol *vol, const struct nvmefs_rec *r, bool
 
 /* ---- directory entries ---- */
 
-static int dir_push(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
+/* Append d with cookie (0: the directory's next one). */
+static int dir_push(struct nvmefs_dir *dir, struct nvmefs_dirent *d, uint64_t cookie)
 {
 	/* When full, compact instead of growing if half the slots are holes. */
 	if (dir->n == dir->cap && dir->live * 2 < dir->n) {
@@ -620,7 +624,9 @@ static int dir_push(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
 	} else if (nvmefs_grow(&dir->v, &dir->cap, dir->n + 1, sizeof(*dir->v))) {
 		return -ENOMEM;
 	}
-	d->cookie = dir->next_cookie++;
+	d->cookie = cookie ? cookie : dir->next_cookie;
+	if (d->cookie >= dir->next_cookie)
+		dir->next_cookie = d->cookie + 1;
 	dir->v[dir->n++] = d;
 	dir->live++;
 	return 0;
@@ -669,7 +675,9 @@ static void dir_remove(struct nvmefs_dir *dir, struct nvmefs_dirent *d)
 		dir->n--;
 }
 
-static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+/* cookie: the entry's (loading from the store), or 0 for the directory's
+ * next (a record). */
+static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r, uint64_t cookie)
 {
 	struct nvmefs_inode *p = nvmefs_iget(vol, r->dirent.parent);
 	struct nvmefs_inode *c = nvmefs_iget(vol, r->dirent.child);
@@ -677,6 +685,12 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	int ret;
 
 	if (!p || !p->dir || p->dead || !c || c->dead)
+		return -EUCLEAN;
+	/* Loaded entries come in cookie order, each below the next cookie the
+	 * directory's INODE value gave. */
+	if (cookie &&
+	    (cookie < NVMEFS_COOKIE_FIRST || cookie >= p->dir->next_cookie ||
+	     (p->dir->n && p->dir->v[p->dir->n - 1] && p->dir->v[p->dir->n - 1]->cookie >= cookie)))
 		return -EUCLEAN;
 	pp = dir_slot(vol, r->dirent.parent, r->dirent.name, r->dirent.name_len);
 	if (*pp)
@@ -690,7 +704,7 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	d->name_len = r->dirent.name_len;
 	memcpy(d->name, r->dirent.name, d->name_len);
 	d->name[d->name_len] = 0;
-	ret = dir_push(p->dir, d);
+	ret = dir_push(p->dir, d, cookie);
 	if (ret) {
 		free(d);
 		return ret;
@@ -878,7 +892,7 @@ int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	case NVMEFS_REC_INODE_FREE:
 		return apply_inode_free(vol, r);
 	case NVMEFS_REC_DIRENT_ADD:
-		return apply_dirent_add(vol, r);
+		return apply_dirent_add(vol, r, 0);
 	case NVMEFS_REC_DIRENT_DEL:
 		return apply_dirent_del(vol, r);
 	case NVMEFS_REC_EXTENT:
@@ -897,120 +911,37 @@ int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	return -EUCLEAN;
 }
 
-/* ---- checkpoint serialization and checks ---- */
-
-struct sbuf {
-	uint8_t *p;
-	size_t len, cap;
-	int err;
-};
-
-static void sbuf_rec(struct sbuf *b, const struct nvmefs_rec *r)
+int nvmefs_meta_load_val(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 {
-	size_t need = nvmefs_rec_size(r);
+	struct nvmefs_inode *in;
+	int ret;
 
-	if (b->err)
-		return;
-	b->err = nvmefs_grow(&b->p, &b->cap, b->len + need, 1);
-	if (b->err)
-		return;
-	b->len += nvmefs_rec_encode(r, b->p + b->len);
+	switch (v->kind) {
+	case NVMEFS_KEY_INODE:
+		ret = apply_inode(vol, &v->rec);
+		if (ret)
+			return ret;
+		in = nvmefs_iget(vol, v->rec.inode.ino);
+		/* Cookies are never reused in a directory, so its next one is
+		 * kept, not derived from its entries (the last may be gone). */
+		if (in->dir) {
+			in->dir->next_cookie = v->sum.next_cookie;
+			nvmefs_meta_shadow_inode(vol, in); /* the shadow's copy has it too */
+		}
+		return 0;
+	case NVMEFS_KEY_DIRENT:
+		return 0; /* the same entry as its DCOOKIE, which keeps readdir order */
+	case NVMEFS_KEY_DCOOKIE:
+		return apply_dirent_add(vol, &v->rec, v->cookie);
+	case NVMEFS_KEY_EXTENT:
+	case NVMEFS_KEY_XATTR:
+	case NVMEFS_KEY_ORPHAN:
+		return nvmefs_meta_apply(vol, &v->rec);
+	}
+	return -EUCLEAN;
 }
 
-static void snap_inode_parts(struct sbuf *b, const struct nvmefs_inode *in)
-{
-	struct nvmefs_rec r;
-
-	for (unsigned i = 0; i < in->nxattrs; i++) {
-		memset(&r, 0, sizeof(r));
-		r.type = NVMEFS_REC_XATTR_SET;
-		r.xattr.ino = in->ino;
-		r.xattr.name = in->xattrs[i].name;
-		r.xattr.name_len = (uint16_t)in->xattrs[i].name_len;
-		r.xattr.value = in->xattrs[i].value;
-		r.xattr.value_len = in->xattrs[i].value_len;
-		sbuf_rec(b, &r);
-	}
-	for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
-		for (size_t i = 0; i < in->slots[s].n; i++) {
-			const struct nvmefs_ext *e = &in->slots[s].v[i];
-
-			memset(&r, 0, sizeof(r));
-			r.type = NVMEFS_REC_EXTENT;
-			r.extent.ino = in->ino;
-			r.extent.slot = s;
-			r.extent.flags = e->flags;
-			r.extent.comp_off = e->comp_off;
-			r.extent.dev_off = e->dev_off;
-			r.extent.len = e->len;
-			sbuf_rec(b, &r);
-		}
-	}
-	if (in->orphan) {
-		memset(&r, 0, sizeof(r));
-		r.type = NVMEFS_REC_ORPHAN_ADD;
-		r.ino.ino = in->ino;
-		sbuf_rec(b, &r);
-	}
-}
-
-/* Entries directory by directory in readdir order, not in hash-bucket
- * order: that changes with every mount's seed, and the next load would list
- * each directory in it. So a checkpoint of one state is the same bytes
- * whatever the seed, and readdir order survives a remount. */
-static void snap_entries(struct sbuf *b, const struct nvmefs_vol *vol)
-{
-	struct nvmefs_rec r;
-
-	for (size_t i = 0; i < vol->itab_size; i++) {
-		for (const struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-			for (size_t k = 0; in->dir && k < in->dir->n; k++) {
-				const struct nvmefs_dirent *d = in->dir->v[k];
-
-				if (!d)
-					continue; /* a removed entry's hole */
-				memset(&r, 0, sizeof(r));
-				r.type = NVMEFS_REC_DIRENT_ADD;
-				r.dirent.parent = d->parent;
-				r.dirent.child = d->child;
-				r.dirent.type = d->type;
-				r.dirent.name = d->name;
-				r.dirent.name_len = d->name_len;
-				sbuf_rec(b, &r);
-			}
-		}
-	}
-}
-
-int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len)
-{
-	struct sbuf b = {0};
-	struct nvmefs_rec r;
-
-	/* Inodes first, so that every later record finds what it names. */
-	for (size_t i = 0; i < vol->itab_size; i++) {
-		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-			if (in->dead)
-				continue;
-			nvmefs_inode_to_rec(in, &r);
-			sbuf_rec(&b, &r);
-		}
-	}
-	for (size_t i = 0; i < vol->itab_size; i++) {
-		for (struct nvmefs_inode *in = vol->itab[i]; in; in = in->hnext) {
-			if (!in->dead)
-				snap_inode_parts(&b, in);
-		}
-	}
-	snap_entries(&b, vol);
-	if (b.err) {
-		free(b.p);
-		return b.err;
-	}
-	*out = b.p;
-	*len = b.len;
-	return 0;
-}
+/* ---- checks of the loaded state ---- */
 
 static int u64_cmp(const void *a, const void *b)
 {
@@ -1095,19 +1026,29 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol)
 
 struct xcheck {
 	struct nvmefs_vol *vol;
+	struct nvmefs_shadow *sh; /* the keys checked against the maps */
+	bool repair;		  /* write the maps' keys instead of failing (fsck -y) */
+	size_t fixed;		  /* keys written so */
 	uint8_t key[NVMEFS_KEY_MAX];
 	uint8_t *val; /* NVMEFS_VAL_MAX bytes */
 	size_t nkeys; /* the keys the maps call for */
 	int ret;      /* the first difference */
 };
 
+/* A difference: the first one fails the check; with repair, each is
+ * logged (the first ten) and the caller writes the maps' side. */
 static void differ(struct xcheck *c, const uint8_t *key, size_t klen, const char *what)
 {
 	char name[320];
 
-	if (c->ret)
+	if (c->ret || (c->repair && c->fixed++ >= 10))
 		return;
 	nvmefs_shadow_key_name(key, klen, name, sizeof(name));
+	if (c->repair) {
+		nvmefs_info("%s: metadata: rewriting %s: %s", nvmefs_meta_where(c->vol), name,
+			    what);
+		return;
+	}
 	nvmefs_err("%s: metadata crosscheck: %s: %s", nvmefs_meta_where(c->vol), name, what);
 	c->ret = -EUCLEAN;
 }
@@ -1143,8 +1084,10 @@ static void expect(struct xcheck *c, const struct nvmefs_val *v, bool attrs)
 		c->ret = -EUCLEAN;
 		return;
 	}
-	if (nvmefs_shadow_get(c->vol->shadow, c->key, klen, &got, &glen)) {
+	if (nvmefs_shadow_get(c->sh, c->key, klen, &got, &glen)) {
 		differ(c, c->key, klen, "in the maps, missing from the shadow store");
+		if (c->repair)
+			nvmefs_kv_put(c->vol, v);
 		return;
 	}
 	if (attrs) {
@@ -1158,16 +1101,27 @@ static void expect(struct xcheck *c, const struct nvmefs_val *v, bool attrs)
 				 "at byte %zu",
 				 glen, vlen, at);
 			differ(c, c->key, klen, what);
+			if (c->repair)
+				nvmefs_kv_put(c->vol, v);
 		}
 		return;
 	}
 	if (nvmefs_val_decode(c->key, klen, got, glen, &g) ||
-	    (g.rec.inode.mode & S_IFMT) != (v->rec.inode.mode & S_IFMT) || !sum_eq(&g.sum, &v->sum))
+	    (g.rec.inode.mode & S_IFMT) != (v->rec.inode.mode & S_IFMT) ||
+	    !sum_eq(&g.sum, &v->sum)) {
 		differ(c, c->key, klen, "the shadow's type or summary differs from the maps'");
+		if (c->repair)
+			nvmefs_kv_put(c->vol, v);
+	}
 }
 
 /* Every key the maps call for of one inode but its entries'. */
-static void expect_inode(struct xcheck *c, const struct nvmefs_inode *in)
+/* Every key the maps call for of one inode (its entries too when it is a
+ * directory), each given to fn with whether its attributes are settled
+ * (an INODE's changed in memory go out at the next commit, emit_dirty). */
+typedef void (*key_fn)(void *arg, const struct nvmefs_val *v, bool attrs);
+
+static void inode_keys(const struct nvmefs_inode *in, key_fn fn, void *arg)
 {
 	struct nvmefs_inode_sum sum;
 	struct nvmefs_rec r;
@@ -1176,13 +1130,11 @@ static void expect_inode(struct xcheck *c, const struct nvmefs_inode *in)
 	inode_rec(in, &r);
 	inode_sum(in, &sum);
 	nvmefs_val_inode(&v, &r, &sum);
-	/* Attributes changed in memory go out at the next commit
-	 * (emit_dirty), the shadow's with them. */
-	expect(c, &v, !in->dirty_pprev && !in->shadow_stale);
+	fn(arg, &v, !in->dirty_pprev && !in->shadow_stale);
 	for (unsigned i = 0; i < in->nxattrs; i++) {
 		xattr_rec(in->ino, &in->xattrs[i], &r);
 		if (!nvmefs_val_rec(&v, &r))
-			expect(c, &v, true);
+			fn(arg, &v, true);
 	}
 	for (unsigned s = 0; in->slots && s < in->layout.stripe_count; s++) {
 		for (size_t k = 0; k < in->slots[s].n; k++) {
@@ -1197,7 +1149,7 @@ static void expect_inode(struct xcheck *c, const struct nvmefs_inode *in)
 			r.extent.dev_off = e->dev_off;
 			r.extent.len = e->len;
 			if (!nvmefs_val_rec(&v, &r))
-				expect(c, &v, true);
+				fn(arg, &v, true);
 		}
 	}
 	if (in->orphan) {
@@ -1205,18 +1157,10 @@ static void expect_inode(struct xcheck *c, const struct nvmefs_inode *in)
 		r.type = NVMEFS_REC_ORPHAN_ADD;
 		r.ino.ino = in->ino;
 		if (!nvmefs_val_rec(&v, &r))
-			expect(c, &v, true);
+			fn(arg, &v, true);
 	}
-}
-
-/* A directory's entries: DIRENT and DCOOKIE each. */
-static void expect_entries(struct xcheck *c, const struct nvmefs_dir *dir)
-{
-	struct nvmefs_rec r;
-	struct nvmefs_val v;
-
-	for (size_t k = 0; k < dir->n; k++) {
-		const struct nvmefs_dirent *d = dir->v[k];
+	for (size_t k = 0; in->dir && k < in->dir->n; k++) {
+		const struct nvmefs_dirent *d = in->dir->v[k];
 
 		if (!d)
 			continue;
@@ -1228,10 +1172,15 @@ static void expect_entries(struct xcheck *c, const struct nvmefs_dir *dir)
 		r.dirent.name = d->name;
 		r.dirent.name_len = d->name_len;
 		nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, d->cookie);
-		expect(c, &v, true);
+		fn(arg, &v, true);
 		nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, d->cookie);
-		expect(c, &v, true);
+		fn(arg, &v, true);
 	}
+}
+
+static void expect_key(void *arg, const struct nvmefs_val *v, bool attrs)
+{
+	expect(arg, v, attrs);
 }
 
 static uint64_t key_u64(const uint8_t *p)
@@ -1281,16 +1230,25 @@ static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
 	return false;
 }
 
+static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair);
+
 int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
 {
-	struct xcheck c = {.vol = vol};
+	return crosscheck_with(vol, vol->shadow, false);
+}
+
+/* The maps against sh both ways; with repair, write the maps' keys where
+ * they differ (puts and tombstones, kv_i.h) and return how many. */
+static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair)
+{
+	struct xcheck c = {.vol = vol, .sh = sh, .repair = repair};
 	struct nvmefs_run_ent e;
 	const void *pos = NULL;
 	size_t nshadow = 0;
 
-	if (!vol->shadow)
+	if (!sh)
 		return 0;
-	c.ret = nvmefs_shadow_error(vol->shadow);
+	c.ret = nvmefs_shadow_error(sh);
 	if (c.ret) {
 		nvmefs_err("%s: metadata crosscheck: the shadow store missed a change (%s)",
 			   nvmefs_meta_where(vol), strerror(-c.ret));
@@ -1304,18 +1262,25 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
 		for (struct nvmefs_inode *in = vol->itab[i]; in && !c.ret; in = in->hnext) {
 			if (in->dead)
 				continue;
-			expect_inode(&c, in);
-			if (in->dir)
-				expect_entries(&c, in->dir);
+			inode_keys(in, expect_key, &c);
 		}
 	}
 	/* The shadow -> the maps: no live key they do not call for. */
-	while (!c.ret && nvmefs_shadow_next(vol->shadow, &pos, &e)) {
+	while (!c.ret && nvmefs_shadow_next(sh, &pos, &e)) {
 		if (e.tomb)
 			continue;
 		nshadow++;
-		if (!in_maps(vol, e.key, e.klen))
+		if (!in_maps(vol, e.key, e.klen)) {
 			differ(&c, e.key, e.klen, "in the shadow store, not in the maps");
+			if (repair)
+				nvmefs_kv_del(vol, e.key, e.klen);
+		}
+	}
+	if (repair) {
+		free(c.val);
+		return c.ret	     ? c.ret
+		       : vol->kv_err ? vol->kv_err
+				     : (int)(c.fixed < INT32_MAX ? c.fixed : INT32_MAX);
 	}
 	if (!c.ret && nshadow != c.nkeys) {
 		nvmefs_err("%s: metadata crosscheck: %zu keys in the shadow store, the maps call "
@@ -1324,7 +1289,7 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
 		c.ret = -EUCLEAN;
 	}
 	if (!c.ret)
-		nvmefs_shadow_checked(vol->shadow, nshadow);
+		nvmefs_shadow_checked(sh, nshadow);
 	free(c.val);
 	return c.ret;
 }
@@ -1332,4 +1297,40 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
 bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol)
 {
 	return vol->shadow && nvmefs_shadow_check_due(vol->shadow);
+}
+
+/* ---- fsck: the store against the maps ---- */
+
+int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair)
+{
+	struct nvmefs_shadow *sh = NULL;
+	struct nvmefs_store_iter *it = NULL;
+	struct nvmefs_run_ent e;
+	int ret;
+
+	if (!vol->store)
+		return 0;
+	ret = nvmefs_shadow_create(&sh);
+	if (!ret)
+		ret = nvmefs_store_iter_open(&it, vol->store, NULL, 0, NULL, 0);
+	while (!ret && (ret = nvmefs_store_iter_next(it, &e)) == 1) {
+		struct nvmefs_val v;
+
+		ret = nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, &v);
+		if (ret) {
+			char name[320];
+
+			nvmefs_shadow_key_name(e.key, e.klen, name, sizeof(name));
+			nvmefs_err("%s: metadata: the store's value of %s does not decode (%s)",
+				   nvmefs_meta_where(vol), name, strerror(-ret));
+			ret = -EUCLEAN;
+			break;
+		}
+		ret = nvmefs_shadow_put(sh, &v);
+	}
+	nvmefs_store_iter_close(it);
+	if (!ret) /* the crosscheck's two ways, over a copy of what the store holds */
+		ret = crosscheck_with(vol, sh, repair);
+	nvmefs_shadow_destroy(sh);
+	return ret;
 }

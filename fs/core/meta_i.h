@@ -17,6 +17,20 @@ size_t nvmefs_dir_index(const struct nvmefs_dir *dir, uint64_t cookie);
 /* Apply one decoded record to the in-memory state (replay and live ops
  * alike). -EUCLEAN when it contradicts the state (corrupt metadata). */
 int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
+/* Fill the maps with one key and value of the store (the mount's load:
+ * kinds in key order, so every inode comes before what names it; DCOOKIE
+ * keys make the entries, with their cookies). -EUCLEAN when it contradicts
+ * what is loaded, -ENOMEM. */
+struct nvmefs_val;
+int nvmefs_meta_load_val(struct nvmefs_vol *vol, const struct nvmefs_val *v);
+/* fsck: compare the store (vol->store, every live key) with the maps both
+ * ways, as the crosscheck does: 0, -EUCLEAN (the first difference logged,
+ * naming the key), -ENOMEM or an I/O error. With repair (fsck -y), write
+ * the maps' keys where they differ (puts, and tombstones for keys the maps
+ * do not call for: only those, so a repair fits a nearly full run area)
+ * and return how many, for the next flush to make durable. No lock:
+ * single-threaded. */
+int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair);
 /* The inode's INODE record, its overwrite time folded in first (meta held). */
 void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *rec);
 void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
@@ -26,14 +40,13 @@ void nvmefs_inode_fold_wtime(struct nvmefs_inode *in);
 /* Recompute in->privs from the mode and the xattrs (meta held). */
 void nvmefs_inode_note_privs(struct nvmefs_inode *in);
 void nvmefs_inode_undirty(struct nvmefs_inode *in);
-/* Serialize the whole state as a record stream (malloc'ed, *len bytes). */
-int nvmefs_meta_snapshot(struct nvmefs_vol *vol, uint8_t **out, size_t *len);
 /* Check the loaded state is whole: every entry's child exists, link counts. */
 int nvmefs_meta_verify(struct nvmefs_vol *vol);
 /* Remove the inode from the table and free its memory (dead, and held by
  * nothing: nvmefs_inode_held). */
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
-/* Estimated checkpoint bytes of a new inode with a name of name_len. */
+/* What a new inode with a name of name_len adds to meta_bytes (its v1
+ * records). */
 uint64_t nvmefs_meta_cost_inode(size_t name_len);
 
 /*

@@ -4,7 +4,7 @@
  * the in-memory metadata, changed only through journal records
  * (nvmefs_journal_log). The rules every door shares live here (link counts,
  * rename with NOREPLACE and EXCHANGE, setgid directories, what a write
- * takes away, relatime, the space a name costs in a checkpoint); the doors
+ * takes away, relatime, the space a name costs in the metadata); the doors
  * decode their requests, call these and reply (fs/fuse/ops.c for the mount).
  * See namei.h for the contract.
  */
@@ -26,7 +26,7 @@
 
 #include "nvmefs/util.h"
 
-/* Bytes a name costs in a checkpoint beyond its text (DIRENT record). */
+/* Bytes a name adds to meta_bytes beyond its text (its v1 DIRENT record). */
 #define DIRENT_COST 28
 /* Bytes an xattr costs beyond its name and value (XATTR_SET record). */
 #define XATTR_COST 24

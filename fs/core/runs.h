@@ -2,9 +2,10 @@
 /*
  * Format v2's sorted runs on a member's metadata area (docs/METADATA-V2.md,
  * step 3): writing a run, reading it back, and the manifest that says which
- * runs are live. Nothing on a volume uses it yet (steps 4 and 5); it is a
- * module over one member descriptor and a byte range of it, tested on image
- * files (tests/test_runs.c), its manifest decoder fuzzed
+ * runs are live. A format v2 volume's store (store.h) keeps its runs in
+ * member 0's run area through it; it is a module over one member
+ * descriptor and a byte range of it, tested on image files
+ * (tests/test_runs.c), its manifest decoder fuzzed
  * (tests/fuzz/fuzz_manifest.c) and its reader's index and filter decoders
  * too (tests/fuzz/fuzz_runr.c).
  *

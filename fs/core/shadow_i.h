@@ -4,10 +4,11 @@
  * values of a volume's metadata kept beside today's maps while those stay
  * the truth (docs/METADATA-V2-STEP4.md, commit C2). meta.c's apply and
  * extmap.c's mutations write through into it; nvmefs_meta_crosscheck
- * (meta.c) compares it with the maps both ways. It proves the record ->
- * key translation before later commits make the store the truth; then
- * struct nvmefs_store (store.h) takes the memtable's place here, and
- * nothing outside this file changes.
+ * (meta.c) compares it with the maps both ways. It proved the record ->
+ * key translation before the store was made persistent; the same keys now
+ * also go to the volume's store (vol->store, through kv.c), and the
+ * shadow stays as the crosscheck's copy, on only in tests and with
+ * NVMEFS_META_CROSSCHECK=1 (and built apart by fsck's store pass).
  *
  * Not thread-safe: every call holds vol->lock, or runs single-threaded
  * (load, replay, a test).

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Format v2's keys and sorted-run blocks (docs/METADATA-V2.md, step 2).
- * Nothing reads or writes them on a volume yet: this is the encoding the
- * run writer and reader of the next steps are built on, tested alone
+ * The encoding of a format v2 volume's metadata: the run writer and reader
+ * (runs.h) and the store (store.h) are built on it; tested alone
  * (tests/test_sorted.c) and fuzzed (tests/fuzz/fuzz_sorted.c).
  *
  * Keys. Every piece of metadata becomes a key/value pair. A key is its kind

@@ -1302,8 +1302,10 @@ struct nvmefs_store_iter {
 	struct snap snap[2];		  /* the memtable, the frozen one (copies: not a walk's) */
 	struct nvmefs_memtable *frozen;	  /* a walk's: read in place, held */
 	const struct nvmefs_mem_node *at; /* a walk's next node of it */
-	struct nvmefs_runit *rit;
+	struct nvmefs_runit *rit;	  /* level 0's runs, one source each */
 	size_t nrit;
+	struct lvlsrc *lvl; /* levels 1...: one source each, its runs in key order */
+	size_t nlvl;
 	struct nvmefs_kv_src *src;
 	struct nvmefs_merge m;
 	bool merging, has_hi;
@@ -1373,20 +1375,67 @@ static bool run_in_range(const struct nvmefs_store_iter *it, const struct nvmefs
 	       below_hi(it, r->min, r->min_len);
 }
 
-/* The runs' iterators, placed at lo, after the two snapshots. */
+/*
+ * One level from 1 down as a single merge source: its runs hold disjoint
+ * key ranges, in key order in the view, so they are read one after the
+ * other, each opened when the one before it ends. The merge then compares
+ * a head per level, not per run: a walk of a store of hundreds of runs
+ * (the mount's load) would otherwise scan them all for every key.
+ */
+struct lvlsrc {
+	struct srun *const *run; /* the level's runs in [lo, hi), in key order */
+	size_t n, i;		 /* how many; the one open (or next) */
+	struct nvmefs_runit rit; /* the first is opened and placed at lo with
+				  * the iterator; each later one from its start */
+	bool open;
+};
+
+static int lvl_next(void *ctx, struct nvmefs_run_ent *e)
+{
+	struct lvlsrc *l = ctx;
+
+	for (;;) {
+		struct nvmefs_kv_src src;
+		int ret;
+
+		if (!l->open) {
+			if (l->i >= l->n)
+				return 0;
+			ret = nvmefs_runit_init(&l->rit, &l->run[l->i]->r);
+			if (ret)
+				return ret;
+			l->open = true;
+		}
+		src = nvmefs_runit_src(&l->rit);
+		ret = src.next(src.ctx, e);
+		if (ret)
+			return ret; /* an entry, or an error */
+		/* The merge is done with the last entry (it asks for the next only
+		 * then), so the run's buffer may go. */
+		nvmefs_runit_exit(&l->rit);
+		l->open = false;
+		l->i++;
+	}
+}
+
+/* The runs' iterators, placed at lo, after the two snapshots: level 0's
+ * one per run (their ranges overlap), the deeper levels one per level. */
 static int open_sources(struct nvmefs_store_iter *it, const uint8_t *lo, size_t lolen)
 {
+	const struct view *v = it->v;
+	unsigned nsrc = 2;
 	int ret;
 
-	it->rit = calloc(it->v->n ? it->v->n : 1, sizeof(*it->rit));
-	it->src = calloc(it->v->n + 2, sizeof(*it->src));
-	if (!it->rit || !it->src)
+	it->rit = calloc(v->n ? v->n : 1, sizeof(*it->rit));
+	it->lvl = calloc(NVMEFS_RUN_LEVELS, sizeof(*it->lvl));
+	it->src = calloc(v->n + 2, sizeof(*it->src));
+	if (!it->rit || !it->lvl || !it->src)
 		return -ENOMEM;
 	it->src[0] = it->frozen ? (struct nvmefs_kv_src){.next = walk_next, .ctx = it}
 				: (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[0]};
 	it->src[1] = (struct nvmefs_kv_src){.next = snap_next, .ctx = &it->snap[1]};
-	for (size_t i = 0; i < it->v->n; i++) {
-		struct nvmefs_runr *r = &it->v->run[i]->r;
+	for (size_t i = v->lvl[0]; i < v->lvl[1]; i++) {
+		struct nvmefs_runr *r = &v->run[i]->r;
 
 		if (!run_in_range(it, &r->meta, lo, lolen))
 			continue;
@@ -1397,9 +1446,34 @@ static int open_sources(struct nvmefs_store_iter *it, const uint8_t *lo, size_t 
 		ret = nvmefs_runit_seek(&it->rit[it->nrit - 1], lo, lolen);
 		if (ret)
 			return ret;
-		it->src[it->nrit + 1] = nvmefs_runit_src(&it->rit[it->nrit - 1]);
+		it->src[nsrc++] = nvmefs_runit_src(&it->rit[it->nrit - 1]);
 	}
-	ret = nvmefs_merge_init(&it->m, it->src, (unsigned)it->nrit + 2, false);
+	for (unsigned k = 1; k < NVMEFS_RUN_LEVELS; k++) {
+		struct lvlsrc *l = &it->lvl[it->nlvl];
+		size_t a = v->lvl[k], b = v->lvl[k + 1];
+
+		/* The level's runs in range are consecutive: skip those below lo
+		 * and stop at the first at or past hi. */
+		while (a < b && !run_in_range(it, &v->run[a]->r.meta, lo, lolen))
+			a++;
+		l->run = &v->run[a];
+		while (a < b && run_in_range(it, &v->run[a]->r.meta, lo, lolen)) {
+			a++;
+			l->n++;
+		}
+		if (!l->n)
+			continue;
+		it->nlvl++;
+		ret = nvmefs_runit_init(&l->rit, &l->run[0]->r);
+		if (ret)
+			return ret;
+		l->open = true;
+		ret = nvmefs_runit_seek(&l->rit, lo, lolen);
+		if (ret)
+			return ret;
+		it->src[nsrc++] = (struct nvmefs_kv_src){.next = lvl_next, .ctx = l};
+	}
+	ret = nvmefs_merge_init(&it->m, it->src, nsrc, false);
 	it->merging = !ret;
 	return ret;
 }
@@ -1508,7 +1582,11 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it)
 		nvmefs_merge_exit(&it->m);
 	for (size_t i = 0; i < it->nrit; i++)
 		nvmefs_runit_exit(&it->rit[i]);
+	for (size_t i = 0; i < it->nlvl; i++)
+		if (it->lvl[i].open)
+			nvmefs_runit_exit(&it->lvl[i].rit);
 	free(it->rit);
+	free(it->lvl);
 	free(it->src);
 	for (int i = 0; i < 2; i++) {
 		free(it->snap[i].e);

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Format v2's key/value store (docs/METADATA-V2.md, step 3b): an LSM tree
- * over one run area (runs.h). Nothing on a volume uses it yet; step 4's
- * metadata cache will read through it and step 5 will flush it in place
- * of v1's checkpoint. Tested on image files (tests/test_store.c).
+ * over one run area (runs.h). A format v2 volume keeps its metadata in
+ * one (vol->store): apply writes every record's keys through into it
+ * (kv.c), a commit flushes it (journal.c) in place of v1's checkpoint,
+ * and the mount loads every key from it; the metadata cache of step 4
+ * that reads through it is not built yet. Tested on image files
+ * (tests/test_store.c).
  *
  * Writes go to a memtable (memtable_i.h: a skip list, O(log n)). A flush
  * freezes it (a pointer swap under the store's lock: puts go on into a new

@@ -3,8 +3,9 @@
  * Format v2's values (docs/METADATA-V2.md, "Values (step 4a)"): what each
  * key of fs/core/sorted.h maps to in the store, and the conversion from and
  * to the v1 records (fs/core/format.h) whose apply puts them
- * (docs/METADATA-V2-STEP4.md §2). Nothing puts them yet: step 4's apply
- * will; tested alone (tests/test_values.c) and fuzzed (fuzz_values).
+ * (docs/METADATA-V2-STEP4.md §2): apply puts them into the volume's store
+ * (kv.c), and the mount decodes them back; tested alone
+ * (tests/test_values.c) and fuzzed (fuzz_values).
  *
  * A value is little-endian fixed-width fields after a version byte, each
  * at its natural alignment with the padding explicit (and zero), with

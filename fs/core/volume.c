@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * A volume: its members in label order, their labels checked against each
- * other, the metadata loaded (checkpoint + journal replay), free space
- * rebuilt, and orphans from a crash reclaimed. Also the mkfs side: writing
- * labels and the first checkpoint. Members may be given in any order; a
+ * other, the metadata loaded (the store's runs + journal replay), free
+ * space rebuilt, and orphans from a crash reclaimed. Also the mkfs side:
+ * the run area, the root, then the labels. Members may be given in any order; a
  * missing, duplicated, foreign or mismatched member is refused by name.
  */
 #include "fs_i.h"
@@ -71,9 +71,12 @@ void nvmefs_vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *
 		vol->data_end[i] = labels[i].data_end;
 		vol->total_bytes += labels[i].data_end - labels[i].data_start;
 	}
-	/* What a checkpoint slot holds, less 1/16 for the estimate's error
-	 * (meta_bytes counts records, not their packing into blocks). */
-	vol->meta_cap = vol->label.ckpt_slot_size / NVMEFS_BLOCK * NVMEFS_CKPT_PAYLOAD / 16 * 15;
+	/* meta_bytes counts v1 records (format.h); the same metadata takes about
+	 * 1.35 times that as keys and values in runs, and a compaction may
+	 * rewrite every run (a level-0 merge into a level 1 that holds them
+	 * all, on a small area) beside the live ones and a flush's run: 9/32
+	 * of the run area keeps the live runs under about 40% of it. */
+	vol->meta_cap = vol->label.runs_size / 32 * 9;
 }
 
 /* Read a member's label: the primary, else the backup in its last block. */
@@ -83,6 +86,7 @@ static int read_label(struct nvmefs_vol *vol, unsigned dev, struct nvmefs_label 
 	uint64_t last = (d->size / NVMEFS_BLOCK - 1) * NVMEFS_BLOCK;
 	void *blk = nvmefs_aligned_alloc(NVMEFS_BLOCK);
 	int ret, r1, r2 = -EINVAL;
+	unsigned version;
 
 	if (!blk)
 		return -ENOMEM;
@@ -90,20 +94,34 @@ static int read_label(struct nvmefs_vol *vol, unsigned dev, struct nvmefs_label 
 	if (ret)
 		goto out;
 	r1 = nvmefs_label_decode(l, blk);
+	version = nvmefs_label_version(blk);
 	if (r1) {
 		ret = nvmefs_vol_pio(vol, dev, false, last, blk, NVMEFS_BLOCK);
 		if (ret)
 			goto out;
 		r2 = nvmefs_label_decode(l, blk);
+		if (r2 == -EPROTO || !version)
+			version = nvmefs_label_version(blk);
 		if (!r2)
 			nvmefs_warn("%s: primary label damaged, using the backup label", d->path);
 	}
 	if (r1 && r2) {
 		ret = (r1 == -EPROTO || r2 == -EPROTO) ? -EPROTO : -ENODEV;
-		nvmefs_err("%s: %s", d->path,
-			   ret == -EPROTO
-				   ? "nvmefs label of an unsupported format version"
-				   : "not an nvmefs member (no valid label, primary or backup)");
+		if (ret != -EPROTO)
+			nvmefs_err("%s: not an nvmefs member (no valid label, primary or backup)",
+				   d->path);
+		else if (version < NVMEFS_FORMAT_VERSION)
+			nvmefs_err(
+				"%s: an nvmefs volume of format version %u, which this release "
+				"does not read (it reads version %u: metadata in sorted runs). "
+				"To move the data: mount it with the nvmefs release that made it, "
+				"copy the files out, run mkfs.nvmefs on the members and copy them "
+				"back",
+				d->path, version, NVMEFS_FORMAT_VERSION);
+		else
+			nvmefs_err("%s: an nvmefs volume of format version %u, newer than this "
+				   "release (version %u): use a newer nvmefs",
+				   d->path, version, NVMEFS_FORMAT_VERSION);
 	}
 out:
 	free(blk);
@@ -299,7 +317,7 @@ err_engine:
 }
 
 /* Debug builds: every operation is over, so none may have kept an inode
- * (fs/core/icache.c). After the final checkpoint, so that a failure here
+ * (fs/core/icache.c). After the final flush, so that a failure here
  * loses nothing. */
 static void check_idle(struct nvmefs_vol *vol)
 {
@@ -327,8 +345,8 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);
 		if (ret)
-			nvmefs_err("final checkpoint failed: %s; the journal still holds the "
-				   "last committed state",
+			nvmefs_err("final flush of the metadata failed: %s; the journal still "
+				   "holds the last committed state",
 				   strerror(-ret));
 	}
 	check_idle(vol);
@@ -373,12 +391,14 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
 	root.inode.nlink = 2;
 	root.inode.atime = root.inode.mtime = root.inode.ctime = root.inode.crtime =
 		(struct nvmefs_time){now.tv_sec, (uint32_t)now.tv_nsec};
+	ret = nvmefs_journal_format(vol);
+	if (ret)
+		goto out;
 	vol->replaying = true;
 	ret = nvmefs_meta_apply(vol, &root);
 	vol->replaying = false;
-	if (ret)
-		goto out;
-	ret = nvmefs_journal_format(vol);
+	if (!ret)
+		ret = nvmefs_journal_checkpoint(vol, true);
 	if (ret)
 		goto out;
 	/* Labels last: until they are written the members are not a volume. */

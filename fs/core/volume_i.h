@@ -18,18 +18,19 @@
 struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 				     const struct nvmefs_vol_opts *opts);
 void nvmefs_vol_destroy(struct nvmefs_vol *vol);
-/* The volume's label, data areas, capacity and checkpoint budget from its
- * members' labels (in member order). */
+/* The volume's label, data areas, capacity and metadata budget (meta_cap,
+ * from the run area) from its members' labels (in member order). */
 void nvmefs_vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *labels);
 /* Open the members (any order), check labels, load metadata. */
 int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned n,
 		    const struct nvmefs_vol_opts *opts);
 /* Create the engine, pool and committer (after daemonizing). */
 int nvmefs_vol_start(struct nvmefs_vol *vol);
-/* Checkpoint (clean) and release everything. */
+/* Commit and flush (superblock marked clean) and release everything. */
 int nvmefs_vol_close(struct nvmefs_vol *vol);
-/* mkfs: write the first checkpoint (an empty root owned by uid:gid), then
- * the labels (primary and backup) of every member, in label order. */
+/* mkfs: format the run area and the journal, flush the first state (an
+ * empty root owned by uid:gid), then the labels (primary and backup) of
+ * every member, in label order. */
 int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
 		      uint32_t gid);
 /* Release everything writing nothing: what a killed daemon leaves (tests). */

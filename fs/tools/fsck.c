@@ -3,23 +3,29 @@
  * fsck.nvmefs [-n|-y] [-v] DEV...: check an unmounted volume, and with -y
  * repair it.
  *
- * The volume is loaded as the mount loads it (labels, superblock, checkpoint,
- * journal replay, every block's crc checked by the decoders) but in check
+ * The volume is loaded as the mount loads it (labels, superblock, the run
+ * area's manifest and every run block, journal replay, every block's crc
+ * checked by the decoders) but in check
  * mode, which stops before the mount's own refusals, so that what the mount
  * would refuse or silently tolerate is found here:
  *   1. labels: both copies on every member decode and agree;
- *   2. inodes: extents inside their member's data area, block aligned,
+ *   2. the journal: a damaged transaction with whole ones after it;
+ *   3. inodes: extents inside their member's data area, block aligned,
  *      sorted, the allocated bytes they add up to;
- *   3. extents: no two claim the same bytes of a member;
- *   4. entries: every entry names a live inode of the type it says, no
+ *   4. extents: no two claim the same bytes of a member;
+ *   5. entries: every entry names a live inode of the type it says, no
  *      directory is named twice, the root by none;
- *   5. the tree: every inode is reachable from the root (no cycles, no
+ *   6. the tree: every inode is reachable from the root (no cycles, no
  *      detached subtrees), else it goes to /lost+found;
- *   6. link counts, orphans (files unlinked while open at a crash: normal,
+ *   7. link counts, orphans (files unlinked while open at a crash: normal,
  *      not an error) and inodes with no link and no orphan record (leaked);
- *   7. free space: rebuilt from the extents, used + free = the data areas.
- * Repairs change the in-memory state the way replayed records would, and a
- * fresh checkpoint (which also retires the journal) makes them durable.
+ *   8. free space: rebuilt from the extents, used + free = the data areas;
+ *   9. the store: its keys and values are exactly what the metadata calls
+ *      for (an INODE's summary fields, an entry's key by name and by
+ *      readdir cookie), and every run block read back whole.
+ * Repairs change the in-memory state the way replayed records would (and
+ * are written through into the store), and a flush of the store (which
+ * also retires the journal) makes them durable.
  *
  * Exit status as e2fsck's: 0 no errors, 1 errors fixed, 4 errors left
  * uncorrected, 8 operational error (usage, cannot open, in use).
@@ -183,7 +189,7 @@ static size_t slot_of(const struct fsck *f, uint64_t ino)
 	return lo < f->n && f->in[lo]->ino == ino ? lo : SIZE_MAX;
 }
 
-/* Apply a record as replay would (no journal: the checkpoint writes it). */
+/* Apply a record as replay would (no journal: the final flush writes it). */
 static int apply(struct fsck *f, const struct nvmefs_rec *r)
 {
 	int ret;
@@ -274,7 +280,7 @@ out:
 	return ret;
 }
 
-/* ---- 2. inodes and their extents ---- */
+/* ---- 3. inodes and their extents (2, the journal, is in run) ---- */
 
 static void check_inode(struct fsck *f, struct nvmefs_inode *in)
 {
@@ -324,7 +330,7 @@ static void check_inode(struct fsck *f, struct nvmefs_inode *in)
 		problem(f, false, "inode %" PRIu64 ": symbolic link with no target", in->ino);
 }
 
-/* ---- 3. extents owned once ---- */
+/* ---- 4. extents owned once ---- */
 
 struct claim {
 	uint64_t off, len, comp_off, ino;
@@ -397,7 +403,7 @@ static long check_claims(struct fsck *f)
 	return found;
 }
 
-/* ---- 4. directory entries ---- */
+/* ---- 5. directory entries ---- */
 
 static int check_entries(struct fsck *f)
 {
@@ -465,7 +471,7 @@ out:
 	return ret;
 }
 
-/* ---- 5. the tree ---- */
+/* ---- 6. the tree ---- */
 
 /* Mark everything reachable from directory at index `at`. */
 static int reach(struct fsck *f, size_t at)
@@ -598,7 +604,7 @@ static int check_tree(struct fsck *f)
 	return ret ? ret : moved ? 1 : 0;
 }
 
-/* ---- 6. link counts and orphans ---- */
+/* ---- 7. link counts and orphans ---- */
 
 static int set_nlink(struct fsck *f, struct nvmefs_inode *in, uint32_t nlink)
 {
@@ -668,7 +674,7 @@ static int check_links(struct fsck *f, size_t *orphans)
 	return ret;
 }
 
-/* ---- 7. free space ---- */
+/* ---- 8. free space ---- */
 
 static int check_space(struct fsck *f)
 {
@@ -717,6 +723,29 @@ static int check_space(struct fsck *f)
 	return 0;
 }
 
+/* ---- 9. the store ---- */
+
+/* The store's keys against the metadata loaded from them and repaired:
+ * what the load does not read back (the summaries of the INODE values,
+ * DIRENT keys beside their DCOOKIE twins) or a repair changed. -y writes
+ * the metadata's keys where they differ. */
+static int check_store(struct fsck *f)
+{
+	int ret;
+
+	pass_begin(f, "store");
+	ret = nvmefs_meta_check_store(f->vol, false);
+	if (ret != -EUCLEAN)
+		return ret;
+	problem(f, true, "the store's keys differ from the metadata (the first difference above)");
+	if (!f->repair)
+		return 0;
+	ret = nvmefs_meta_check_store(f->vol, true);
+	if (ret >= 0)
+		info(f, "%d key(s) of the store rewritten", ret);
+	return ret < 0 ? ret : 0;
+}
+
 /* ---- the program ---- */
 
 static void usage(FILE *out)
@@ -749,10 +778,10 @@ static int run(struct fsck *f)
 		f->vol->j.next_seq = f->vol->j.damaged + 1;
 	}
 	if (f->vol->j.loaded_clean && !f->vol->j.replayed)
-		info(f, "journal: clean, checkpoint %" PRIu64, f->vol->j.loaded_ckpt);
+		info(f, "journal: clean, manifest %" PRIu64, f->vol->j.loaded_manifest);
 	else
 		printf("journal: %s; replayed %" PRIu64 " transaction(s)\n",
-		       f->vol->j.loaded_clean ? "changes after the last checkpoint"
+		       f->vol->j.loaded_clean ? "changes after the last flush"
 					      : "not cleanly unmounted",
 		       f->vol->j.replayed);
 	ret = index_inodes(f);
@@ -789,8 +818,10 @@ static int run(struct fsck *f)
 		ret = check_links(f, &orphans);
 	if (!ret)
 		ret = check_space(f);
+	if (!ret)
+		ret = check_store(f);
 	if (!ret && f->repair && (f->changed || orphans || !f->vol->j.loaded_clean)) {
-		info(f, "writing a checkpoint");
+		info(f, "writing the metadata to the run area");
 		ret = nvmefs_journal_checkpoint(f->vol, true);
 	}
 	return ret;

@@ -7,7 +7,7 @@
  * Finds the members when named by tag (fs/core/discover.c), opens and checks the members and loads
  * the metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
  * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with libfuse's
- * multithreaded loop until unmounted, and writes a final checkpoint so the next mount replays
+ * multithreaded loop until unmounted, and makes a last commit and flush so the next mount replays
  * nothing.
  */
 #define FUSE_USE_VERSION 314
@@ -554,8 +554,8 @@ int main(int argc, char **argv)
 	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi) ||
 	    refuse_contradictions(&c, vopts.direct))
 		goto out;
-	/* "umount; mount" must work: the last daemon may still be writing its
-	 * final checkpoint, holding the members, for a moment after umount. */
+	/* "umount; mount" must work: the last daemon may still be making its
+	 * last flush, holding the members, for a moment after umount. */
 	vopts.busy_wait_ms = NVMEFS_BUSY_WAIT_MS;
 	vopts.threads = threads;
 	vopts.readahead = bdi.readahead;

@@ -6,9 +6,9 @@
  *
  * Refuses, unless -f, a member that already holds a filesystem (an nvmefs
  * label, or anything libblkid recognizes: ext4, xfs, btrfs, ...); refuses a
- * member too small or named twice, always. Writes the metadata area and the
- * first checkpoint, then the labels (primary and backup) last, and prints
- * the layout it made.
+ * member too small or named twice, always. Writes the metadata area (the
+ * run area with the first state flushed, the journal), then the labels
+ * (primary and backup) last, and prints the layout it made.
  */
 #include <blkid.h>
 #include <errno.h>
@@ -29,7 +29,7 @@
 
 #define MIN_DATA (16ull << 20) /* per member, besides metadata */
 #define META_MIN (32ull << 20)
-#define META_MAX (16ull << 30)
+#define META_MAX (32ull << 30)
 
 static void usage(FILE *f)
 {
@@ -118,18 +118,22 @@ out:
 	return ret ? ret : n;
 }
 
-/* Size the metadata area on member 0: about 1%, within [32 MiB, 16 GiB]. */
+/* Size the metadata area on member 0: about 2%, within [32 MiB, 32 GiB]
+ * (v1's 1% held its checkpoint twice; the runs need room to merge beside
+ * the live ones, and keys cost about 1.35 times v1's records). */
 static int plan_meta(struct nvmefs_label *l, uint64_t size0)
 {
-	uint64_t meta = size0 / 100, slot, journal;
+	uint64_t meta = size0 / 50, runs, journal;
 
 	meta = meta < META_MIN ? META_MIN : meta > META_MAX ? META_MAX : meta;
-	slot = (meta * 2 / 5) & ~(uint64_t)(NVMEFS_BLOCK - 1);
-	journal = (meta / 5) & ~(uint64_t)(NVMEFS_BLOCK - 1);
+	/* Seven eighths for the run area (the metadata's sorted runs and room
+	 * to compact them), an eighth for the journal ring. */
+	runs = (meta / 8 * 7) & ~(uint64_t)(NVMEFS_BLOCK - 1);
+	journal = (meta / 8) & ~(uint64_t)(NVMEFS_BLOCK - 1);
 	l->meta_off = NVMEFS_BLOCK;
-	l->ckpt_slot_size = slot;
+	l->runs_size = runs;
 	l->journal_size = journal;
-	l->meta_size = 2 * NVMEFS_BLOCK + 2 * slot + journal;
+	l->meta_size = 2 * NVMEFS_BLOCK + runs + journal;
 	return 0;
 }
 
@@ -342,9 +346,9 @@ static void print_layout(const struct nvmefs_devset *set, const struct nvmefs_la
 	printf("  label: %s\n", l->name[0] ? l->name : "(none)");
 	printf("  chunk: %s (files striped over every member, rotated per file)\n",
 	       nvmefs_fmt_size(l->chunk_size, a, sizeof(a)));
-	printf("  metadata: %s on member 0 (2 checkpoint slots of %s, journal %s)\n",
+	printf("  metadata: %s on member 0 (run area %s, journal %s)\n",
 	       nvmefs_fmt_size(l->meta_size, a, sizeof(a)),
-	       nvmefs_fmt_size(l->ckpt_slot_size, b, sizeof(b)),
+	       nvmefs_fmt_size(l->runs_size, b, sizeof(b)),
 	       nvmefs_fmt_size(l->journal_size, u, sizeof(u)));
 	for (unsigned i = 0; i < set->count; i++) {
 		uint64_t data = labels[i].data_end - labels[i].data_start;

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: journal replay onto a freshly formatted volume (just
- * the root directory), then what mount does after it (verify, free-space
- * rebuild, orphan reclaim) and the checkpoint oracle of fuzz_vol.c.
+ * the root directory, its store on the harness's memfd: every record
+ * replayed is written through into the memtable, as at mount), then what
+ * mount does after it (verify, free-space rebuild, orphan reclaim) and the
+ * oracles of fuzz_vol.c, the remount among them (the state flushed as a
+ * run and loaded again).
  *
  * Input: one mode byte, then the bytes replayed. Mode bits 0-1:
  *   0  a journal ring as on disk: transactions walked as journal.c's
@@ -85,8 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	mode = data[0];
-	vol = fuzz_vol_create(false);
-	if (!vol || fuzz_vol_add_root(vol))
+	vol = fuzz_vol_format();
+	if (!vol)
 		abort();
 	/* As nvmefs_journal_load(): replay, verify; then nvmefs_vol_open(). */
 	vol->replaying = true;

@@ -15,7 +15,7 @@
 /* Bytes of each block the encoders write; the rest is reserved (zero). */
 #define LABEL_RSVD_OFF 108u /* the u32 after chunk_size */
 #define LABEL_END      424u
-#define SUPER_END      80u
+#define SUPER_END      52u /* uuid, seq, manifest floor, clean */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -48,17 +48,20 @@ static void first_diff(const char *what, const uint8_t *a, const uint8_t *b)
 static void label_fits(const struct nvmefs_label *l)
 {
 	unsigned __int128 parts = 2 * (unsigned __int128)NVMEFS_BLOCK +
-				  2 * (unsigned __int128)l->ckpt_slot_size + l->journal_size;
+				  (unsigned __int128)l->runs_size + l->journal_size;
 	unsigned __int128 meta_end = (unsigned __int128)l->meta_off + l->meta_size;
 
 	if (parts != l->meta_size)
-		FUZZ_BUG("label accepted: 2 superblocks + 2 x %llu + %llu != meta_size %llu",
-			 (unsigned long long)l->ckpt_slot_size, (unsigned long long)l->journal_size,
+		FUZZ_BUG("label accepted: 2 superblocks + %llu + %llu != meta_size %llu",
+			 (unsigned long long)l->runs_size, (unsigned long long)l->journal_size,
 			 (unsigned long long)l->meta_size);
 	if (meta_end > l->dev_size[0] - NVMEFS_BLOCK)
 		FUZZ_BUG("label accepted: metadata area ends past member 0's backup label");
 	if ((unsigned __int128)l->data_end > l->dev_size[l->index] - NVMEFS_BLOCK)
 		FUZZ_BUG("label accepted: data area ends past the backup label");
+	if (l->runs_size < NVMEFS_RUNS_MIN)
+		FUZZ_BUG("label accepted: a run area of %llu bytes, under the smallest",
+			 (unsigned long long)l->runs_size);
 	if (l->data_start < NVMEFS_BLOCK || l->meta_off < NVMEFS_BLOCK)
 		FUZZ_BUG("label accepted: data area at %llu or metadata area at %llu covers the "
 			 "label in block 0",

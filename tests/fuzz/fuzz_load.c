@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: the real loader, nvmefs_journal_load(), on member 0's
- * metadata area: the input is that area (superblocks A and B, checkpoint
- * slots A and B, the journal ring; FUZZ_META_SIZE bytes, zero-padded),
- * written to a memfd that stands in for the member after every superblock,
- * checkpoint block and transaction that carries its magic has had its crc
- * re-sealed (so mutations reach the fields, not just the checksums). Then
- * what mount does after loading (free-space rebuild, orphan reclaim) and
- * the checkpoint oracle of fuzz_vol.c. This is the one target that runs
- * journal.c's own read_super(), load_checkpoint() and replay().
+ * metadata area of format v2: the input is that area (superblocks A and B,
+ * the run area: manifest slots A and B and the run space, the journal
+ * ring; FUZZ_META_SIZE bytes, zero-padded), written to a memfd that stands
+ * in for the member after every superblock, manifest, run block, index,
+ * filter and transaction that carries its magic has had its crc re-sealed
+ * (fuzz_reseal_image: so mutations reach the fields, not just the
+ * checksums). Then what mount does after loading (free-space rebuild,
+ * orphan reclaim) and the oracles of fuzz_vol.c, the remount among them.
+ * This is the one target that runs journal.c's own read_super(), the
+ * store's open (manifests, every run's index and filter), load_store()
+ * (every key, through nvmefs_meta_load_val) and replay().
  */
 #include <string.h>
 

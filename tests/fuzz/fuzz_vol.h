@@ -28,26 +28,31 @@
 
 /* The volume every harness loads into: 4 members, each with its data area
  * at [1 MiB, 1 GiB); member 0's metadata area right after its label, with
- * small checkpoint slots and journal so whole images stay fuzzable. */
+ * a small run area and journal so whole images stay fuzzable. The run area
+ * (32 blocks: manifest slots of one block each, nvmefs_journal_runs_geom,
+ * then 30 of run space) is twice NVMEFS_RUNS_MIN: a run takes 3 blocks at
+ * least (data, index, filter) and nothing compacts an area this small (a
+ * compaction reserves more), so the smallest would hold four runs, too few
+ * for the loader's seeds and the remount oracle's two flushes. */
 #define FUZZ_NDEVS	4u
 #define FUZZ_CHUNK	(1u << 20)
 #define FUZZ_DATA_START (1ull << 20)
 #define FUZZ_DATA_END	(1ull << 30)
 #define FUZZ_DEV_SIZE	(FUZZ_DATA_END + NVMEFS_BLOCK) /* + the backup label */
 #define FUZZ_META_OFF	NVMEFS_BLOCK
-#define FUZZ_CKPT_SLOT	(3u * NVMEFS_BLOCK)
+#define FUZZ_RUNS	(32u * NVMEFS_BLOCK)
 #define FUZZ_JOURNAL	(8u * NVMEFS_BLOCK)
-#define FUZZ_META_SIZE	(2u * NVMEFS_BLOCK + 2u * FUZZ_CKPT_SLOT + FUZZ_JOURNAL)
-#define FUZZ_CKPT_SEQ	1u /* checkpoint sequence the block harness expects */
+#define FUZZ_META_SIZE	(2u * NVMEFS_BLOCK + FUZZ_RUNS + FUZZ_JOURNAL)
 #define FUZZ_FIRST_TXN	1u /* sequence number of the first transaction */
 #define FUZZ_HASH_SIZE	8u /* initial inode and entry hash buckets */
 #define FUZZ_NAME_SEED	7u /* keys the entry hash (meta.c), fixed */
 
-/* Frame magics (docs/FORMAT.md; private to fs/core/format.c). */
+/* Frame magics (docs/FORMAT.md; private to fs/core/format.c). The run
+ * area's are public: NVMEFS_RUN_MAGIC (sorted.h), NVMEFS_MANIFEST_MAGIC,
+ * NVMEFS_INDEX_MAGIC and NVMEFS_FILTER_MAGIC (runfmt.h). */
 #define FUZZ_LABEL_MAGIC "NVMEFSL1"
 #define FUZZ_SUPER_MAGIC "NVMEFSS1"
 #define FUZZ_TXN_MAGIC	 "NVMEFSJ1"
-#define FUZZ_CKPT_MAGIC	 "NVMEFSC1"
 
 /* The volume's UUID; its first 8 bytes are the journal id. */
 extern const uint8_t fuzz_uuid[16];
@@ -71,30 +76,46 @@ void fuzz_label_init(struct nvmefs_label *l, unsigned index);
 struct nvmefs_vol *fuzz_vol_create(bool with_image);
 void fuzz_vol_destroy(struct nvmefs_vol *vol);
 
-/* Apply the root directory as mkfs does before its first checkpoint. */
+/* Apply the root directory as mkfs does before its first flush. */
 int fuzz_vol_add_root(struct nvmefs_vol *vol);
+
+/*
+ * A volume on a zeroed image (every member the shared memfd), its
+ * metadata area formatted as mkfs does (nvmefs_journal_format: an empty
+ * journal and run area, the store open) and the root applied, not yet
+ * flushed: what is applied next is written through into the store's
+ * memtable. NULL when out of memory or the image cannot be written.
+ * Free with fuzz_vol_destroy().
+ */
+struct nvmefs_vol *fuzz_vol_format(void);
 
 /* Replace the metadata area of the shared memfd with img (len bytes,
  * zero-padded to FUZZ_META_SIZE). Returns 0 or -errno. */
 int fuzz_image_write(const uint8_t *img, size_t len);
+/* Zero the shared memfd's metadata area. Returns 0 or -errno. */
+int fuzz_image_zero(void);
 /* Read the metadata area back (FUZZ_META_SIZE bytes). */
 int fuzz_image_read(uint8_t *img);
 
 /*
  * What nvmefs_vol_open() does after nvmefs_journal_load() succeeded (the
- * state verified): rebuild free space, reclaim orphans (logged into the open
- * transaction, not committed); with oracles around it: every entry names an
- * inode that exists, is not the root, is not an orphan and has the links to
- * cover it, every inode number in use is below next_ino, and, before and
- * after the reclaim, the state's checkpoint stream loads again into a fresh
- * volume, verifies, rebuilds to the same free space and re-serializes to
- * the same length, and meta_bytes equals that length. A failed oracle is a
+ * state verified): rebuild free space, reclaim orphans (logged into the
+ * open transaction); with oracles around it: every entry names an inode
+ * that exists, is not the root, is not an orphan and has the links to
+ * cover it; every inode number in use is below next_ino; format v2's keys
+ * (the shadow store) match the maps; and, before the reclaim and after
+ * one that reclaimed something, a remount gives the same state: the volume (which must have a store
+ * on the shared memfd: nvmefs_journal_load's or fuzz_vol_format's) is flushed as an unmount does
+ * (nvmefs_journal_checkpoint), a second volume loads the image with nvmefs_journal_load, and it
+ * must verify, rebuild to the same free space, hold the same keys and values, the same counts,
+ * next_ino and meta_bytes. A flush the run area has no room for (or one
+ * of a state format v2 refuses) skips that check. A failed oracle is a
  * bug: FUZZ_BUG. Returns 0 or the error that would fail the mount.
  */
 int fuzz_vol_mount_tail(struct nvmefs_vol *vol);
 
-/* Recompute the crc of a label, superblock or checkpoint block (magic,
- * version and fields untouched). */
+/* Recompute the crc of a label or superblock (magic, version and fields
+ * untouched). */
 void fuzz_reseal_frame(uint8_t *block);
 /* Recompute the crc of the transaction at buf (avail bytes from it) if its
  * claimed payload fits in avail. */
@@ -103,8 +124,11 @@ void fuzz_reseal_txn(uint8_t *buf, size_t avail);
  * re-seal every block that starts with the transaction magic (backwards, so
  * a transaction's crc covers the re-sealed headers inside its payload). */
 void fuzz_reseal_ring(uint8_t *ring, size_t len);
-/* Re-seal every block of the metadata-area image img (FUZZ_META_SIZE
- * bytes) that starts with its part's magic. */
+/* Re-seal every part of the metadata-area image img (FUZZ_META_SIZE
+ * bytes) that starts with its magic: the superblocks; in the run area the
+ * manifest slots' manifests and, from the last block to the first, every
+ * run block, index and filter over the length its header claims (when it
+ * fits the area); the journal's transactions. */
 void fuzz_reseal_image(uint8_t *img);
 
 /* libFuzzer's entry points, defined by each harness. */

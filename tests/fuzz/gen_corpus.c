@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Writes the fuzzers' seed corpus with the real encoders (and, for the
- * loader's images, the real journal writer on the harness's memfd): valid
- * labels and superblocks; transactions and checkpoints whose records cover
+ * loader's images, the real journal and store writers on the harness's
+ * memfd: format v2's metadata area): valid labels and superblocks, and the
+ * label checks' regressions in format v2; transactions whose records cover
  * every record type (an inode of each file type, a symlink target, entries
  * added and removed, extents written, unwritten, merged, split and punched,
  * xattrs set, replaced and removed, orphans added and removed, inodes
@@ -18,7 +19,7 @@
  * longest name, symlink target and xattr value.
  *
  * usage: gen_corpus OUTDIR
- *   (creates OUTDIR/{label,journal,ckpt,load,wire,sorted,manifest,runr,values}/)
+ *   (creates OUTDIR/{label,journal,load,wire,sorted,manifest,runr,values}/)
  */
 #include <dirent.h>
 #include <endian.h>
@@ -34,6 +35,7 @@
 #include "fuzz_wire.h"
 #include "runs.h"
 #include "sorted.h"
+#include "store.h"
 #include "values.h"
 
 #define MAX_RECS    256
@@ -328,20 +330,32 @@ static void gen_labels(void)
 	nvmefs_label_encode(&l, blk);
 	save("label", "member1_of_3", blk, sizeof(blk));
 
+	/* The label checks' regressions (README.md), in format v2: a run
+	 * area and journal whose sum wraps around to meta_size; a metadata
+	 * area at 0, over the label. Both must be refused. */
+	fuzz_label_init(&l, 0);
+	l.journal_size = (uint64_t)0 - 8 * NVMEFS_BLOCK;
+	l.runs_size = l.meta_size - 2 * NVMEFS_BLOCK + 8 * NVMEFS_BLOCK;
+	nvmefs_label_encode(&l, blk);
+	if (nvmefs_label_decode(&l, blk) != -EINVAL)
+		die("regress-runs-size-overflow is accepted", EINVAL);
+	save("label", "regress-runs-size-overflow", blk, sizeof(blk));
+	fuzz_label_init(&l, 0);
+	l.meta_off = 0;
+	nvmefs_label_encode(&l, blk);
+	if (nvmefs_label_decode(&l, blk) != -EINVAL)
+		die("regress-area-over-label is accepted", EINVAL);
+	save("label", "regress-area-over-label", blk, sizeof(blk));
+
 	memcpy(s.uuid, fuzz_uuid, 16);
 	s.seq = 1;
+	s.manifest_floor = 1;
 	s.clean = 1;
-	s.ckpt_seq = 1;
-	s.ckpt_len = 190;
 	nvmefs_super_encode(&s, blk);
 	save("label", "super_clean", blk, sizeof(blk));
 	s.seq = 7;
-	s.ckpt_slot = 1;
+	s.manifest_floor = 5;
 	s.clean = 0;
-	s.ckpt_seq = 4;
-	s.ckpt_len = 5000;
-	s.journal_tail = 12 * NVMEFS_BLOCK;
-	s.journal_seq = 9;
 	nvmefs_super_encode(&s, blk);
 	save("label", "super_unclean", blk, sizeof(blk));
 }
@@ -472,74 +486,6 @@ static void gen_journal(void)
 	save_stream("journal", "stream_dir_churn", 2, &rs, 0, rs.n);
 }
 
-/* ---- ckpt/ ---- */
-
-/* Save a checkpoint stream as mode 0 (blocks) and mode 1 (stream). */
-static void save_ckpt(const char *name, const uint8_t *stream, size_t len)
-{
-	static uint8_t in[1 + 4 + FUZZ_CKPT_SLOT];
-	char fname[64];
-	uint32_t len32 = htole32((uint32_t)len);
-	uint8_t *slot = in + 5;
-	size_t pos = 0;
-	uint64_t b;
-
-	if ((len + NVMEFS_CKPT_PAYLOAD - 1) / NVMEFS_CKPT_PAYLOAD * NVMEFS_BLOCK > FUZZ_CKPT_SLOT)
-		die("checkpoint does not fit the slot", ENOSPC);
-	memset(in, 0, sizeof(in));
-	in[0] = 0;
-	memcpy(in + 1, &len32, 4);
-	for (b = 0; pos < len; b++) {
-		uint8_t *blk = slot + b * NVMEFS_BLOCK;
-		size_t used = len - pos < NVMEFS_CKPT_PAYLOAD ? len - pos : NVMEFS_CKPT_PAYLOAD;
-
-		memcpy(blk + NVMEFS_CKPT_HDR, stream + pos, used);
-		nvmefs_ckpt_encode(blk, fuzz_uuid, FUZZ_CKPT_SEQ, b, (uint32_t)used);
-		pos += used;
-	}
-	snprintf(fname, sizeof(fname), "blocks_%s", name);
-	save("ckpt", fname, in, 5 + b * NVMEFS_BLOCK);
-	in[4] = 1;
-	memcpy(in + 5, stream, len);
-	snprintf(fname, sizeof(fname), "stream_%s", name);
-	save_file("ckpt", fname, in + 4, 1 + len, false);
-}
-
-/* Checkpoint the model as the journal would and save it. */
-static void save_snapshot(const char *name, struct nvmefs_vol *vol)
-{
-	uint8_t *snap;
-	size_t len;
-	int ret = nvmefs_meta_snapshot(vol, &snap, &len);
-
-	if (ret)
-		die("snapshot", ret);
-	save_ckpt(name, snap, len);
-	free(snap);
-}
-
-static void gen_ckpt(void)
-{
-	static char big[5000];
-	struct nvmefs_vol *vol = model();
-	struct recs rs = {.n = 0};
-
-	save_snapshot("mkfs", vol);
-	scenario_all(&rs);
-	apply(vol, &rs, 0, rs.n);
-	check_model(vol);
-	save_snapshot("all", vol);
-	/* Enough to span every block of the slot. */
-	rs.n = 0;
-	scenario_many(&rs, 0, MANY_FILES);
-	memset(big, 'v', sizeof(big));
-	xattr(&rs, NVMEFS_REC_XATTR_SET, 2, "user.big", big, sizeof(big));
-	apply(vol, &rs, 0, rs.n);
-	check_model(vol);
-	save_snapshot("big", vol);
-	fuzz_vol_destroy(vol);
-}
-
 /* ---- load/ ---- */
 
 /* Log records [from, to) as live operations do, then commit. */
@@ -567,50 +513,94 @@ static void save_image(const char *name)
 	save("load", name, img, sizeof(img));
 }
 
+/* Flush the store as an unmount does (clean: as mkfs and an unmount
+ * leave it). */
+static void flush(struct nvmefs_vol *vol, bool clean)
+{
+	int ret = nvmefs_journal_checkpoint(vol, clean);
+
+	if (ret)
+		die("flush", ret);
+}
+
+static unsigned live_runs(struct nvmefs_vol *vol)
+{
+	struct nvmefs_store_stats st;
+
+	nvmefs_store_stats(vol->store, &st);
+	return st.runs;
+}
+
+/* One file a one-block transaction until the head is at block `at` of the
+ * ring (the flushes that pass half of it come on their own); k counts the
+ * files. */
+static void commit_to(struct nvmefs_vol *vol, unsigned *k, uint64_t at)
+{
+	struct recs rs = {.n = 0};
+
+	while (vol->j.head % FUZZ_JOURNAL != at * NVMEFS_BLOCK) {
+		if (*k == MANY_FILES)
+			die("out of files before the head got there", EINVAL);
+		rs.n = 0;
+		scenario_many(&rs, *k, *k + 1);
+		commit(vol, &rs, 0, rs.n);
+		(*k)++;
+	}
+}
+
+/*
+ * Images of format v2's metadata area made by the real writers (a
+ * formatted memfd volume, records logged and committed, the store
+ * flushed): mkfs's (the root's run, clean); two transactions to replay on
+ * it; two runs (the second from a commit that passed half the ring) and a
+ * transaction after them; and a ring wrapped with a pad, replayed on three
+ * runs that hold an orphan (scenario_all's inode 9) for the mount to
+ * reclaim. (No compaction: it reserves more run space than the harness's
+ * area has, nvmefs_store_cfg's run_blocks.)
+ */
 static void gen_load(void)
 {
 	static char big[5000];
-	static const uint8_t zero[1];
-	struct nvmefs_vol *vol;
+	struct nvmefs_vol *vol = fuzz_vol_format();
 	struct recs rs = {.n = 0};
 	const uint64_t jsize = FUZZ_JOURNAL;
-	unsigned k;
+	unsigned k = 0;
 	size_t third;
 	int ret;
 
-	ret = fuzz_image_write(zero, 0);
-	vol = fuzz_vol_create(true);
-	if (ret || !vol)
-		die("image volume", ret ? ret : -ENOMEM);
-	/* mkfs: the root and the first checkpoint. */
-	if (fuzz_vol_add_root(vol))
-		die("root", EINVAL);
-	ret = nvmefs_journal_format(vol);
-	if (!ret)
-		ret = nvmefs_alloc_rebuild(vol);
+	if (!vol)
+		die("formatting the image", ENOMEM);
+	flush(vol, true);
+	ret = nvmefs_alloc_rebuild(vol);
 	if (ret)
 		die("format", ret);
-	/* Two transactions after it: replay on top of the mkfs checkpoint. */
+	save_image("mkfs");
 	scenario_all(&rs);
 	third = rs.n / 3;
 	commit(vol, &rs, 0, third);
 	commit(vol, &rs, third, 2 * third);
+	if (vol->j.tail != 0 || vol->j.head == 0 || live_runs(vol) != 1)
+		die("mkfs_2txn: not two transactions after the root's run", EINVAL);
 	save_image("mkfs_2txn");
-	/* More, with a checkpoint every 8 KiB of journal (half the ring less
-	 * the room reserved for a checkpoint's superblock write), until one
-	 * leaves the head 3/4 into the ring. */
 	commit(vol, &rs, 2 * third, rs.n);
-	for (k = 0; vol->j.head != vol->j.tail || vol->j.head % jsize != jsize / 4 * 3; k++) {
-		if (k == MANY_FILES - 2)
-			die("no checkpoint 3/4 into the journal", EINVAL);
+	while (vol->j.tail == 0) {
 		rs.n = 0;
 		scenario_many(&rs, k, k + 1);
 		commit(vol, &rs, 0, rs.n);
+		k++;
 	}
-	/* A one-block transaction; a two-block one, which checkpoints (the
-	 * tail moves to 7/8 of the ring); another, which no longer fits
-	 * before the ring's end: a pad, then it at the ring's start. Replay
-	 * walks both. */
+	rs.n = 0;
+	scenario_many(&rs, k, k + 1);
+	commit(vol, &rs, 0, rs.n);
+	k++;
+	if (live_runs(vol) != 2 || vol->j.head == vol->j.tail)
+		die("runs_replay: not two runs and a transaction", EINVAL);
+	save_image("runs_replay");
+	/* The tail at 6/8 of the ring; a one-block transaction there; a
+	 * two-block one, which no longer fits before the ring's end: a pad,
+	 * then it at the ring's start. Replay walks both. */
+	commit_to(vol, &k, jsize / NVMEFS_BLOCK / 4 * 3);
+	flush(vol, false);
 	rs.n = 0;
 	scenario_many(&rs, k, k + 1);
 	commit(vol, &rs, 0, rs.n);
@@ -618,9 +608,7 @@ static void gen_load(void)
 	rs.n = 0;
 	xattr(&rs, NVMEFS_REC_XATTR_SET, 2, "user.big", big, sizeof(big));
 	commit(vol, &rs, 0, rs.n);
-	big[0] = 'x';
-	commit(vol, &rs, 0, rs.n);
-	if (vol->j.tail % jsize != jsize / 8 * 7 || vol->j.head - vol->j.tail != 3 * NVMEFS_BLOCK)
+	if (vol->j.tail % jsize != jsize / 4 * 3 || vol->j.head - vol->j.tail != 4 * NVMEFS_BLOCK)
 		die("the journal did not wrap as planned", EINVAL);
 	save_image("wrapped_orphan");
 	fuzz_vol_destroy(vol);
@@ -990,7 +978,6 @@ int main(int argc, char **argv)
 	fuzz_init();
 	gen_labels();
 	gen_journal();
-	gen_ckpt();
 	gen_wire();
 	gen_sorted();
 	gen_manifest();
