@@ -14,6 +14,7 @@
 #define NVMEFS_ICACHE_I_H
 
 #include "fs_i.h"
+#include "lookups_i.h"
 
 /* What nvmefs_inode_get must find (NVMEFS_IGET_LIVE) or have in memory
  * besides the attributes. Nothing is ever missing today; the callers say
@@ -36,9 +37,6 @@ int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
  * The last one of a freed inode nothing else holds frees its memory. No
  * I/O, cannot fail. */
 void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in);
-/* True while something must keep the freed inode in in memory (meta held):
- * an operation reference, I/O in flight, or the kernel's lookups. */
-bool nvmefs_inode_held(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
 /* Free a freed inode's memory unless it is held (meta held): at the end of
  * whatever held it last (a put, a forget). */
 void nvmefs_inode_reap(struct nvmefs_vol *vol, struct nvmefs_inode *in);
@@ -52,22 +50,6 @@ void nvmefs_inode_reap(struct nvmefs_vol *vol, struct nvmefs_inode *in);
  */
 bool nvmefs_inode_pinned(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
 
-/*
- * The kernel's lookup counts (vol->lookups, meta held). A door counts one
- * for each entry it gives the kernel (lookup, mknod, link, create,
- * readdirplus) and takes them back at its forget. reserve makes room for
- * one more inode first, so that the add after it, once the operation has
- * changed something, cannot fail: 0 or -ENOMEM.
- */
-int nvmefs_lookups_reserve(struct nvmefs_vol *vol);
-void nvmefs_lookups_add(struct nvmefs_vol *vol, uint64_t ino);
-/* ino's count; 0 when the kernel holds none. */
-uint64_t nvmefs_lookups_count(const struct nvmefs_vol *vol, uint64_t ino);
-/* Take back n of ino's lookups, at most all it has (an unknown ino has
- * none): what is left. */
-uint64_t nvmefs_lookups_sub(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
-/* Free the table (at the volume's end). */
-void nvmefs_lookups_exit(struct nvmefs_vol *vol);
 /*
  * Walk every inode and the lookups table and check them (meta held): with
  * idle (no operation under way, as after a call of the core returns in a

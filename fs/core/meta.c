@@ -16,7 +16,7 @@
 #include "fs_i.h"
 #include "extmap_i.h"
 #include "kv_i.h"
-#include "icache_i.h"
+#include "lookups_i.h"
 #include "meta_i.h"
 #include "shadow_i.h"
 #include "store.h"
