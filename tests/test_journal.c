@@ -403,6 +403,85 @@ static void test_pad_durable(void)
 	       (unsigned long long)r.unflushed);
 }
 
+static bool count_entry(void *arg, const char *name, uint64_t ino, mode_t mode, off_t next,
+			const struct stat *st)
+{
+	(void)ino, (void)mode, (void)next, (void)st;
+	if (name[0] != '.')
+		(*(unsigned *)arg)++;
+	return true;
+}
+
+/* A mount reads only the root; inodes, a directory's entries and a file's
+ * extents come from the store when first asked for, as they were. */
+static void test_on_demand(void)
+{
+	const struct nvmefs_cred root = {0, 0};
+	struct nvmefs_vol *vol = open_vol();
+	struct stat st, big;
+	struct nvmefs_inode *in;
+	uint64_t od, ino = 0;
+	unsigned n = 0;
+	size_t ninodes;
+
+	if (!vol)
+		return;
+	CHECK_ERR(nvmefs_ns_mknod(vol, &root, NVMEFS_ROOT_INO, "od", S_IFDIR | 0755, 0, NULL, &st),
+		  0);
+	od = st.st_ino;
+	for (int i = 0; i < 40; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		CHECK_ERR(nvmefs_ns_create(vol, &root, od, name, 0644, &st, &in), 0);
+		if (i == 7) {
+			ino = st.st_ino;
+			CHECK_ERR(nvmefs_ns_fallocate(vol, ino, 0, 0, 1 << 20), 0);
+		}
+		nvmefs_ns_release(vol, st.st_ino);
+	}
+	CHECK_ERR(nvmefs_ns_getattr(vol, ino, &big), 0);
+	CHECK(big.st_blocks == (1 << 20) / 512);
+	ninodes = vol->ninodes;
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(!vol->resident && vol->ncached == 1 && vol->ninodes == ninodes);
+	CHECK_ERR(nvmefs_ns_lookup(vol, NVMEFS_ROOT_INO, "od", &st), 0);
+	CHECK(st.st_ino == od && vol->ncached == 2);
+	CHECK(!nvmefs_iget(vol, od)->dir->loaded && nvmefs_iget(vol, od)->dir->live == 40);
+	CHECK_ERR(nvmefs_ns_lookup(vol, od, "f7", &st), 0);
+	CHECK(nvmefs_iget(vol, od)->dir->loaded && vol->ncached == 3);
+	CHECK(st.st_ino == ino && st.st_blocks == big.st_blocks && st.st_size == big.st_size);
+	CHECK(!nvmefs_iget(vol, ino)->ext_loaded);
+	CHECK_ERR(nvmefs_ns_open(vol, ino, false, &in), 0);
+	CHECK(in->ext_loaded && in->alloc_bytes == 1 << 20);
+	nvmefs_ns_release(vol, ino);
+	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, false, count_entry, &n), 0);
+	CHECK(n == 40);
+	CHECK_ERR(nvmefs_ns_lookup(vol, od, "nope", &st), -ENOENT);
+	CHECK_ERR(nvmefs_ns_unlink(vol, od, "f3"), 0);
+	CHECK_ERR(nvmefs_ns_unlink(vol, od, "f7"), 0); /* frees its extents */
+	pthread_mutex_lock(&vol->lock);
+	CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+	pthread_mutex_unlock(&vol->lock);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	nvmefs_vol_abandon(vol); /* replay reads what each record needs */
+
+	vol = open_vol();
+	if (!vol)
+		return;
+	CHECK(!vol->resident && vol->ninodes == ninodes - 2);
+	CHECK_ERR(nvmefs_ns_lookup(vol, od, "f7", &st), -ENOENT);
+	n = 0;
+	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, count_entry, &n), 0);
+	CHECK(n == 38);
+	CHECK(vol->free_bytes == vol->total_bytes); /* the fallocated MiB is free again */
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -435,6 +514,7 @@ int main(int argc, char **argv)
 	test_free_after_commit();
 	test_dirty_list();
 	test_pad_durable();
+	test_on_demand();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0);
 	return test_result();

@@ -10,7 +10,9 @@
  */
 #include "fs_i.h"
 #include "alloc_i.h"
+#include "store.h"
 #include "util_i.h"
+#include "values.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -135,6 +137,72 @@ out:
 		free(u[d]);
 	free(u);
 	free(cnt);
+	return ret;
+}
+
+/* The next value of the iterator (decoded into v), 0 at its end. */
+static int next_val(struct nvmefs_store_iter *it, struct nvmefs_val *v)
+{
+	struct nvmefs_run_ent e;
+	int ret = nvmefs_store_iter_next(it, &e);
+
+	if (ret != 1)
+		return ret;
+	return nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, v) ? -EUCLEAN : 1;
+}
+
+/*
+ * As nvmefs_alloc_rebuild, from the store rather than the maps (the
+ * inodes are not all in memory): the EXTENT keys, each on the member its
+ * inode's layout gives, joined with the INODE keys as both come in inode
+ * order. Memory: the extents' ranges, not the inodes.
+ */
+int nvmefs_alloc_rebuild_store(struct nvmefs_vol *vol)
+{
+	uint8_t ki = NVMEFS_KEY_INODE, ke = NVMEFS_KEY_EXTENT;
+	struct nvmefs_store_iter *ii = NULL, *ie = NULL;
+	struct used *u[NVMEFS_MAX_DEVICES] = {0};
+	size_t cnt[NVMEFS_MAX_DEVICES] = {0}, cap[NVMEFS_MAX_DEVICES] = {0}, total = 0;
+	struct nvmefs_val iv = {0}, ev;
+	int ret = nvmefs_store_iter_prefix(&ii, vol->store, &ki, 1);
+
+	if (!ret)
+		ret = nvmefs_store_iter_prefix(&ie, vol->store, &ke, 1);
+	while (!ret && (ret = next_val(ie, &ev)) == 1) {
+		const struct nvmefs_rec *x = &ev.rec;
+		unsigned dev;
+
+		while (iv.rec.inode.ino < x->extent.ino && (ret = next_val(ii, &iv)) == 1)
+			;
+		if (ret < 0)
+			break;
+		if (iv.rec.inode.ino != x->extent.ino || !S_ISREG(iv.rec.inode.mode) ||
+		    x->extent.slot >= iv.rec.inode.layout.stripe_count) {
+			nvmefs_err("%s: metadata: an extent of inode %llu, which is not a file "
+				   "with that slot (fsck.nvmefs repairs this)",
+				   nvmefs_meta_where(vol), (unsigned long long)x->extent.ino);
+			ret = -EUCLEAN;
+			break;
+		}
+		dev = iv.rec.inode.layout.devs[x->extent.slot];
+		ret = nvmefs_grow(&u[dev], &cap[dev], cnt[dev] + 2, sizeof(*u[dev]));
+		if (ret)
+			break;
+		u[dev][cnt[dev]++] = (struct used){x->extent.dev_off, x->extent.len, x->extent.ino};
+		total++;
+		ret = 0;
+	}
+	nvmefs_store_iter_close(ie);
+	nvmefs_store_iter_close(ii);
+	if (ret == -EUCLEAN || ret == -EINVAL)
+		ret = -EUCLEAN;
+	vol->free_bytes = 0;
+	for (unsigned d = 0; d < vol->ndevs && !ret; d++)
+		ret = rebuild_dev(vol, d, u[d], cnt[d]);
+	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
+		free(u[d]);
+	if (!ret)
+		nvmefs_debug("free space rebuilt from %zu stored extents", total);
 	return ret;
 }
 

@@ -8,7 +8,10 @@
 
 #include "fs_i.h"
 
+/* Free space as the complement of every extent: of the maps (every inode
+ * in memory), or of the store's keys. -EUCLEAN when two overlap. */
 int nvmefs_alloc_rebuild(struct nvmefs_vol *vol);
+int nvmefs_alloc_rebuild_store(struct nvmefs_vol *vol);
 /* Take up to want bytes on dev, near goal if it can; 0 when dev is full. */
 uint64_t nvmefs_alloc_get(struct nvmefs_vol *vol, unsigned dev, uint64_t goal, uint64_t want,
 			  uint64_t *off);

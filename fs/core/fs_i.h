@@ -64,11 +64,15 @@ struct nvmefs_dirent {
 	char name[]; /* NUL-terminated */
 };
 
-/* A directory's entries in cookie order; removed ones leave NULL holes. */
+/* A directory's entries in cookie order; removed ones leave NULL holes.
+ * live and next_cookie are always right (the INODE value's summary when the
+ * entries are not in memory); v holds the entries only once loaded (meta
+ * held: icache.c loads them when an operation asks for them). */
 struct nvmefs_dir {
 	struct nvmefs_dirent **v;
 	size_t n, cap, live;
 	uint64_t next_cookie;
+	bool loaded;
 };
 
 struct nvmefs_prefetch;
@@ -86,8 +90,15 @@ struct nvmefs_inode {
 	char *target;		     /* symlinks */
 	struct nvmefs_extmap *slots; /* regular files: layout.stripe_count maps */
 	uint64_t alloc_bytes;	     /* bytes mapped, for st_blocks */
-	struct nvmefs_dir *dir;	     /* directories */
-	uint64_t parent;	     /* directories: the parent (root: itself) */
+	/* regular files: whether the slots hold the extents (else they are
+	 * in the store only, nextents of them; icache.c loads them) */
+	bool ext_loaded;
+	uint64_t nextents; /* the INODE value's count, while not loaded */
+	/* meta: read from the store by an operation that dropped meta for it
+	 * (icache.c); others wait on vol->load_cond */
+	bool loading;
+	struct nvmefs_dir *dir; /* directories */
+	uint64_t parent;	/* directories: the parent (root: itself) */
 	struct nvmefs_xattr *xattrs;
 	unsigned nxattrs;
 	/* meta: runtime state, never on disk (the kernel's lookup count is
@@ -189,6 +200,9 @@ struct nvmefs_vol_opts {
 	/* fsck: load what is on disk and stop there; overlapping extents,
 	 * dangling entries and orphans are left for the checker to find. */
 	bool check;
+	/* Load the whole metadata at mount and keep it in memory (implied by
+	 * check): the tests that compare a volume's state across a remount. */
+	bool resident;
 	/* What else is in force, shown in .nvmefs/config (fs/fuse/ctl.c); the
 	 * strings are the caller's and outlive the volume. */
 	const char *source, *mountpoint;
@@ -210,8 +224,19 @@ struct nvmefs_vol {
 	size_t buf_size;      /* bytes per pool buffer */
 
 	pthread_mutex_t lock; /* the metadata lock ("meta") */
+	/* meta: the inodes in memory (ncached of them), and the inodes in use
+	 * (ninodes, in memory or not). With the whole metadata resident
+	 * (resident: fsck, the tests' memory volumes) the two are the same
+	 * but for freed inodes still held; otherwise inodes, a directory's
+	 * entries and a file's extents come from the store when an
+	 * operation first asks for them (icache.c). */
 	struct nvmefs_inode **itab;
-	size_t itab_size, ninodes;
+	size_t itab_size, ncached, ninodes;
+	bool resident;
+	pthread_cond_t load_cond; /* with meta: a load finished (icache.c) */
+	/* meta: inodes being read from the store, not yet in itab: a get of
+	 * one waits for it on load_cond (icache.c) */
+	struct nvmefs_iload *iloads;
 	/* meta: inodes whose attributes go out at the next commit
 	 * (nvmefs_inode_dirty); the journal takes them there. */
 	struct nvmefs_inode *dirty;
@@ -282,6 +307,11 @@ struct nvmefs_vol {
 	 * it (loading). */
 	struct nvmefs_store *store;
 	bool loading;
+	/* meta: one inode, or its entries, extents or xattrs, read on demand
+	 * is being put into memory (icache.c): nothing is written through and
+	 * the counts (ninodes, meta_bytes) are left alone, as the store has
+	 * them already. */
+	bool filling;
 	int kv_err;	 /* meta: a write-through failed (kv_i.h) */
 	uint8_t *kv_val; /* meta: NVMEFS_VAL_MAX bytes, a value being encoded */
 	/* The test daemon nvmefs-fi only (fs/tools/testctl.c): a setxattr of

@@ -22,6 +22,7 @@
 #define NVMEFS_IGET_LIVE    (1u << 0) /* -ENOENT for a freed (dead) inode */
 #define NVMEFS_IGET_EXTENTS (1u << 1) /* its extent map (regular files) */
 #define NVMEFS_IGET_XATTRS  (1u << 2) /* its extended attributes */
+#define NVMEFS_IGET_ENTRIES (1u << 3) /* its entries (directories) */
 
 /*
  * Inode ino with one operation reference for the caller, in *out (NULL on

@@ -16,6 +16,7 @@
  */
 #include "fs_i.h"
 #include "alloc_i.h"
+#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "store.h"
@@ -82,11 +83,76 @@ int nvmefs_journal_log(struct nvmefs_vol *vol, const struct nvmefs_rec *rec)
 	return nvmefs_journal_append(vol, rec);
 }
 
+/* The inodes with an ORPHAN key in the store, into *v (*n of them). */
+static int stored_orphans(struct nvmefs_vol *vol, uint64_t **v, size_t *n)
+{
+	uint8_t kind = NVMEFS_KEY_ORPHAN;
+	struct nvmefs_store_iter *it;
+	struct nvmefs_run_ent e;
+	size_t cap = 0;
+	int ret = nvmefs_store_iter_prefix(&it, vol->store, &kind, 1);
+
+	*v = NULL;
+	*n = 0;
+	if (ret)
+		return ret;
+	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
+		struct nvmefs_val val;
+
+		ret = nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, &val);
+		if (!ret)
+			ret = nvmefs_grow(v, &cap, *n + 1, sizeof(**v));
+		if (ret)
+			break;
+		(*v)[(*n)++] = val.rec.ino.ino;
+	}
+	nvmefs_store_iter_close(it);
+	return ret < 0 ? ret : 0;
+}
+
+/* Free the orphans when the inodes are not all in memory: each read with
+ * its extents and xattrs (INODE_FREE needs them), by the store's list. */
+static int reclaim_stored(struct nvmefs_vol *vol, size_t *n)
+{
+	uint64_t *ino;
+	size_t count;
+	int ret = stored_orphans(vol, &ino, &count);
+
+	pthread_mutex_lock(&vol->lock);
+	for (size_t i = 0; i < count && !ret; i++) {
+		struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+		struct nvmefs_inode *in;
+
+		ret = nvmefs_inode_get(vol, ino[i],
+				       NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS | NVMEFS_IGET_XATTRS,
+				       &in);
+		if (ret == -ENOENT) {
+			nvmefs_err("%s: metadata: orphan record of inode %llu, which does not "
+				   "exist (fsck.nvmefs repairs this)",
+				   nvmefs_meta_where(vol), (unsigned long long)ino[i]);
+			ret = -EUCLEAN;
+		}
+		if (ret)
+			break;
+		if (in->orphan) {
+			r.ino.ino = in->ino;
+			ret = nvmefs_journal_log(vol, &r); /* frees its extents too */
+			(*n)++;
+		}
+		nvmefs_inode_put(vol, in);
+	}
+	pthread_mutex_unlock(&vol->lock);
+	free(ino);
+	return ret;
+}
+
 int nvmefs_journal_reclaim_orphans(struct nvmefs_vol *vol, size_t *n)
 {
 	int ret = 0;
 
 	*n = 0;
+	if (!vol->resident)
+		return reclaim_stored(vol, n);
 	pthread_mutex_lock(&vol->lock);
 	for (size_t i = 0; i < vol->itab_size && !ret; i++) {
 		for (struct nvmefs_inode *in = vol->itab[i], *next; in && !ret; in = next) {
@@ -402,6 +468,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		txn_end(vol, plen, &mark.replay, &mark.replay_seq);
 		mark.next_ino = vol->next_ino;
 		mark.ninodes = vol->ninodes;
+		mark.meta_bytes = vol->meta_bytes;
 		ret = nvmefs_store_freeze(vol->store, &mark);
 	}
 	pthread_mutex_unlock(&vol->lock);
@@ -551,6 +618,67 @@ static int read_super(struct nvmefs_vol *vol, struct nvmefs_super *best)
 	return ret;
 }
 
+/*
+ * Replay when the inodes are not all in memory: read what the record
+ * works on first (docs/METADATA-V2-STEP4.md §2), then apply. An inode the
+ * store does not have is left for apply to create or refuse.
+ */
+static int apply_loaded(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
+{
+	struct {
+		uint64_t ino;
+		unsigned need;
+	} want[2] = {{0, 0}, {0, 0}};
+	struct nvmefs_inode *held[2] = {NULL, NULL};
+	int ret = 0;
+
+	switch (r->type) {
+	case NVMEFS_REC_INODE:
+		want[0].ino = r->inode.ino;
+		break;
+	case NVMEFS_REC_INODE_FREE:
+		want[0].ino = r->ino.ino;
+		want[0].need = NVMEFS_IGET_EXTENTS | NVMEFS_IGET_XATTRS;
+		break;
+	case NVMEFS_REC_ORPHAN_ADD:
+	case NVMEFS_REC_ORPHAN_DEL:
+		want[0].ino = r->ino.ino;
+		break;
+	case NVMEFS_REC_DIRENT_ADD:
+		want[1].ino = r->dirent.child;
+		/* fall through */
+	case NVMEFS_REC_DIRENT_DEL:
+		want[0].ino = r->dirent.parent;
+		want[0].need = NVMEFS_IGET_ENTRIES;
+		break;
+	case NVMEFS_REC_EXTENT:
+		want[0].ino = r->extent.ino;
+		want[0].need = NVMEFS_IGET_EXTENTS;
+		break;
+	case NVMEFS_REC_PUNCH:
+		want[0].ino = r->punch.ino;
+		want[0].need = NVMEFS_IGET_EXTENTS;
+		break;
+	case NVMEFS_REC_XATTR_SET:
+	case NVMEFS_REC_XATTR_DEL:
+		want[0].ino = r->xattr.ino;
+		break;
+	}
+	pthread_mutex_lock(&vol->lock);
+	for (int i = 0; i < 2 && !ret; i++) {
+		if (want[i].ino)
+			ret = nvmefs_inode_get(vol, want[i].ino, want[i].need, &held[i]);
+		if (ret == -ENOENT)
+			ret = 0;
+	}
+	if (!ret)
+		ret = nvmefs_meta_apply(vol, r);
+	nvmefs_inode_put(vol, held[1]);
+	nvmefs_inode_put(vol, held[0]);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
 int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what)
 {
 	size_t pos = 0;
@@ -565,7 +693,7 @@ int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, c
 				   what, pos);
 			return -EUCLEAN;
 		}
-		ret = nvmefs_meta_apply(vol, &r);
+		ret = vol->resident ? nvmefs_meta_apply(vol, &r) : apply_loaded(vol, &r);
 		if (ret) {
 			nvmefs_err("%s: %s: record at byte %zu (type %u) contradicts the metadata",
 				   nvmefs_meta_where(vol), what, pos, r.type);
@@ -756,6 +884,34 @@ static int load_store(struct nvmefs_vol *vol)
 	return 0;
 }
 
+/*
+ * The mount of a volume whose inodes are read on demand (icache.c): the
+ * counts from the mark, the root and its entries, and the shadow store of
+ * the tests filled with every key (nvmefs_meta_shadow_fill).
+ */
+static int load_root(struct nvmefs_vol *vol, const struct nvmefs_mark *mark)
+{
+	struct nvmefs_inode *root = NULL;
+	int ret;
+
+	vol->ninodes = mark->ninodes;
+	vol->meta_bytes = mark->meta_bytes;
+	ret = nvmefs_meta_shadow_fill(vol);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, NVMEFS_ROOT_INO, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &root);
+	if (!ret && !S_ISDIR(root->mode))
+		ret = -ENOENT;
+	nvmefs_inode_put(vol, root);
+	pthread_mutex_unlock(&vol->lock);
+	if (ret == -ENOENT) {
+		nvmefs_err("%s: metadata: the root directory is missing", nvmefs_meta_where(vol));
+		ret = -EUCLEAN;
+	}
+	return ret;
+}
+
 int nvmefs_journal_load(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
@@ -785,7 +941,10 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 		return -EUCLEAN;
 	}
 	vol->replaying = true;
-	ret = load_store(vol);
+	/* A mark without meta_bytes is an older committer's: its estimate
+	 * is rebuilt by the whole load. */
+	vol->resident = vol->opts.check || vol->opts.resident || !mark.meta_bytes;
+	ret = vol->resident ? load_store(vol) : load_root(vol, &mark);
 	if (ret)
 		goto out;
 	if (mark.next_ino > vol->next_ino)
@@ -822,7 +981,7 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 	j->loaded_clean = s.clean;
 	j->replayed = (uint64_t)n;
 	j->loaded_manifest = j->manifest_seq;
-	if (!vol->opts.check)
+	if (!vol->opts.check && vol->resident)
 		ret = nvmefs_meta_verify(vol);
 out:
 	vol->replaying = false;

@@ -18,7 +18,7 @@
 
 bool nvmefs_kv_on(const struct nvmefs_vol *vol)
 {
-	return vol->shadow || (vol->store && !vol->loading);
+	return !vol->filling && (vol->shadow || (vol->store && !vol->loading));
 }
 
 static void fail(struct nvmefs_vol *vol, int err, const uint8_t *key, size_t klen)
@@ -36,6 +36,8 @@ static void fail(struct nvmefs_vol *vol, int err, const uint8_t *key, size_t kle
 
 void nvmefs_kv_put(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 {
+	if (vol->filling)
+		return;
 	if (vol->shadow)
 		(void)nvmefs_shadow_put(vol->shadow, v); /* its error sticks there */
 	if (vol->store && !vol->loading) {
@@ -53,6 +55,8 @@ void nvmefs_kv_put(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 
 void nvmefs_kv_del(struct nvmefs_vol *vol, const uint8_t *key, size_t klen)
 {
+	if (vol->filling)
+		return;
 	if (vol->shadow)
 		(void)nvmefs_shadow_del(vol->shadow, key, klen);
 	if (vol->store && !vol->loading) {

@@ -277,7 +277,9 @@ static void inode_sum(const struct nvmefs_inode *in, struct nvmefs_inode_sum *s)
 	s->nxattrs = in->nxattrs;
 	if (S_ISREG(in->mode) && in->slots) {
 		s->alloc_bytes = in->alloc_bytes;
-		for (unsigned k = 0; k < in->layout.stripe_count; k++)
+		if (!in->ext_loaded)
+			s->nextents = in->nextents;
+		for (unsigned k = 0; in->ext_loaded && k < in->layout.stripe_count; k++)
 			s->nextents += in->slots[k].n;
 	} else if (in->dir) {
 		s->parent = in->parent;
@@ -409,6 +411,7 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 		if (!in->dir)
 			goto err_free;
 		in->dir->next_cookie = 3; /* 1 and 2 are "." and ".." */
+		in->dir->loaded = true;	  /* a fill says otherwise */
 		in->parent = in->ino;	  /* until an entry names it */
 	} else if (S_ISREG(in->mode)) {
 		for (unsigned s = 0; s < r->inode.layout.stripe_count; s++) {
@@ -419,20 +422,24 @@ static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 		in->slots = calloc(in->layout.stripe_count, sizeof(*in->slots));
 		if (!in->slots)
 			goto err_free;
+		in->ext_loaded = true; /* a fill says otherwise */
 	} else if (S_ISLNK(in->mode)) {
 		in->target = strndup(r->inode.target, r->inode.target_len);
 		if (!in->target)
 			goto err_free;
 	}
-	if (vol->ninodes >= vol->itab_size)
+	if (vol->ncached >= vol->itab_size)
 		itab_grow(vol);
 	b = hash_ino(in->ino) & (vol->itab_size - 1);
 	in->hnext = vol->itab[b];
 	vol->itab[b] = in;
-	vol->ninodes++;
 	if (in->ino >= vol->next_ino)
 		vol->next_ino = in->ino + 1;
-	vol->meta_bytes += nvmefs_rec_size(r);
+	vol->ncached++;
+	if (!vol->filling) { /* a fill reads what the mark counted already */
+		vol->ninodes++;
+		vol->meta_bytes += nvmefs_rec_size(r);
+	}
 	*out = in;
 	return 0;
 err_free:
@@ -454,7 +461,8 @@ static int relayout(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struc
 		in->layout = *l;
 		return 0;
 	}
-	if (!S_ISREG(in->mode) || in->alloc_bytes || nvmefs_layout_check(l, vol->ndevs))
+	if (!S_ISREG(in->mode) || in->alloc_bytes || !in->ext_loaded ||
+	    nvmefs_layout_check(l, vol->ndevs))
 		return -EUCLEAN;
 	for (unsigned s = 0; s < in->layout.stripe_count; s++)
 		if (in->slots[s].n)
@@ -542,7 +550,7 @@ void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		pp = &(*pp)->hnext;
 	if (*pp)
 		*pp = in->hnext;
-	vol->ninodes--;
+	vol->ncached--;
 	inode_free_mem(in);
 }
 
@@ -553,7 +561,8 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 
 	/* nlink is not checked: during replay the last INODE record may predate
 	 * the unlink that led here. */
-	if (!in || in->dead || r->ino.ino == NVMEFS_ROOT_INO || (in->dir && in->dir->live))
+	if (!in || in->dead || r->ino.ino == NVMEFS_ROOT_INO || (in->dir && in->dir->live) ||
+	    (in->slots && !in->ext_loaded))
 		return -EUCLEAN;
 	if (in->slots) {
 		for (unsigned s = 0; s < in->layout.stripe_count; s++) {
@@ -581,10 +590,11 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		vol->meta_bytes -= 16;
 	}
 	in->dead = true;
+	vol->ninodes--;
 	nvmefs_inode_undirty(in);
 	/* The kernel (lookup count) or an operation may still hold it; the
 	 * forget or the put that lets it go drops it (icache.c). */
-	if (vol->replaying || !nvmefs_inode_held(vol, in))
+	if (!nvmefs_inode_held(vol, in))
 		nvmefs_inode_drop(vol, in);
 	return 0;
 }
@@ -597,13 +607,9 @@ static int apply_orphan(struct nvmefs_vol *vol, const struct nvmefs_rec *r, bool
 		return -EUCLEAN;
 	in->orphan = add;
 	kv_orphan(vol, in->ino, add);
-	if (add) {
-		vol->norphans++;
-		vol->meta_bytes += 16;
-	} else {
-		vol->norphans--;
-		vol->meta_bytes -= 16;
-	}
+	vol->norphans += add ? 1 : (size_t)-1; /* in memory */
+	if (!vol->filling)		       /* the mark counted a filled one already */
+		vol->meta_bytes += add ? 16 : (uint64_t)-16;
 	return 0;
 }
 
@@ -684,7 +690,8 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r, 
 	struct nvmefs_dirent **pp, *d;
 	int ret;
 
-	if (!p || !p->dir || p->dead || !c || c->dead)
+	/* A fill of the parent's entries reads them without their children. */
+	if (!p || !p->dir || p->dead || (!vol->filling && (!p->dir->loaded || !c || c->dead)))
 		return -EUCLEAN;
 	/* Loaded entries come in cookie order, each below the next cookie the
 	 * directory's INODE value gave. */
@@ -711,14 +718,15 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r, 
 	}
 	d->hnext = NULL;
 	*pp = d;
-	if (c->dir)
+	if (c && c->dir)
 		c->parent = p->ino;
 	kv_dirent(vol, d, true);
 	nvmefs_meta_shadow_inode(vol, p); /* nentries, next_cookie */
-	if (c->dir)
+	if (c && c->dir)
 		nvmefs_meta_shadow_inode(vol, c); /* parent */
 	vol->ndirents++;
-	vol->meta_bytes += nvmefs_rec_size(r);
+	if (!vol->filling)
+		vol->meta_bytes += nvmefs_rec_size(r);
 	if (vol->ndirents >= vol->dtab_size)
 		dtab_grow(vol);
 	return 0;
@@ -729,7 +737,7 @@ static int apply_dirent_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	struct nvmefs_inode *p = nvmefs_iget(vol, r->dirent.parent);
 	struct nvmefs_dirent **pp, *d;
 
-	if (!p || !p->dir)
+	if (!p || !p->dir || !p->dir->loaded)
 		return -EUCLEAN;
 	pp = dir_slot(vol, r->dirent.parent, r->dirent.name, r->dirent.name_len);
 	d = *pp;
@@ -745,7 +753,91 @@ static int apply_dirent_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	return 0;
 }
 
+/* Take a directory's entries out of memory (meta held): a fill that
+ * failed half way. live and next_cookie stay as the summary has them. */
+void nvmefs_meta_unload_entries(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t live)
+{
+	struct nvmefs_dir *dir = in->dir;
+
+	for (size_t i = 0; i < dir->n; i++) {
+		struct nvmefs_dirent *d = dir->v[i], **pp;
+
+		if (!d)
+			continue;
+		pp = dir_slot(vol, d->parent, d->name, d->name_len);
+		if (*pp == d)
+			*pp = d->hnext;
+		vol->ndirents--;
+		free(d);
+	}
+	free(dir->v);
+	dir->v = NULL;
+	dir->n = dir->cap = 0;
+	dir->live = live;
+	dir->loaded = false;
+}
+
 /* ---- extents ---- */
+
+int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			     const struct nvmefs_rec *ext, size_t n)
+{
+	unsigned count = in->layout.stripe_count;
+	struct nvmefs_extmap *slots = calloc(count, sizeof(*slots));
+	uint64_t bytes = 0;
+	size_t i;
+
+	if (!slots)
+		return -ENOMEM;
+	/* In key order: by slot, then component offset, none overlapping. */
+	for (i = 0; i < n; i++) {
+		const struct nvmefs_rec *r = &ext[i];
+		struct nvmefs_extmap *m;
+		unsigned dev;
+
+		if (r->extent.ino != in->ino || r->extent.slot >= count)
+			break;
+		m = &slots[r->extent.slot];
+		dev = in->layout.devs[r->extent.slot];
+		if (!r->extent.len || r->extent.dev_off < vol->data_start[dev] ||
+		    r->extent.dev_off + r->extent.len > vol->data_end[dev] ||
+		    (m->n && m->v[m->n - 1].comp_off + m->v[m->n - 1].len > r->extent.comp_off))
+			break;
+		if (nvmefs_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v))) {
+			for (unsigned s = 0; s < count; s++)
+				free(slots[s].v);
+			free(slots);
+			return -ENOMEM;
+		}
+		m->v[m->n++] = (struct nvmefs_ext){.comp_off = r->extent.comp_off,
+						   .dev_off = r->extent.dev_off,
+						   .len = r->extent.len,
+						   .flags = r->extent.flags};
+		bytes += r->extent.len;
+	}
+	if (i < n || n != in->nextents || bytes != in->alloc_bytes) {
+		nvmefs_err("%s: metadata: inode %llu's extents in the store (%zu read, %llu "
+			   "bytes) are not what its inode says (%llu, %llu bytes) or overlap "
+			   "(fsck.nvmefs repairs this)",
+			   nvmefs_meta_where(vol), (unsigned long long)in->ino, n,
+			   (unsigned long long)bytes, (unsigned long long)in->nextents,
+			   (unsigned long long)in->alloc_bytes);
+		for (unsigned s = 0; s < count; s++)
+			free(slots[s].v);
+		free(slots);
+		return -EUCLEAN;
+	}
+	/* A READ walks the maps holding only map_lock: none can yet, as
+	 * nothing could open the file before its extents were in memory. */
+	pthread_rwlock_wrlock(&in->map_lock);
+	for (unsigned s = 0; s < count; s++)
+		free(in->slots[s].v);
+	free(in->slots);
+	in->slots = slots;
+	in->ext_loaded = true;
+	pthread_rwlock_unlock(&in->map_lock);
+	return 0;
+}
 
 static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 {
@@ -757,7 +849,8 @@ static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	unsigned dev;
 	int ret;
 
-	if (!in || in->dead || !in->slots || r->extent.slot >= in->layout.stripe_count)
+	if (!in || in->dead || !in->slots || !in->ext_loaded ||
+	    r->extent.slot >= in->layout.stripe_count)
 		return -EUCLEAN;
 	dev = in->layout.devs[r->extent.slot];
 	if (e.dev_off < vol->data_start[dev] || e.dev_off + e.len > vol->data_end[dev])
@@ -777,7 +870,7 @@ static int apply_punch(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	struct nvmefs_inode *in = nvmefs_iget(vol, r->punch.ino);
 	uint64_t end;
 
-	if (!in || in->dead || !in->slots)
+	if (!in || in->dead || !in->slots || !in->ext_loaded)
 		return -EUCLEAN;
 	end = r->punch.len > UINT64_MAX - r->punch.off ? UINT64_MAX : r->punch.off + r->punch.len;
 	for (unsigned s = 0; s < in->layout.stripe_count; s++) {
@@ -848,10 +941,13 @@ static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		x->value = NULL;
 		x->value_len = 0;
 		in->nxattrs++;
-		vol->meta_bytes += 16 + 8 + x->name_len;
+		if (!vol->filling)
+			vol->meta_bytes += 16 + 8 + x->name_len;
 	}
-	vol->meta_bytes += r->xattr.value_len;
-	vol->meta_bytes -= x->value_len;
+	if (!vol->filling) {
+		vol->meta_bytes += r->xattr.value_len;
+		vol->meta_bytes -= x->value_len;
+	}
 	free(x->value);
 	x->value = value;
 	x->value_len = r->xattr.value_len;
@@ -924,8 +1020,23 @@ int nvmefs_meta_load_val(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 		in = nvmefs_iget(vol, v->rec.inode.ino);
 		/* Cookies are never reused in a directory, so its next one is
 		 * kept, not derived from its entries (the last may be gone). */
-		if (in->dir) {
+		if (in->dir)
 			in->dir->next_cookie = v->sum.next_cookie;
+		if (vol->filling) {
+			/* One inode read on demand: what the whole load derives
+			 * from the other keys comes from the summary, and its
+			 * entries and extents stay in the store until asked for
+			 * (icache.c). */
+			if (in->dir) {
+				in->parent = v->sum.parent;
+				in->dir->live = v->sum.nentries;
+				in->dir->loaded = !v->sum.nentries;
+			} else if (in->slots) {
+				in->alloc_bytes = v->sum.alloc_bytes;
+				in->nextents = v->sum.nextents;
+				in->ext_loaded = !v->sum.nextents;
+			}
+		} else if (in->dir) {
 			nvmefs_meta_shadow_inode(vol, in); /* the shadow's copy has it too */
 		}
 		return 0;
@@ -1202,6 +1313,13 @@ static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
 	if (nvmefs_key_check(k, klen))
 		return false;
 	in = k[0] == NVMEFS_KEY_FREE ? NULL : nvmefs_iget(vol, key_u64(k + 1));
+	/* What is not in memory is only in the store: nothing to compare. */
+	if (!vol->resident && k[0] != NVMEFS_KEY_FREE &&
+	    (!in ||
+	     (in->dir && !in->dir->loaded &&
+	      (k[0] == NVMEFS_KEY_DIRENT || k[0] == NVMEFS_KEY_DCOOKIE)) ||
+	     (in->slots && !in->ext_loaded && k[0] == NVMEFS_KEY_EXTENT)))
+		return true;
 	if (!in || in->dead)
 		return false;
 	switch (k[0]) {
@@ -1282,7 +1400,7 @@ static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, boo
 		       : vol->kv_err ? vol->kv_err
 				     : (int)(c.fixed < INT32_MAX ? c.fixed : INT32_MAX);
 	}
-	if (!c.ret && nshadow != c.nkeys) {
+	if (!c.ret && vol->resident && nshadow != c.nkeys) {
 		nvmefs_err("%s: metadata crosscheck: %zu keys in the shadow store, the maps call "
 			   "for %zu",
 			   nvmefs_meta_where(vol), nshadow, c.nkeys);
@@ -1301,18 +1419,13 @@ bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol)
 
 /* ---- fsck: the store against the maps ---- */
 
-int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair)
+/* Put every live key of the store into sh. */
+static int store_to_shadow(struct nvmefs_vol *vol, struct nvmefs_shadow *sh)
 {
-	struct nvmefs_shadow *sh = NULL;
 	struct nvmefs_store_iter *it = NULL;
 	struct nvmefs_run_ent e;
-	int ret;
+	int ret = nvmefs_store_iter_open(&it, vol->store, NULL, 0, NULL, 0);
 
-	if (!vol->store)
-		return 0;
-	ret = nvmefs_shadow_create(&sh);
-	if (!ret)
-		ret = nvmefs_store_iter_open(&it, vol->store, NULL, 0, NULL, 0);
 	while (!ret && (ret = nvmefs_store_iter_next(it, &e)) == 1) {
 		struct nvmefs_val v;
 
@@ -1329,6 +1442,24 @@ int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair)
 		ret = nvmefs_shadow_put(sh, &v);
 	}
 	nvmefs_store_iter_close(it);
+	return ret;
+}
+
+int nvmefs_meta_shadow_fill(struct nvmefs_vol *vol)
+{
+	return vol->shadow ? store_to_shadow(vol, vol->shadow) : 0;
+}
+
+int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair)
+{
+	struct nvmefs_shadow *sh = NULL;
+	int ret;
+
+	if (!vol->store)
+		return 0;
+	ret = nvmefs_shadow_create(&sh);
+	if (!ret)
+		ret = store_to_shadow(vol, sh);
 	if (!ret) /* the crosscheck's two ways, over a copy of what the store holds */
 		ret = crosscheck_with(vol, sh, repair);
 	nvmefs_shadow_destroy(sh);

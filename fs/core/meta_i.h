@@ -23,6 +23,16 @@ int nvmefs_meta_apply(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
  * what is loaded, -ENOMEM. */
 struct nvmefs_val;
 int nvmefs_meta_load_val(struct nvmefs_vol *vol, const struct nvmefs_val *v);
+/* A fill (vol->filling) of one inode's extents, read from the store in
+ * key order as EXTENT records: they must be what its INODE value counted
+ * (nextents, alloc_bytes), each within its member's data area, none
+ * overlapping. 0 (in->ext_loaded), -EUCLEAN (logged, naming the inode) or
+ * -ENOMEM; nothing changes on error. meta held. */
+int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			     const struct nvmefs_rec *ext, size_t n);
+/* Take a directory's entries out of memory (a fill that failed), leaving
+ * live as given (the summary's count). meta held. */
+void nvmefs_meta_unload_entries(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t live);
 /* fsck: compare the store (vol->store, every live key) with the maps both
  * ways, as the crosscheck does: 0, -EUCLEAN (the first difference logged,
  * naming the key), -ENOMEM or an I/O error. With repair (fsck -y), write
@@ -59,6 +69,10 @@ uint64_t nvmefs_meta_cost_inode(size_t name_len);
  * stop frees it (nothing when off). meta held, or single-threaded.
  */
 int nvmefs_meta_shadow_start(struct nvmefs_vol *vol);
+/* Put every key of the store into the shadow (a mount that reads inodes
+ * on demand: the crosscheck then compares what is in memory with it). 0
+ * when off; -ENOMEM, -EUCLEAN or an I/O error. */
+int nvmefs_meta_shadow_fill(struct nvmefs_vol *vol);
 void nvmefs_meta_shadow_stop(struct nvmefs_vol *vol);
 /* Put the inode's INODE key as the cache has it (its overwrite time folded
  * in first): for the journal's INODE records of dirty inodes, which it

@@ -181,6 +181,22 @@ static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const stru
 	return log_ino(vol, NVMEFS_REC_INODE_FREE, in->ino);
 }
 
+/* The child's entry of an entry (meta held): what it names must exist. */
+static int get_child(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, unsigned need,
+		     struct nvmefs_inode **in)
+{
+	int ret = nvmefs_inode_get(vol, d->child, need | NVMEFS_IGET_LIVE, in);
+
+	if (ret != -ENOENT)
+		return ret;
+	/* The mount does not check every entry (it reads inodes on demand). */
+	nvmefs_err("%s: metadata: entry '%s' in directory %llu names inode %llu, which does not "
+		   "exist (fsck.nvmefs repairs this)",
+		   nvmefs_meta_where(vol), d->name, (unsigned long long)d->parent,
+		   (unsigned long long)d->child);
+	return -EIO;
+}
+
 /* ---- lookup and references ---- */
 
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st)
@@ -192,13 +208,13 @@ int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&vol->lock);
-	ret = nvmefs_inode_get(vol, parent, NVMEFS_IGET_LIVE, &p);
+	ret = nvmefs_inode_get(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
 	if (!ret && !S_ISDIR(p->mode))
 		ret = -ENOTDIR;
 	if (!ret && !(d = nvmefs_dir_find(vol, parent, name)))
 		ret = -ENOENT;
 	if (!ret)
-		ret = nvmefs_inode_get(vol, d->child, NVMEFS_IGET_LIVE, &in);
+		ret = get_child(vol, d, 0, &in);
 	if (!ret)
 		ret = nvmefs_lookups_reserve(vol);
 	if (!ret)
@@ -459,7 +475,7 @@ static int make_node_in(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, 
 	int ret;
 
 	*out = NULL;
-	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &p);
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
 	if (!ret)
 		ret = make_node(vol, cred, p, name, mode, rdev, target, out);
 	nvmefs_inode_put(vol, p);
@@ -516,7 +532,7 @@ int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, con
 	pthread_mutex_lock(&vol->lock);
 	ret = get_or_null(vol, ino, NVMEFS_IGET_LIVE, &in);
 	if (!ret)
-		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE, &p);
+		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
 	if (!ret)
 		ret = check_new_name(vol, p, newname, DIRENT_COST + strlen(newname));
 	if (!ret && (!in || in->nlink == 0))
@@ -543,15 +559,6 @@ int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, con
 }
 
 /* ---- removing names ---- */
-
-/* The child's entry of an entry (meta held): what it names must exist. */
-static int get_child(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, unsigned need,
-		     struct nvmefs_inode **in)
-{
-	int ret = nvmefs_inode_get(vol, d->child, need, in);
-
-	return ret == -ENOENT ? -EIO : ret; /* the mount verified every entry: a bug */
-}
 
 /* Remove name, naming in, from directory p (meta held). */
 static int unlink_child(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
@@ -582,7 +589,7 @@ static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name
 	unsigned need = NVMEFS_IGET_EXTENTS | NVMEFS_IGET_XATTRS;
 	struct nvmefs_inode *p = NULL, *in = NULL;
 	struct nvmefs_dirent *d = NULL;
-	int ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &p);
+	int ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
 
 	if (!ret)
 		ret = check_dir_name(vol, p, name);
@@ -590,6 +597,11 @@ static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name
 		ret = -ENOENT;
 	if (!ret)
 		ret = get_child(vol, d, need, &in);
+	/* The get may have read the child with meta dropped: the entry must
+	 * still name it (the kernel orders changes of one directory's names,
+	 * so this is a door that does not, or a bug). */
+	if (!ret && ((d = nvmefs_dir_find(vol, parent, name)) == NULL || d->child != in->ino))
+		ret = -EAGAIN;
 	if (!ret)
 		ret = unlink_child(vol, p, name, in, dir);
 	nvmefs_inode_put(vol, in);
@@ -602,7 +614,9 @@ int nvmefs_ns_unlink(struct nvmefs_vol *vol, uint64_t parent, const char *name)
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = remove_name(vol, parent, name, false);
+	do /* -EAGAIN: an entry changed while a get read from the store */
+		ret = remove_name(vol, parent, name, false);
+	while (ret == -EAGAIN);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -612,7 +626,9 @@ int nvmefs_ns_rmdir(struct nvmefs_vol *vol, uint64_t parent, const char *name)
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = remove_name(vol, parent, name, true);
+	do /* -EAGAIN: an entry changed while a get read from the store */
+		ret = remove_name(vol, parent, name, true);
+	while (ret == -EAGAIN);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -703,9 +719,9 @@ static int rename_get(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 
 	if (nvmefs_ns_read_only(vol))
 		return -EROFS;
-	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE, &r->p);
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &r->p);
 	if (!ret)
-		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE, &r->np);
+		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &r->np);
 	if (ret)
 		return ret;
 	if (!r->p || !r->np)
@@ -723,6 +739,12 @@ static int rename_get(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 	d2 = nvmefs_dir_find(vol, newparent, newname);
 	if (!ret && d2)
 		ret = get_child(vol, d2, need, &r->dst);
+	/* As remove_name: the entries must still name what the gets took. */
+	d = nvmefs_dir_find(vol, parent, name);
+	d2 = nvmefs_dir_find(vol, newparent, newname);
+	if (!ret && (!d || d->child != r->src->ino ||
+		     (d2 ? !r->dst || d2->child != r->dst->ino : r->dst != NULL)))
+		ret = -EAGAIN;
 	return ret;
 }
 
@@ -814,7 +836,9 @@ int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	    (flags & NVMEFS_RENAME_NOREPLACE && flags & NVMEFS_RENAME_EXCHANGE))
 		return -EINVAL;
 	pthread_mutex_lock(&vol->lock);
-	ret = do_rename(vol, parent, name, newparent, newname, flags);
+	do /* -EAGAIN: an entry changed while a get read from the store */
+		ret = do_rename(vol, parent, name, newparent, newname, flags);
+	while (ret == -EAGAIN);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -1012,23 +1036,36 @@ static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t 
 		return 0;
 	if (off < 2 && !emit_one(vol, emit, arg, "..", dir->parent, S_IFDIR, 2, NULL))
 		return 0;
-	for (size_t i = nvmefs_dir_index(dir->dir, off < 3 ? 3 : (uint64_t)off + 1);
-	     i < dir->dir->n; i++) {
-		struct nvmefs_dirent *d = dir->dir->v[i];
+	/* A child's get may read it from the store with meta dropped, and the
+	 * directory change meanwhile: each entry is found again by cookie,
+	 * and what is sent is copied before the get. */
+	for (uint64_t next = off < 3 ? 3 : (uint64_t)off + 1;;) {
+		size_t i = nvmefs_dir_index(dir->dir, next);
+		char name[NVMEFS_NAME_MAX + 1];
 		struct nvmefs_inode *in = NULL;
+		const struct nvmefs_dirent *d;
+		uint64_t child, cookie;
+		mode_t type;
 		bool more;
 		int ret;
 
-		if (!d)
-			continue;
+		while (i < dir->dir->n && !dir->dir->v[i])
+			i++;
+		if (i >= dir->dir->n)
+			break;
+		d = dir->dir->v[i];
+		memcpy(name, d->name, d->name_len + 1u);
+		child = d->child;
+		cookie = d->cookie;
+		type = (mode_t)DTTOIF(d->type);
+		next = cookie + 1;
 		/* readdirplus: the child's attributes, as it finds them */
 		ret = plus ? nvmefs_lookups_reserve(vol) : 0;
 		if (!ret && plus)
-			ret = get_or_null(vol, d->child, 0, &in);
+			ret = get_or_null(vol, child, 0, &in);
 		if (ret)
 			return some ? 0 : ret;
-		more = emit_one(vol, emit, arg, d->name, d->child, (mode_t)DTTOIF(d->type),
-				(off_t)d->cookie, in);
+		more = emit_one(vol, emit, arg, name, child, type, (off_t)cookie, in);
 		nvmefs_inode_put(vol, in);
 		if (!more)
 			break;
@@ -1044,7 +1081,7 @@ int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus
 	int ret;
 
 	pthread_mutex_lock(&vol->lock);
-	ret = nvmefs_inode_get(vol, ino, 0, &dir);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_ENTRIES, &dir);
 	if (!ret && !S_ISDIR(dir->mode))
 		ret = -ENOTDIR;
 	if (!ret)

@@ -49,7 +49,7 @@ _Static_assert(sizeof(struct mrun_disk) == 48, "manifest run record is 48 bytes"
 struct mark_disk {
 	uint32_t words;
 	uint32_t reserved;
-	uint64_t w[NVMEFS_MARK_WORDS]; /* replay, replay_seq, next_ino, ninodes */
+	uint64_t w[NVMEFS_MARK_WORDS]; /* replay, replay_seq, next_ino, ninodes, meta_bytes */
 };
 _Static_assert(sizeof(struct mark_disk) == 8 + 8 * NVMEFS_MARK_WORDS, "mark is packed");
 #define MANIFEST_PREFIX ((uint32_t)sizeof(struct mark_disk))
@@ -200,7 +200,8 @@ ssize_t nvmefs_manifest_encode(const struct nvmefs_manifest *m, const uint8_t uu
 	struct nvmefs_obj o = {.id = m->seq, .count = m->n, .aux = m->next_id};
 	struct mark_disk md = {.words = htole32(NVMEFS_MARK_WORDS),
 			       .w = {htole64(m->mark.replay), htole64(m->mark.replay_seq),
-				     htole64(m->mark.next_ino), htole64(m->mark.ninodes)}};
+				     htole64(m->mark.next_ino), htole64(m->mark.ninodes),
+				     htole64(m->mark.meta_bytes)}};
 	uint8_t *b = buf;
 	size_t used = MANIFEST_PREFIX;
 
@@ -317,7 +318,8 @@ static int decode_mark(const uint8_t *b, const struct nvmefs_obj *o, struct nvme
 	*mk = (struct nvmefs_mark){.replay = le64toh(md.w[0]),
 				   .replay_seq = le64toh(md.w[1]),
 				   .next_ino = le64toh(md.w[2]),
-				   .ninodes = le64toh(md.w[3])};
+				   .ninodes = le64toh(md.w[3]),
+				   .meta_bytes = le64toh(md.w[4])};
 	return 0;
 }
 

@@ -70,8 +70,12 @@ struct nvmefs_mark {
 	uint64_t replay_seq; /* the transaction sequence expected there */
 	uint64_t next_ino;   /* the next inode number to hand out */
 	uint64_t ninodes;    /* inodes in use */
+	/* The metadata's size as v1 records would take it (vol->meta_bytes,
+	 * the estimate the metadata ENOSPC checks): a mount that does not
+	 * read every key cannot add it up. */
+	uint64_t meta_bytes;
 };
-#define NVMEFS_MARK_WORDS 4u
+#define NVMEFS_MARK_WORDS 5u
 _Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u64 words");
 
 /* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode

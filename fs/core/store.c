@@ -848,7 +848,8 @@ static int write_imm(struct nvmefs_store *s, struct srun **out)
 static bool mark_eq(const struct nvmefs_mark *a, const struct nvmefs_mark *b)
 {
 	return a->replay == b->replay && a->replay_seq == b->replay_seq &&
-	       a->next_ino == b->next_ino && a->ninodes == b->ninodes;
+	       a->next_ino == b->next_ino && a->ninodes == b->ninodes &&
+	       a->meta_bytes == b->meta_bytes;
 }
 
 /* A frozen memtable with no entry: commit its mark alone, if it changed,

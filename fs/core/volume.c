@@ -41,6 +41,8 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 	pthread_mutex_init(&vol->lock, NULL);
 	pthread_mutex_init(&vol->dio_lock, NULL);
 	pthread_cond_init(&vol->dio_cond, NULL);
+	pthread_cond_init(&vol->load_cond, NULL);
+	vol->resident = true; /* until a mount chooses otherwise (journal.c) */
 	if (nvmefs_meta_init(vol) || nvmefs_journal_init(vol)) {
 		nvmefs_meta_exit(vol);
 		free(vol);
@@ -58,6 +60,7 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 		nvmefs_freemap_exit(&vol->free[d]);
 	pthread_mutex_destroy(&vol->lock);
 	pthread_cond_destroy(&vol->dio_cond);
+	pthread_cond_destroy(&vol->load_cond);
 	pthread_mutex_destroy(&vol->dio_lock);
 	free(vol);
 }
@@ -264,7 +267,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 		*out = vol;
 		return 0;
 	}
-	ret = nvmefs_alloc_rebuild(vol);
+	ret = vol->resident ? nvmefs_alloc_rebuild(vol) : nvmefs_alloc_rebuild_store(vol);
 	if (ret)
 		goto err;
 	if (!vol->opts.read_only) {
