@@ -200,7 +200,8 @@ struct nvmefs_vol *fuzz_vol_create(bool with_image)
 		if (!set)
 			return NULL;
 	}
-	vol = nvmefs_vol_create(set, FUZZ_NDEVS, NULL);
+	/* resident: the oracle compares the maps and counts after a remount */
+	vol = nvmefs_vol_create(set, FUZZ_NDEVS, &(struct nvmefs_vol_opts){.resident = true});
 	if (!vol || shrink_tables(vol) || nvmefs_meta_shadow_start(vol)) {
 		if (vol)
 			vol->set = NULL;
