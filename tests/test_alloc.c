@@ -5,12 +5,17 @@
  * takes its goal when the goal is free, else the first range that holds
  * it all; a full member gives 0; freed ranges coalesce back into one,
  * whatever the order they come back in; space released by the open
- * transaction (defer) is not allocatable until that transaction commits.
+ * transaction (defer) is not allocatable until that transaction commits;
+ * the durable free map and its FREE keys follow a model through random
+ * puts and takes.
  *
  * usage: test_alloc BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
 #include "alloc_i.h"
 #include "journal_i.h"
+#include "shadow_i.h"
+#include "sorted.h"
+#include "values.h"
 #include "test_vol.h"
 
 #define MiB (1ull << 20)
@@ -100,6 +105,118 @@ static void test_defer(struct nvmefs_vol *vol)
 	CHECK(vol->free_bytes == before + got && vol->pending_bytes == 0);
 }
 
+/* Member 1's FREE keys in the shadow: each range of the durable map has
+ * its key (by end) with its length, and there is no other. */
+static bool keys_match(struct nvmefs_vol *vol)
+{
+	const struct nvmefs_freemap *m = &vol->dfree[1];
+	const void *pos = NULL;
+	struct nvmefs_run_ent e;
+	uint8_t key[NVMEFS_KEY_MAX];
+	size_t live = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		uint64_t end = m->v[i].off + m->v[i].len;
+		size_t klen = nvmefs_key_free(key, 1, end), vlen;
+		const uint8_t *val;
+		struct nvmefs_val v;
+
+		if (nvmefs_shadow_get(vol->shadow, key, klen, &val, &vlen) ||
+		    nvmefs_val_decode(key, klen, val, vlen, &v) || v.free.off != m->v[i].off)
+			return false;
+	}
+	while (nvmefs_shadow_next(vol->shadow, &pos, &e))
+		live += !e.tomb && e.key[0] == NVMEFS_KEY_FREE && e.key[1] == 1;
+	return live == m->n;
+}
+
+/* The durable map's ranges inside [lo, lo + n blocks) against used[]: the
+ * same blocks free, coalesced (no two ranges touch). */
+static bool map_matches(const struct nvmefs_freemap *m, uint64_t lo, const bool *used, size_t n)
+{
+	size_t b = 0, i = 0;
+
+	while (i < m->n && m->v[i].off + m->v[i].len <= lo)
+		i++;
+	for (; b < n; i++) {
+		uint64_t start, end;
+
+		while (b < n && used[b])
+			b++;
+		if (b == n)
+			break;
+		start = lo + b * NVMEFS_BLOCK;
+		while (b < n && !used[b])
+			b++;
+		end = lo + b * NVMEFS_BLOCK;
+		/* The last free run may go on past the window. */
+		if (i >= m->n || m->v[i].off != start ||
+		    (b < n ? m->v[i].off + m->v[i].len != end : m->v[i].off + m->v[i].len < end))
+			return false;
+		if (i + 1 < m->n && m->v[i].off + m->v[i].len >= m->v[i + 1].off)
+			return false;
+	}
+	return i >= m->n || m->v[i].off >= lo + n * NVMEFS_BLOCK;
+}
+
+/*
+ * The durable free map and its FREE keys (applied_put, applied_take)
+ * against a model, a block map of a window of member 1: ranges put back
+ * and taken out at random (over free, used and mixed blocks: set
+ * semantics), the map coalesced and equal to the model, and the shadow's
+ * keys exactly its ranges. Taking the start of a range (an append) keeps
+ * its key. The window is given back whole at the end (the commits'
+ * crosscheck compares the map with the extents).
+ */
+static void test_applied(struct nvmefs_vol *vol)
+{
+	enum { N = 96 };
+	const uint64_t lo = vol->data_start[1];
+	bool used[N];
+	uint64_t seed = 42;
+	size_t n;
+
+	pthread_mutex_lock(&vol->lock);
+	CHECK(vol->dfree[1].n == 1 && vol->dfree[1].v[0].off == lo);
+	nvmefs_alloc_applied_take(vol, 1, lo, N * NVMEFS_BLOCK);
+	for (size_t b = 0; b < N; b++)
+		used[b] = true;
+	CHECK(map_matches(&vol->dfree[1], lo, used, N) && keys_match(vol));
+	for (unsigned op = 0; op < 2000; op++) {
+		size_t a, len;
+		bool put;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		a = (size_t)(seed >> 33) % N;
+		len = 1 + (size_t)(seed >> 20) % (op % 7 ? 4 : 24);
+		put = (seed >> 11) & 1;
+		if (a + len > N)
+			len = N - a;
+		if (put)
+			nvmefs_alloc_applied_put(vol, 1, lo + a * NVMEFS_BLOCK, len * NVMEFS_BLOCK);
+		else
+			nvmefs_alloc_applied_take(vol, 1, lo + a * NVMEFS_BLOCK,
+						  len * NVMEFS_BLOCK);
+		for (size_t b = a; b < a + len; b++)
+			used[b] = !put;
+		CHECKF(map_matches(&vol->dfree[1], lo, used, N), "op %u: %s %zu+%zu", op,
+		       put ? "put" : "take", a, len);
+		CHECKF(keys_match(vol), "op %u: the FREE keys differ from the map", op);
+		if (test_failures)
+			break;
+	}
+	/* An append: the start of a free range taken, its key kept. */
+	nvmefs_alloc_applied_put(vol, 1, lo, N * NVMEFS_BLOCK);
+	n = vol->dfree[1].n;
+	nvmefs_alloc_applied_take(vol, 1, lo, 3 * NVMEFS_BLOCK);
+	CHECK(vol->dfree[1].n == n && vol->dfree[1].v[0].off == lo + 3 * NVMEFS_BLOCK);
+	CHECK(keys_match(vol));
+	nvmefs_alloc_applied_put(vol, 1, lo, 3 * NVMEFS_BLOCK);
+	CHECK(vol->dfree[1].n == 1 && vol->dfree[1].v[0].off == lo &&
+	      vol->dfree[1].v[0].len == vol->data_end[1] - lo && keys_match(vol));
+	pthread_mutex_unlock(&vol->lock);
+}
+
 int main(int argc, char **argv)
 {
 	struct nvmefs_vol *vol;
@@ -113,6 +230,7 @@ int main(int argc, char **argv)
 		test_fill_and_coalesce(vol);
 		test_defer(vol);
 		test_empty(vol); /* all of it back */
+		test_applied(vol);
 	}
 	test_vol_teardown(vol);
 	return test_result();

@@ -10,7 +10,9 @@
  * and the shadow in tests) as format v2 keys: ext_put for an extent new
  * or changed in place, ext_del for a key that no longer starts an extent
  * (merged away, removed, or its start moved). One key per extent, keyed by
- * (ino, slot, comp_off), so each site's key-level diff is local.
+ * (ino, slot, comp_off), so each site's key-level diff is local. Space
+ * a removal releases (rel) also goes back into the durable free map and
+ * its FREE keys (alloc.c).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -134,8 +136,13 @@ static void release(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned sl
 		    uint64_t dev_off, uint64_t len, bool rel)
 {
 	in->alloc_bytes -= len;
-	/* Out of memory here leaks the space until the next mount's rebuild. */
-	if (rel && nvmefs_alloc_defer(vol, in->layout.devs[slot], dev_off, len))
+	if (!rel)
+		return;
+	/* Free by the records at once (the FREE keys); allocatable once the
+	 * transaction is durable. Out of memory for the latter leaks the
+	 * space until the next mount, which starts from the former. */
+	nvmefs_alloc_applied_put(vol, in->layout.devs[slot], dev_off, len);
+	if (nvmefs_alloc_defer(vol, in->layout.devs[slot], dev_off, len))
 		nvmefs_warn("out of memory: freed space unusable until remount");
 }
 

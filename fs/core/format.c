@@ -266,6 +266,7 @@ void nvmefs_super_encode(const struct nvmefs_super *s, void *block)
 	put64(&c, s->seq);
 	put64(&c, s->manifest_floor);
 	put32(&c, s->clean);
+	put32(&c, s->features);
 	frame_seal(block, NVMEFS_BLOCK, SUPER_MAGIC);
 }
 
@@ -280,9 +281,10 @@ int nvmefs_super_decode(struct nvmefs_super *s, const void *block)
 	s->seq = get64(&c);
 	s->manifest_floor = get64(&c);
 	s->clean = get32(&c);
+	s->features = get32(&c); /* zero in a superblock that predates it */
 	if (s->clean > 1)
 		return -EINVAL;
-	return 0;
+	return s->features & ~NVMEFS_SUPER_KNOWN ? -EPROTO : 0;
 }
 
 /* Transaction header: magic version crc | journal id(8) seq(8) nblocks(4)

@@ -62,7 +62,13 @@ struct nvmefs_super {
 	uint64_t seq;		 /* higher wins among the two copies */
 	uint64_t manifest_floor; /* the sequence of a manifest known durable */
 	uint32_t clean;		 /* 1 after a clean unmount */
+	uint32_t features;	 /* NVMEFS_SUPER_* (0 in a superblock that predates them) */
 };
+
+/* The store holds the free space as FREE keys (docs/FORMAT.md,
+ * "Allocation"); a volume without it was made before they existed. */
+#define NVMEFS_SUPER_FREE_KEYS 0x1u
+#define NVMEFS_SUPER_KNOWN     NVMEFS_SUPER_FREE_KEYS
 
 /* Journal transaction header, at the start of its first block. */
 struct nvmefs_txn {
@@ -113,6 +119,8 @@ unsigned nvmefs_label_version(const void *block);
 /* True when block starts with the label magic (whatever its crc says). */
 bool nvmefs_label_magic(const void *block);
 void nvmefs_super_encode(const struct nvmefs_super *s, void *block);
+/* 0, -EINVAL (damaged) or -EPROTO (a feature this release does not know:
+ * a newer nvmefs wrote it). */
 int nvmefs_super_decode(struct nvmefs_super *s, const void *block);
 
 /*

@@ -248,8 +248,18 @@ struct nvmefs_vol {
 	uint64_t name_seed;
 	uint64_t next_ino;
 	unsigned rotor; /* first device of the next new file */
+	/* meta: the allocator's free space: what it may hand out now. */
 	struct nvmefs_freemap free[NVMEFS_MAX_DEVICES];
 	uint64_t free_bytes;
+	/* meta: the durable free map: per member, the space free by the
+	 * records applied, which the store's FREE keys hold (alloc.c). Unlike
+	 * free[], it still counts space reserved in memory and not yet logged,
+	 * and already counts space released by a transaction not yet durable. */
+	struct nvmefs_freemap dfree[NVMEFS_MAX_DEVICES];
+	/* The store holds FREE keys (the superblock's NVMEFS_SUPER_FREE_KEYS):
+	 * set by mkfs, by a mount that found it, and by fsck -y once it wrote
+	 * them; every superblock written carries it. */
+	bool free_keys;
 	uint64_t pending_bytes; /* released, free once their commit is durable */
 	uint64_t meta_bytes;	/* the state's size as v1 records (an estimate) */
 	uint64_t meta_cap;	/* meta_bytes allowed: 9/32 of the run area */

@@ -221,6 +221,7 @@ static int write_super(struct nvmefs_vol *vol, bool clean)
 	s.seq = j->super_seq + 1;
 	s.manifest_floor = j->manifest_seq;
 	s.clean = clean;
+	s.features = vol->free_keys ? NVMEFS_SUPER_FREE_KEYS : 0;
 	nvmefs_super_encode(&s, blk);
 	ret = nvmefs_vol_pio(vol, 0, true, vol->label.meta_off + nvmefs_meta_super_off(s.seq & 1),
 			     blk, NVMEFS_BLOCK);
@@ -602,8 +603,16 @@ static int read_super(struct nvmefs_vol *vol, struct nvmefs_super *best)
 				     blk, NVMEFS_BLOCK);
 		if (ret)
 			break;
-		if (nvmefs_super_decode(&s, blk) || memcmp(s.uuid, vol->label.uuid, 16)) {
+		ret = nvmefs_super_decode(&s, blk);
+		if (ret == -EPROTO && !memcmp(s.uuid, vol->label.uuid, 16)) {
+			nvmefs_err("%s: superblock %c names features this release does not "
+				   "know (%#x): use a newer nvmefs",
+				   vol->set->devs[0].path, 'A' + w, s.features);
+			break;
+		}
+		if (ret || memcmp(s.uuid, vol->label.uuid, 16)) {
 			nvmefs_debug("superblock %c is not valid", 'A' + w);
+			ret = 0;
 			continue;
 		}
 		if (!found || s.seq > best->seq)
@@ -855,6 +864,8 @@ static int load_store(struct nvmefs_vol *vol)
 	while ((ret = nvmefs_store_iter_next(it, &e)) == 1) {
 		struct nvmefs_val v;
 
+		if (e.klen && e.key[0] == NVMEFS_KEY_FREE)
+			continue; /* the free space's: nvmefs_alloc_load */
 		ret = nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, &v);
 		if (ret) {
 			nvmefs_err("%s: metadata: a key of kind %u in the run area does not "
@@ -912,6 +923,28 @@ static int load_root(struct nvmefs_vol *vol, const struct nvmefs_mark *mark)
 	return ret;
 }
 
+/*
+ * The durable free map from the FREE keys, before replay: replay's records
+ * change it and write the keys that change, as live operations do. A
+ * volume whose superblock does not say the store holds them was made
+ * before they existed and has none: its free space is unknown to the
+ * mount, which refuses it rather than see a full volume; fsck.nvmefs -y
+ * writes them from the extents (the checker goes on without them).
+ */
+static int load_free(struct nvmefs_vol *vol, const struct nvmefs_super *s)
+{
+	vol->free_keys = s->features & NVMEFS_SUPER_FREE_KEYS;
+	if (vol->free_keys)
+		return nvmefs_alloc_load(vol);
+	if (vol->opts.check)
+		return 0;
+	nvmefs_err("%s: metadata: the volume keeps no free space in its run area (made by a "
+		   "release before free space was kept there): run fsck.nvmefs -y on it, which "
+		   "writes it, or mkfs.nvmefs again",
+		   nvmefs_meta_where(vol));
+	return -EUCLEAN;
+}
+
 int nvmefs_journal_load(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
@@ -945,6 +978,8 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 	 * is rebuilt by the whole load. */
 	vol->resident = vol->opts.check || vol->opts.resident || !mark.meta_bytes;
 	ret = vol->resident ? load_store(vol) : load_root(vol, &mark);
+	if (!ret)
+		ret = load_free(vol, &s);
 	if (ret)
 		goto out;
 	if (mark.next_ino > vol->next_ino)

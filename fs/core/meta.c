@@ -14,6 +14,7 @@
  * maps stay the truth.
  */
 #include "fs_i.h"
+#include "alloc_i.h"
 #include "extmap_i.h"
 #include "kv_i.h"
 #include "lookups_i.h"
@@ -839,6 +840,30 @@ int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	return 0;
 }
 
+/*
+ * Blocks that an EXTENT record's range mapped elsewhere on the member
+ * than where e maps them: free by the records once e replaces them, as the
+ * complement of the extents says. No live caller does this (they map
+ * holes or convert in place: nothing to do), but a record may.
+ */
+static void extent_moved(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
+			 const struct nvmefs_ext *e)
+{
+	const struct nvmefs_extmap *m = &in->slots[slot];
+	uint64_t end = e->comp_off + e->len;
+
+	for (size_t i = nvmefs_extmap_find(m, e->comp_off); i < m->n && m->v[i].comp_off < end;
+	     i++) {
+		const struct nvmefs_ext *x = &m->v[i];
+		uint64_t lo = x->comp_off > e->comp_off ? x->comp_off : e->comp_off;
+		uint64_t hi = x->comp_off + x->len < end ? x->comp_off + x->len : end;
+
+		if (x->dev_off - x->comp_off != e->dev_off - e->comp_off)
+			nvmefs_alloc_applied_put(vol, in->layout.devs[slot],
+						 x->dev_off + (lo - x->comp_off), hi - lo);
+	}
+}
+
 static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 {
 	struct nvmefs_inode *in = nvmefs_iget(vol, r->extent.ino);
@@ -857,11 +882,16 @@ static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		return -EUCLEAN;
 	/* Replace whatever the range held; live callers only ever map holes or
 	 * convert unwritten blocks in place, so nothing is freed here. */
+	extent_moved(vol, in, r->extent.slot, &e);
 	ret = nvmefs_extmap_remove(vol, in, r->extent.slot, e.comp_off, e.comp_off + e.len, false);
 	if (!ret)
 		ret = nvmefs_extmap_insert(vol, in, r->extent.slot, &e);
-	if (!ret)				   /* the extents' keys went in extmap.c */
+	if (!ret) {
+		/* In use by the records now (the FREE keys, alloc.c). */
+		nvmefs_alloc_applied_take(vol, dev, e.dev_off, e.len);
+		/* the extents' keys went in extmap.c */
 		nvmefs_meta_shadow_inode(vol, in); /* alloc_bytes, nextents */
+	}
 	return ret;
 }
 
@@ -1302,6 +1332,37 @@ static uint64_t key_u64(const uint8_t *p)
 	return be64toh(v);
 }
 
+/* Whether m has a range ending at end (a FREE key's). */
+static bool dfree_has(const struct nvmefs_freemap *m, uint64_t end)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->v[mid].off + m->v[mid].len < end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->n && m->v[lo].off + m->v[lo].len == end;
+}
+
+/* The FREE keys the durable free map calls for (alloc.c). */
+static void free_keys(struct nvmefs_vol *vol, key_fn fn, void *arg)
+{
+	struct nvmefs_val v = {.kind = NVMEFS_KEY_FREE};
+
+	for (unsigned d = 0; d < vol->ndevs; d++) {
+		for (size_t i = 0; i < vol->dfree[d].n; i++) {
+			v.free.member = d;
+			v.free.off = vol->dfree[d].v[i].off;
+			v.free.len = vol->dfree[d].v[i].len;
+			fn(arg, &v, true);
+		}
+	}
+}
+
 /* Whether the maps hold what a live shadow key names (its value is
  * compared from the maps' side). Fields as sorted.c lays them out. */
 static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
@@ -1312,13 +1373,14 @@ static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
 
 	if (nvmefs_key_check(k, klen))
 		return false;
-	in = k[0] == NVMEFS_KEY_FREE ? NULL : nvmefs_iget(vol, key_u64(k + 1));
+	if (k[0] == NVMEFS_KEY_FREE)
+		return k[1] < vol->ndevs && dfree_has(&vol->dfree[k[1]], key_u64(k + 2));
+	in = nvmefs_iget(vol, key_u64(k + 1));
 	/* What is not in memory is only in the store: nothing to compare. */
-	if (!vol->resident && k[0] != NVMEFS_KEY_FREE &&
-	    (!in ||
-	     (in->dir && !in->dir->loaded &&
-	      (k[0] == NVMEFS_KEY_DIRENT || k[0] == NVMEFS_KEY_DCOOKIE)) ||
-	     (in->slots && !in->ext_loaded && k[0] == NVMEFS_KEY_EXTENT)))
+	if (!vol->resident && (!in ||
+			       (in->dir && !in->dir->loaded &&
+				(k[0] == NVMEFS_KEY_DIRENT || k[0] == NVMEFS_KEY_DCOOKIE)) ||
+			       (in->slots && !in->ext_loaded && k[0] == NVMEFS_KEY_EXTENT)))
 		return true;
 	if (!in || in->dead)
 		return false;
@@ -1348,16 +1410,27 @@ static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
 	return false;
 }
 
-static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair);
+static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair,
+			   bool with_free);
 
+/* The shadow against the maps, FREE keys against the durable free map
+ * included, and that map against the complement of the extents when
+ * they are all in memory (else fsck's space pass checks it). */
 int nvmefs_meta_crosscheck(struct nvmefs_vol *vol)
 {
-	return crosscheck_with(vol, vol->shadow, false);
+	int ret = crosscheck_with(vol, vol->shadow, false, true);
+
+	if (!ret && vol->shadow && vol->resident)
+		ret = nvmefs_alloc_check(vol);
+	return ret;
 }
 
 /* The maps against sh both ways; with repair, write the maps' keys where
- * they differ (puts and tombstones, kv_i.h) and return how many. */
-static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair)
+ * they differ (puts and tombstones, kv_i.h) and return how many. FREE
+ * keys only with_free: fsck checks the store's against the extents
+ * itself (its space pass). */
+static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, bool repair,
+			   bool with_free)
 {
 	struct xcheck c = {.vol = vol, .sh = sh, .repair = repair};
 	struct nvmefs_run_ent e;
@@ -1383,9 +1456,11 @@ static int crosscheck_with(struct nvmefs_vol *vol, struct nvmefs_shadow *sh, boo
 			inode_keys(in, expect_key, &c);
 		}
 	}
+	if (with_free && !c.ret)
+		free_keys(vol, expect_key, &c);
 	/* The shadow -> the maps: no live key they do not call for. */
 	while (!c.ret && nvmefs_shadow_next(sh, &pos, &e)) {
-		if (e.tomb)
+		if (e.tomb || (!with_free && e.klen && e.key[0] == NVMEFS_KEY_FREE))
 			continue;
 		nshadow++;
 		if (!in_maps(vol, e.key, e.klen)) {
@@ -1429,6 +1504,10 @@ static int store_to_shadow(struct nvmefs_vol *vol, struct nvmefs_shadow *sh)
 	while (!ret && (ret = nvmefs_store_iter_next(it, &e)) == 1) {
 		struct nvmefs_val v;
 
+		if (e.klen && e.key[0] == NVMEFS_KEY_FREE) {
+			ret = 0; /* fsck's space pass checks them against the extents */
+			continue;
+		}
 		ret = nvmefs_val_decode(e.key, e.klen, e.val, e.vlen, &v);
 		if (ret) {
 			char name[320];
@@ -1461,7 +1540,7 @@ int nvmefs_meta_check_store(struct nvmefs_vol *vol, bool repair)
 	if (!ret)
 		ret = store_to_shadow(vol, sh);
 	if (!ret) /* the crosscheck's two ways, over a copy of what the store holds */
-		ret = crosscheck_with(vol, sh, repair);
+		ret = crosscheck_with(vol, sh, repair, false);
 	nvmefs_shadow_destroy(sh);
 	return ret;
 }

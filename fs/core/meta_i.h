@@ -33,7 +33,8 @@ int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 /* Take a directory's entries out of memory (a fill that failed), leaving
  * live as given (the summary's count). meta held. */
 void nvmefs_meta_unload_entries(struct nvmefs_vol *vol, struct nvmefs_inode *in, size_t live);
-/* fsck: compare the store (vol->store, every live key) with the maps both
+/* fsck: compare the store (vol->store, every live key but the FREE keys,
+ * which fsck's space pass checks against the extents) with the maps both
  * ways, as the crosscheck does: 0, -EUCLEAN (the first difference logged,
  * naming the key), -ENOMEM or an I/O error. With repair (fsck -y), write
  * the maps' keys where they differ (puts, and tombstones for keys the maps
@@ -80,10 +81,12 @@ void nvmefs_meta_shadow_stop(struct nvmefs_vol *vol);
 void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /*
  * Compare the shadow store with the maps both ways: every inode, entry
- * (DIRENT and DCOOKIE), extent, xattr and orphan of the maps has its key
- * with the value they give (an INODE's summary from the maps; its
- * attributes only when the inode is not dirty: a dirty one's go out at
- * the next commit), and the shadow has no other live key. Returns 0 (also
+ * (DIRENT and DCOOKIE), extent, xattr and orphan of the maps, and every
+ * range of the durable free map (FREE), has its key with the value they
+ * give (an INODE's summary from the maps; its attributes only when the
+ * inode is not dirty: a dirty one's go out at the next commit), and the
+ * shadow has no other live key; then the durable free map must be the
+ * complement of the extents (nvmefs_alloc_check). Returns 0 (also
  * when off), -EUCLEAN at the first difference (logged, naming the key and
  * what differs), the shadow's sticky error when a put failed (-EINVAL: a
  * value format v2 refuses; -ENOMEM), or -ENOMEM. meta held.

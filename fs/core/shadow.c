@@ -178,7 +178,7 @@ void nvmefs_shadow_key_name(const uint8_t *k, size_t klen, char *buf, size_t siz
 		snprintf(buf, size, "ORPHAN(%llu)", be64_at(k + 1));
 		break;
 	default:
-		snprintf(buf, size, "FREE(%u, %llu)", k[1], be64_at(k + 2));
+		snprintf(buf, size, "FREE(member %u, end %llu)", k[1], be64_at(k + 2));
 		break;
 	}
 }

@@ -91,13 +91,13 @@ size_t nvmefs_key_xattr(uint8_t *k, uint64_t ino, const char *name, size_t len)
 	return 9 + len;
 }
 
-size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t off)
+size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t end)
 {
 	if (member >= NVMEFS_MAX_DEVICES)
 		return 0;
 	k[0] = NVMEFS_KEY_FREE;
 	k[1] = (uint8_t)member;
-	be64(k + 2, off);
+	be64(k + 2, end);
 	return 10;
 }
 

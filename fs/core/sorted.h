@@ -38,7 +38,7 @@ enum nvmefs_key_kind {
 	NVMEFS_KEY_EXTENT = 4,	/* ino, slot, component offset */
 	NVMEFS_KEY_XATTR = 5,	/* ino, name */
 	NVMEFS_KEY_ORPHAN = 6,	/* ino */
-	NVMEFS_KEY_FREE = 7,	/* member, offset */
+	NVMEFS_KEY_FREE = 7,	/* member, end of the range (values.h) */
 };
 
 /* The longest key: a DIRENT, kind + parent + hash + a name of 255 bytes. */
@@ -53,7 +53,12 @@ size_t nvmefs_key_dcookie(uint8_t *k, uint64_t parent, uint64_t cookie);
 size_t nvmefs_key_extent(uint8_t *k, uint64_t ino, uint32_t slot, uint64_t comp_off);
 size_t nvmefs_key_xattr(uint8_t *k, uint64_t ino, const char *name, size_t len);
 size_t nvmefs_key_orphan(uint8_t *k, uint64_t ino);
-size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t off);
+/* A FREE key names a free range by its member and its END (the byte after
+ * it), not its start: allocation takes the start of a free range (the goal
+ * right after a file's last extent), so an append changes the range's
+ * length under the same key, one put, where a key by start would need a
+ * tombstone and a put (docs/METADATA-V2.md, "Free space"). */
+size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t end);
 
 /* The order of keys: memcmp over the shorter length, then the shorter
  * first. <0, 0 or >0. */

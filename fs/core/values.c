@@ -301,7 +301,7 @@ ssize_t nvmefs_val_encode(const struct nvmefs_val *v, uint8_t *key, size_t *klen
 		val[0] = NVMEFS_VAL_VERSION;
 		return NVMEFS_VAL_ORPHAN;
 	case NVMEFS_KEY_FREE:
-		*klen = nvmefs_key_free(key, v->free.member, v->free.off);
+		*klen = nvmefs_key_free(key, v->free.member, v->free.off + v->free.len);
 		memcpy(val, &f, sizeof(f));
 		return sizeof(f);
 	}
@@ -350,7 +350,7 @@ static void key_fields(const uint8_t *key, size_t klen, struct nvmefs_val *v)
 		break;
 	case NVMEFS_KEY_FREE:
 		v->free.member = key[1];
-		v->free.off = key64(key + 2);
+		v->free.off = key64(key + 2); /* the end, until the length is read */
 		break;
 	}
 }
@@ -456,6 +456,9 @@ static int fields_decode(const uint8_t *val, size_t vlen, struct nvmefs_val *v)
 			return -EINVAL;
 		memcpy(&f, val, sizeof(f));
 		v->free.len = le64toh(f.len);
+		if (v->free.len > v->free.off) /* the key has the end */
+			return -EINVAL;
+		v->free.off -= v->free.len;
 		return zero(f.reserved, sizeof(f.reserved)) ? 0 : -EINVAL;
 	}
 	return -EINVAL;

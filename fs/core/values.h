@@ -73,7 +73,7 @@ struct nvmefs_val {
 	struct {
 		uint32_t member;
 		uint64_t off, len;
-	} free; /* FREE: a free byte range of a member */
+	} free; /* FREE: a free byte range of a member (its key has the end) */
 };
 
 /*

@@ -2,8 +2,9 @@
 /*
  * A volume: its members in label order, their labels checked against each
  * other, the metadata loaded (the store's runs + journal replay), free
- * space rebuilt, and orphans from a crash reclaimed. Also the mkfs side:
- * the run area, the root, then the labels. Members may be given in any order; a
+ * space taken from the store's FREE keys, and orphans from a crash
+ * reclaimed. Also the mkfs side: the run area, the free space and the
+ * root, then the labels. Members may be given in any order; a
  * missing, duplicated, foreign or mismatched member is refused by name.
  */
 #include "fs_i.h"
@@ -56,8 +57,10 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 	nvmefs_meta_exit(vol);
 	nvmefs_lookups_exit(vol);
 	nvmefs_journal_exit(vol);
-	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++)
+	for (unsigned d = 0; d < NVMEFS_MAX_DEVICES; d++) {
 		nvmefs_freemap_exit(&vol->free[d]);
+		nvmefs_freemap_exit(&vol->dfree[d]);
+	}
 	pthread_mutex_destroy(&vol->lock);
 	pthread_cond_destroy(&vol->dio_cond);
 	pthread_cond_destroy(&vol->load_cond);
@@ -267,7 +270,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 		*out = vol;
 		return 0;
 	}
-	ret = vol->resident ? nvmefs_alloc_rebuild(vol) : nvmefs_alloc_rebuild_store(vol);
+	ret = nvmefs_alloc_start(vol); /* from the FREE keys, not the extents */
 	if (ret)
 		goto err;
 	if (!vol->opts.read_only) {
@@ -398,7 +401,9 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
 	if (ret)
 		goto out;
 	vol->replaying = true;
-	ret = nvmefs_meta_apply(vol, &root);
+	ret = nvmefs_alloc_format(vol); /* every data area free: a FREE key each */
+	if (!ret)
+		ret = nvmefs_meta_apply(vol, &root);
 	vol->replaying = false;
 	if (!ret)
 		ret = nvmefs_journal_checkpoint(vol, true);

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "alloc_i.h" /* nvmefs_alloc_rebuild, after a load */
+#include "alloc_i.h" /* the free space, after a load */
 #include "fs_i.h"
 #include "fuzz_bug.h"
 #include "journal_i.h"
@@ -99,7 +99,9 @@ int fuzz_image_read(uint8_t *img);
 
 /*
  * What nvmefs_vol_open() does after nvmefs_journal_load() succeeded (the
- * state verified): rebuild free space, reclaim orphans (logged into the
+ * state verified): take the free space from the durable map the FREE keys
+ * and replay filled (refusing extents that overlap, as the mount did when
+ * it rebuilt it), reclaim orphans (logged into the
  * open transaction); with oracles around it: every entry names an inode
  * that exists, is not the root, is not an orphan and has the links to
  * cover it; every inode number in use is below next_ino; format v2's keys
@@ -107,7 +109,8 @@ int fuzz_image_read(uint8_t *img);
  * one that reclaimed something, a remount gives the same state: the volume (which must have a store
  * on the shared memfd: nvmefs_journal_load's or fuzz_vol_format's) is flushed as an unmount does
  * (nvmefs_journal_checkpoint), a second volume loads the image with nvmefs_journal_load, and it
- * must verify, rebuild to the same free space, hold the same keys and values, the same counts,
+ * must verify, load the same free space (its durable map, from the FREE keys, equal to the
+ * complement of its extents: the crosscheck), hold the same keys and values, the same counts,
  * next_ino and meta_bytes. A flush the run area has no room for (or one
  * of a state format v2 refuses) skips that check. A failed oracle is a
  * bug: FUZZ_BUG. Returns 0 or the error that would fail the mount.
