@@ -29,6 +29,7 @@
 #include "volume_i.h"
 #include "fault_i.h"
 #include "nvmefs/util.h"
+#include "icache_i.h"
 #include "test_util.h"
 
 static char dir[256], img[2][300], mkfs[512];
@@ -621,6 +622,35 @@ static void test_on_demand(void)
 	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, count_entry, &n), 0);
 	CHECK(n == 38);
 	CHECK(vol->free_bytes == free0); /* the fallocated MiB is free again */
+	CHECK_ERR(nvmefs_vol_close(vol), 0);
+
+	/* -o meta_cache=0: nothing unused stays; all of it reads again. */
+	vol = open_vol_opts(&(struct nvmefs_vol_opts){.meta_cache = 1});
+	if (!vol)
+		return;
+	for (int round = 0; round < 2; round++) {
+		n = 0;
+		CHECK_ERR(nvmefs_ns_lookup(vol, NVMEFS_ROOT_INO, "od", &st), 0);
+		CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, count_entry, &n), 0);
+		CHECK(n == 38u + (unsigned)round);
+		CHECK_ERR(nvmefs_ns_create(vol, &root, od, round ? "new1" : "new0", 0644, &st, &in),
+			  0);
+		CHECK_ERR(nvmefs_ns_fallocate(vol, st.st_ino, 0, 0, 1 << 16), 0);
+		nvmefs_ns_release(vol, st.st_ino);
+		CHECK_ERR(nvmefs_journal_commit(vol), 0); /* nothing dirty pins it now */
+		pthread_mutex_lock(&vol->lock);
+		CHECK_ERR(nvmefs_meta_crosscheck(vol), 0);
+		nvmefs_icache_shrink(vol, vol->itab_size);
+		/* the root and its entries */
+		CHECKF(vol->ncached == 1 &&
+			       vol->ndirents == nvmefs_iget(vol, NVMEFS_ROOT_INO)->dir->live,
+		       "%zu inodes, %zu entries in memory", vol->ncached, vol->ndirents);
+		pthread_mutex_unlock(&vol->lock);
+	}
+	CHECK(vol->cache.evictions > 0 && vol->cache.loads > 3);
+	CHECK_ERR(nvmefs_ns_lookup(vol, od, "new1", &st), 0);
+	CHECK(st.st_blocks == (1 << 16) / 512);
+	CHECK_ERR(nvmefs_ns_unlink(vol, od, "new0"), 0);
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
 }
 

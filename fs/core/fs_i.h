@@ -97,6 +97,7 @@ struct nvmefs_inode {
 	/* meta: read from the store by an operation that dropped meta for it
 	 * (icache.c); others wait on vol->load_cond */
 	bool loading;
+	bool referenced;	/* meta: got since the eviction hand last passed (CLOCK) */
 	struct nvmefs_dir *dir; /* directories */
 	uint64_t parent;	/* directories: the parent (root: itself) */
 	struct nvmefs_xattr *xattrs;
@@ -209,7 +210,12 @@ struct nvmefs_vol_opts {
 	unsigned threads;
 	uint64_t readahead;
 	unsigned prefetch; /* direct mode: requests read ahead per file (0: off) */
-	unsigned spin_us;  /* the request loop polls /dev/fuse this long at most */
+	/* Metadata kept in memory that no operation, handle or commit holds
+	 * (-o meta_cache; 0: NVMEFS_META_CACHE_DEFAULT; 1: none, every
+	 * unused inode goes at once). A mount that loads the whole metadata
+	 * (resident) keeps it all whatever this says. */
+	uint64_t meta_cache;
+	unsigned spin_us; /* the request loop polls /dev/fuse this long at most */
 };
 
 struct nvmefs_vol {
@@ -237,6 +243,11 @@ struct nvmefs_vol {
 	/* meta: inodes being read from the store, not yet in itab: a get of
 	 * one waits for it on load_cond (icache.c) */
 	struct nvmefs_iload *iloads;
+	/* meta: the eviction hand (an itab bucket) and what the cache did */
+	size_t evict_hand;
+	struct {
+		uint64_t hits, loads, failed, evictions;
+	} cache;
 	/* meta: inodes whose attributes go out at the next commit
 	 * (nvmefs_inode_dirty); the journal takes them there. */
 	struct nvmefs_inode *dirty;
@@ -365,6 +376,8 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
  * a block either side of it (its header page, an unaligned range's edge). */
 #define NVMEFS_POOL_BUF	    ((1u << 20) + 2 * NVMEFS_BLOCK)
 #define NVMEFS_POOL_DEFAULT (64u << 20) /* -o pool= */
+
+#define NVMEFS_META_CACHE_DEFAULT (128ull << 20) /* -o meta_cache= */
 
 #define NVMEFS_LAYOUT_XATTR "user.nvmefs.layout"
 

@@ -284,6 +284,10 @@ static int load_inode(struct nvmefs_vol *vol, uint64_t ino)
 	} else if (ret != -ENOENT) {
 		ret = load_failed(vol, ino, NVMEFS_KEY_INODE, ret);
 	}
+	if (ret != -ENOENT) {
+		vol->cache.loads += !ret;
+		vol->cache.failed += !!ret;
+	}
 	pthread_cond_broadcast(&vol->load_cond);
 	free(b.p);
 	return ret;
@@ -309,9 +313,13 @@ static int load_part(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint8_t ki
 	} else {
 		ret = load_failed(vol, in->ino, kind, ret);
 	}
+	vol->cache.loads += !ret;
+	vol->cache.failed += !!ret;
 	in->loading = false;
 	pthread_cond_broadcast(&vol->load_cond);
-	nvmefs_inode_put(vol, in);
+	/* Not nvmefs_inode_put: an eviction now would undo the load, and the
+	 * caller's get, which takes its reference next, would load again. */
+	in->refs--;
 	free(b.p);
 	return ret;
 }
@@ -327,6 +335,7 @@ static bool being_loaded(const struct nvmefs_vol *vol, uint64_t ino)
 
 int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need, struct nvmefs_inode **out)
 {
+	bool hit = true;
 	int ret;
 
 	*out = NULL;
@@ -345,6 +354,7 @@ int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need, struct
 			ret = load_inode(vol, ino);
 			if (ret)
 				return ret;
+			hit = false;
 			continue;
 		}
 		if ((need & NVMEFS_IGET_LIVE) && in->dead)
@@ -357,10 +367,69 @@ int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need, struct
 			break;
 		if (ret)
 			return ret;
+		hit = false;
 	}
 	*out = nvmefs_iget(vol, ino);
 	(*out)->refs++;
+	(*out)->referenced = true;
+	vol->cache.hits += hit;
 	return 0;
+}
+
+/* ---- eviction ---- */
+
+/* What an inode in memory costs beyond its sub-objects (the slots of a
+ * one-extent file and the allocator's overhead), and an entry beyond its
+ * name's average: the cache counts objects, not malloc's bytes. */
+#define INODE_CHARGE  (sizeof(struct nvmefs_inode) + 160u)
+#define DIRENT_CHARGE (sizeof(struct nvmefs_dirent) + 40u)
+
+uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol)
+{
+	return (uint64_t)vol->ncached * INODE_CHARGE + (uint64_t)vol->ndirents * DIRENT_CHARGE;
+}
+
+static uint64_t cache_limit(const struct nvmefs_vol *vol)
+{
+	return vol->opts.meta_cache ? vol->opts.meta_cache : NVMEFS_META_CACHE_DEFAULT;
+}
+
+/* Whether in may leave memory: it is read again from the store when next
+ * asked for (a freed inode has no stored copy: it leaves by reap). */
+static bool evictable(const struct nvmefs_vol *vol, const struct nvmefs_inode *in)
+{
+	return !vol->resident && !in->dead && !nvmefs_inode_pinned(vol, in);
+}
+
+static void evict(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	if (in->dir && in->dir->loaded)
+		nvmefs_meta_unload_entries(vol, in, in->dir->live);
+	vol->cache.evictions++;
+	nvmefs_inode_drop(vol, in);
+}
+
+void nvmefs_icache_shrink(struct nvmefs_vol *vol, size_t buckets)
+{
+	uint64_t limit = cache_limit(vol);
+
+	if (vol->resident)
+		return;
+	/* CLOCK over the hash table's buckets: an inode got since the hand
+	 * last passed keeps its place once more. */
+	while (nvmefs_icache_bytes(vol) > limit && buckets--) {
+		size_t b = vol->evict_hand++ & (vol->itab_size - 1);
+
+		for (struct nvmefs_inode *in = vol->itab[b], *next; in; in = next) {
+			next = in->hnext;
+			if (!evictable(vol, in))
+				continue;
+			if (in->referenced && limit > 1)
+				in->referenced = false;
+			else
+				evict(vol, in);
+		}
+	}
 }
 
 bool nvmefs_inode_pinned(const struct nvmefs_vol *vol, const struct nvmefs_inode *in)
@@ -388,8 +457,20 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	assert(in->refs > 0);
 	/* Freed while this operation held it (its last name went, and no
 	 * handle or lookup kept it): its memory goes with the reference. */
-	if (--in->refs == 0)
+	if (--in->refs)
+		return;
+	if (in->dead) {
 		nvmefs_inode_reap(vol, in);
+		return;
+	}
+	if (vol->resident)
+		return;
+	/* -o meta_cache=0: nothing unused stays (the tests' mode, so that
+	 * every path reads from the store). */
+	if (cache_limit(vol) <= 1 && nvmefs_iget(vol, in->ino) == in && evictable(vol, in))
+		evict(vol, in);
+	else
+		nvmefs_icache_shrink(vol, 64);
 }
 
 /* ---- the kernel's lookup counts ---- */

@@ -34,6 +34,12 @@
  */
 int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
 		     struct nvmefs_inode **out);
+/* The metadata in memory as the cache counts it (meta held). */
+uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol);
+/* Evict inodes nothing pins (and a directory's entries with it) while
+ * the cache is over -o meta_cache, visiting at most buckets buckets of the
+ * inode table (meta held; no I/O: what is evicted is in the store). */
+void nvmefs_icache_shrink(struct nvmefs_vol *vol, size_t buckets);
 /* Give back a reference of nvmefs_inode_get (meta held; in may be NULL).
  * The last one of a freed inode nothing else holds frees its memory. No
  * I/O, cannot fail. */

@@ -450,6 +450,8 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 	emit_dirty(vol);
 	if (nvmefs_meta_crosscheck_due(vol))
 		crosscheck(vol);
+	/* What was dirty may leave memory now: its keys are in the store. */
+	nvmefs_icache_shrink(vol, 1024);
 	gen = j->open_gen++;
 	payload = j->buf;
 	plen = j->len;

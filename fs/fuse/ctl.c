@@ -17,6 +17,7 @@
 #include <fuse_lowlevel.h>
 
 #include "door_i.h"
+#include "icache_i.h"
 #include "xlayout_i.h"
 
 #include <errno.h>
@@ -274,6 +275,27 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
+/* The metadata cache (fs/core/icache.c): what is in memory and what it
+ * read from the store, taken under meta. */
+static json_object *meta_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+
+	pthread_mutex_lock(&vol->lock);
+	put_u64(o, "inodes", vol->ninodes);
+	put_u64(o, "cached_inodes", vol->ncached);
+	put_u64(o, "cached_entries", vol->ndirents);
+	put_u64(o, "cache_bytes", nvmefs_icache_bytes(vol));
+	put_u64(o, "lookups_bytes", vol->lookups_bytes);
+	put_u64(o, "hits", vol->cache.hits);
+	put_u64(o, "loads", vol->cache.loads);
+	put_u64(o, "failed_loads", vol->cache.failed);
+	put_u64(o, "evictions", vol->cache.evictions);
+	json_object_object_add(o, "resident", json_object_new_boolean(vol->resident));
+	pthread_mutex_unlock(&vol->lock);
+	return o;
+}
+
 static char *render_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object(), *devs = json_object_new_array();
@@ -292,6 +314,7 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "requests", request_stats(vol));
 	json_object_object_add(o, "data", data_stats(vol));
 	json_object_object_add(o, "native", native_stats(vol));
+	json_object_object_add(o, "metadata", meta_stats(vol));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -333,6 +356,10 @@ static char *render_config(struct nvmefs_vol *vol)
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
 	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000, o->read_only);
+	fprintf(f, "meta_cache = %llu\n",
+		(unsigned long long)(o->meta_cache == 1 ? 0
+				     : o->meta_cache	? o->meta_cache
+							: NVMEFS_META_CACHE_DEFAULT));
 	/* libnvmefs connects here and checks the peer is this pid. */
 	fprintf(f, "pid = %d\nnative_socket = %s\n", (int)getpid(), vol->native_socket);
 	if (fclose(f)) {

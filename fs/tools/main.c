@@ -57,7 +57,7 @@ struct cfg {
 	char *extra[NVMEFS_MAX_DEVICES + 2];
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
-		*spin;
+		*spin, *meta_cache;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
@@ -69,6 +69,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("queue_depth=%s", queue_depth),
 	OPT("threads=%s", threads),
 	OPT("pool=%s", pool),
+	OPT("meta_cache=%s", meta_cache),
 	OPT("mode=%s", mode),
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
@@ -113,6 +114,8 @@ static void usage(FILE *f)
 		   "  -o spin=US           poll /dev/fuse up to US microseconds before\n"
 		   "                       sleeping in read (default 50, 0: never)\n"
 		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
+		   "  -o meta_cache=SIZE   metadata kept in memory when not in use (default\n"
+		   "                       128M; 0: none, every unused inode is read again)\n"
 		   "  -o commit=SECONDS    group commit interval (default 5)\n"
 		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
 		   "  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
@@ -282,6 +285,14 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 			return -EINVAL;
 		}
 		o->pool_bytes = v;
+	}
+	if (c->meta_cache) {
+		if (nvmefs_parse_size(c->meta_cache, &v) || v > (1ull << 40)) {
+			nvmefs_err("bad meta_cache '%s': want a size up to 1T (0: none)",
+				   c->meta_cache);
+			return -EINVAL;
+		}
+		o->meta_cache = v ? v : 1; /* 1 byte: nothing fits */
 	}
 	/* Every worker holds a buffer to receive into; the rest carry the
 	 * reads and writes in flight. */
