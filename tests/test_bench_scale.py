@@ -164,7 +164,7 @@ class Report(unittest.TestCase):
                       t["create+write"])
         self.assertIn("= 0.93 x its own rate at 10,000 files (14,000 files/s); target >= 0.8",
                       t["own rate"])
-        self.assertIn("metadata cache limit 0 (no such option yet: taken as 0) + 64 MiB = 128 MiB",
+        self.assertIn("metadata cache limit 128 MiB (meta_cache's default) + 64 MiB = 256 MiB",
                       t["metadata cache limit"])
         self.assertEqual(rep.nfail, 0)
 
@@ -198,7 +198,7 @@ class Report(unittest.TestCase):
         figs[1000000]["direct"]["rss_end"] = "100.0"
         rep = sc.ScaleReport(results(figs), (1000000,), 128 * MIB)
         t = self.by_target(rep)
-        self.assertRegex(t["metadata cache limit"], r"^PASS .*pinned pool 128 MiB .* = 192 MiB$")
+        self.assertRegex(t["metadata cache limit"], r"^PASS .*pinned pool 128 MiB .* = 320 MiB$")
         self.assertRegex(t["default settings"], r"^FAIL .*not judged, this run's pool is 128 MiB, not 64")
         self.assertEqual(sc.ScaleReport({}, (), 64 * MIB).targets(), [])
 

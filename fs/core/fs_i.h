@@ -251,6 +251,7 @@ struct nvmefs_vol {
 	/* meta: inodes whose attributes go out at the next commit
 	 * (nvmefs_inode_dirty); the journal takes them there. */
 	struct nvmefs_inode *dirty;
+	size_t ndirty;
 	struct nvmefs_dirent **dtab;
 	size_t dtab_size, ndirents;
 	/* Keys dtab's hash of names (meta.c): random per volume open, never on

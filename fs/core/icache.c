@@ -380,13 +380,16 @@ int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need, struct
 
 /* What an inode in memory costs beyond its sub-objects (the slots of a
  * one-extent file and the allocator's overhead), and an entry beyond its
- * name's average: the cache counts objects, not malloc's bytes. */
+ * name's average: the cache counts objects, not malloc's bytes. The
+ * kernel's lookup counts (about 32 bytes an inode it names) cannot be
+ * evicted and are charged too, so that the inodes make room for them. */
 #define INODE_CHARGE  (sizeof(struct nvmefs_inode) + 160u)
 #define DIRENT_CHARGE (sizeof(struct nvmefs_dirent) + 40u)
 
 uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol)
 {
-	return (uint64_t)vol->ncached * INODE_CHARGE + (uint64_t)vol->ndirents * DIRENT_CHARGE;
+	return (uint64_t)vol->ncached * INODE_CHARGE + (uint64_t)vol->ndirents * DIRENT_CHARGE +
+	       vol->lookups_bytes;
 }
 
 static uint64_t cache_limit(const struct nvmefs_vol *vol)

@@ -516,13 +516,14 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	return 0;
 }
 
-void nvmefs_inode_undirty(struct nvmefs_inode *in)
+void nvmefs_inode_undirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	/* Off the list: the next overwrite queues it again (before its time
 	 * is folded, see note_overwrite in fs/core/data.c). */
 	atomic_store(&in->wtime_queued, false);
 	if (!in->dirty_pprev)
 		return;
+	vol->ndirty--;
 	*in->dirty_pprev = in->dirty_next;
 	if (in->dirty_next)
 		in->dirty_next->dirty_pprev = in->dirty_pprev;
@@ -540,13 +541,14 @@ void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		in->dirty_next->dirty_pprev = &in->dirty_next;
 	in->dirty_pprev = &vol->dirty;
 	vol->dirty = in;
+	vol->ndirty++;
 }
 
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	struct nvmefs_inode **pp = &vol->itab[hash_ino(in->ino) & (vol->itab_size - 1)];
 
-	nvmefs_inode_undirty(in);
+	nvmefs_inode_undirty(vol, in);
 	while (*pp && *pp != in)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -592,7 +594,7 @@ static int apply_inode_free(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	}
 	in->dead = true;
 	vol->ninodes--;
-	nvmefs_inode_undirty(in);
+	nvmefs_inode_undirty(vol, in);
 	/* The kernel (lookup count) or an operation may still hold it; the
 	 * forget or the put that lets it go drops it (icache.c). */
 	if (!nvmefs_inode_held(vol, in))

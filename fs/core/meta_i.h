@@ -50,7 +50,7 @@ void nvmefs_inode_dirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 void nvmefs_inode_fold_wtime(struct nvmefs_inode *in);
 /* Recompute in->privs from the mode and the xattrs (meta held). */
 void nvmefs_inode_note_privs(struct nvmefs_inode *in);
-void nvmefs_inode_undirty(struct nvmefs_inode *in);
+void nvmefs_inode_undirty(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* Check the loaded state is whole: every entry's child exists, link counts. */
 int nvmefs_meta_verify(struct nvmefs_vol *vol);
 /* Remove the inode from the table and free its memory (dead, and held by

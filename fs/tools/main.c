@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -522,6 +523,13 @@ int main(int argc, char **argv)
 	unsigned threads = DEFAULT_THREADS, n = 0;
 	struct nvmefs_native *native = NULL;
 	int ret = 1, conn_fd = -1, err;
+
+	/* Metadata is allocated by whichever worker reads it from the store
+	 * and freed by whichever evicts it: with glibc's default of up to
+	 * 8 arenas a core, each arena keeps what others freed into it, and
+	 * the daemon held twice the metadata cache (measured at 10^5 files
+	 * with meta_cache=16M: peak RSS 138 MB, 63 MB with two arenas). */
+	mallopt(M_ARENA_MAX, 2);
 
 	nvmefs_log_set_ident("nvmefs");
 	if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
