@@ -336,6 +336,13 @@ static size_t fm_touch(const struct nvmefs_freemap *m, uint64_t off)
 	return lo;
 }
 
+bool nvmefs_freemap_has_end(const struct nvmefs_freemap *m, uint64_t end)
+{
+	size_t i = fm_touch(m, end);
+
+	return i < m->n && m->v[i].off + m->v[i].len == end;
+}
+
 /* Room for one more range, else the durable map and its keys no longer
  * follow the records: like a store put that failed, the volume goes
  * read-only at the next commit (kv_i.h) and fsck.nvmefs -y rewrites the

@@ -47,5 +47,8 @@ void nvmefs_alloc_put(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64
 /* Space released by the open transaction: reusable once it commits. */
 int nvmefs_alloc_defer(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len);
 void nvmefs_freemap_exit(struct nvmefs_freemap *m);
+/* Whether m has a range ending at end (a FREE key's, which names it by
+ * its end). */
+bool nvmefs_freemap_has_end(const struct nvmefs_freemap *m, uint64_t end);
 
 #endif

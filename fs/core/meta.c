@@ -1334,22 +1334,6 @@ static uint64_t key_u64(const uint8_t *p)
 	return be64toh(v);
 }
 
-/* Whether m has a range ending at end (a FREE key's). */
-static bool dfree_has(const struct nvmefs_freemap *m, uint64_t end)
-{
-	size_t lo = 0, hi = m->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->v[mid].off + m->v[mid].len < end)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < m->n && m->v[lo].off + m->v[lo].len == end;
-}
-
 /* The FREE keys the durable free map calls for (alloc.c). */
 static void free_keys(struct nvmefs_vol *vol, key_fn fn, void *arg)
 {
@@ -1376,7 +1360,8 @@ static bool in_maps(struct nvmefs_vol *vol, const uint8_t *k, size_t klen)
 	if (nvmefs_key_check(k, klen))
 		return false;
 	if (k[0] == NVMEFS_KEY_FREE)
-		return k[1] < vol->ndevs && dfree_has(&vol->dfree[k[1]], key_u64(k + 2));
+		return k[1] < vol->ndevs &&
+		       nvmefs_freemap_has_end(&vol->dfree[k[1]], key_u64(k + 2));
 	in = nvmefs_iget(vol, key_u64(k + 1));
 	/* What is not in memory is only in the store: nothing to compare. */
 	if (!vol->resident && (!in ||
