@@ -15,7 +15,7 @@
 /* Bytes of each block the encoders write; the rest is reserved (zero). */
 #define LABEL_RSVD_OFF 108u /* the u32 after chunk_size */
 #define LABEL_END      424u
-#define SUPER_END      52u /* uuid, seq, manifest floor, clean */
+#define SUPER_END      56u /* uuid, seq, manifest floor, clean, features */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
