@@ -218,6 +218,14 @@ struct nvmefs_vol_opts {
 	unsigned spin_us; /* the request loop polls /dev/fuse this long at most */
 };
 
+/* One of the lookup-count tables (fs/core/lookups.c): cap slots (a power
+ * of 2, or 0), n of them in use. */
+#define NVMEFS_LOOKUP_SHARDS 64
+struct nvmefs_lookup_shard {
+	struct nvmefs_lookup *t;
+	size_t cap, n;
+};
+
 struct nvmefs_vol {
 	struct nvmefs_devset *set;
 	struct nvmefs_engine *eng; /* NULL until nvmefs_vol_start */
@@ -349,12 +357,14 @@ struct nvmefs_vol {
 	 * beside the maps and checked against them (fs/core/shadow_i.h,
 	 * nvmefs_meta_crosscheck); NULL when off, as in production. */
 	struct nvmefs_shadow *shadow;
-	/* meta: the kernel's lookup counts, ino -> count (fs/core/icache.c),
+	/* meta: the kernel's lookup counts, ino -> count (fs/core/lookups.c),
 	 * apart from the inodes: an inode the kernel names need not stay in
-	 * memory for it. Open addressing, lookups_cap (a power of 2, or 0)
-	 * slots, nlookups in use; lookups_bytes is what it takes. */
-	struct nvmefs_lookup *lookups;
-	size_t lookups_cap, nlookups, lookups_bytes;
+	 * memory for it. NVMEFS_LOOKUP_SHARDS tables of open addressing, each
+	 * growing on its own; lookups_cap slots in all, nlookups in use,
+	 * lookups_bytes what they take; lookups_max_move the most entries one
+	 * growth or shrink moved (what it stalls the metadata for). */
+	struct nvmefs_lookup_shard lookups[NVMEFS_LOOKUP_SHARDS];
+	size_t lookups_cap, nlookups, lookups_bytes, lookups_max_move;
 };
 
 #define NVMEFS_TEST_CTL_XATTR "trusted.nvmefs.fault"

@@ -478,40 +478,15 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 
 /* ---- the kernel's lookup counts ---- */
 
-/* One slot of vol->lookups; ino 0 (never an inode's) marks a free one. */
-/* The table's own invariants: each entry reachable from its home, counts
- * above 0, nlookups right, and (while every inode is resident) naming an
- * inode in memory. The number of faults. */
-static unsigned lookups_check(struct nvmefs_vol *vol)
+/* While every inode is resident, each the kernel holds is in memory. */
+static bool in_memory(struct nvmefs_vol *vol, uint64_t ino)
 {
-	unsigned bad = 0;
-	size_t used = 0;
-
-	for (size_t i = 0; i < vol->lookups_cap; i++) {
-		const struct nvmefs_lookup *s = &vol->lookups[i];
-
-		if (!s->ino)
-			continue;
-		used++;
-		if (!s->count || nvmefs_lookups_slot(vol, s->ino) != i ||
-		    (vol->resident && !nvmefs_iget(vol, s->ino))) {
-			nvmefs_err("lookups: inode %llu (count %llu) in slot %zu: bad entry",
-				   (unsigned long long)s->ino, (unsigned long long)s->count, i);
-			bad++;
-		}
-	}
-	if (used != vol->nlookups ||
-	    vol->lookups_bytes != vol->lookups_cap * sizeof(struct nvmefs_lookup)) {
-		nvmefs_err("lookups: %zu entries counted as %zu, %zu bytes for %zu slots", used,
-			   vol->nlookups, vol->lookups_bytes, vol->lookups_cap);
-		bad++;
-	}
-	return bad;
+	return nvmefs_iget(vol, ino) != NULL;
 }
 
 int nvmefs_icache_check(struct nvmefs_vol *vol, bool idle)
 {
-	unsigned bad = lookups_check(vol);
+	unsigned bad = nvmefs_lookups_check(vol, vol->resident ? in_memory : NULL);
 
 	for (size_t b = 0; b < vol->itab_size; b++) {
 		for (struct nvmefs_inode *in = vol->itab[b]; in; in = in->hnext) {

@@ -13,7 +13,7 @@
 
 #include "fs_i.h"
 
-/* A slot of vol->lookups: ino 0 is a free one. */
+/* A slot of a vol->lookups table: ino 0 is a free one. */
 struct nvmefs_lookup {
 	uint64_t ino, count;
 };
@@ -35,8 +35,10 @@ uint64_t nvmefs_lookups_count(const struct nvmefs_vol *vol, uint64_t ino);
 uint64_t nvmefs_lookups_sub(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
 /* Free the table (at the volume's end). */
 void nvmefs_lookups_exit(struct nvmefs_vol *vol);
-/* The slot of ino, or where it would go (a check's walk of the table). */
-size_t nvmefs_lookups_slot(const struct nvmefs_vol *vol, uint64_t ino);
+/* The tables' own invariants: each entry in its shard and reachable from
+ * its home, counts above 0, the totals right; with known, each entry's
+ * inode known to it. The number of faults, each logged. */
+unsigned nvmefs_lookups_check(struct nvmefs_vol *vol, bool (*known)(struct nvmefs_vol *, uint64_t));
 /* True while something must keep the freed inode in in memory (meta held):
  * an operation reference, I/O in flight, or the kernel's lookups. */
 bool nvmefs_inode_held(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
