@@ -592,6 +592,10 @@ static void test_on_demand(void)
 	if (!vol)
 		return;
 	CHECK(!vol->resident && vol->ncached == 1 && vol->ninodes == ninodes);
+	/* tables sized for a full cache: no growth (a rehash of every chain
+	 * under meta) while it fills */
+	CHECK(vol->itab_size * 512 >= NVMEFS_META_CACHE_DEFAULT &&
+	      vol->dtab_size == vol->itab_size);
 	CHECK_ERR(nvmefs_ns_lookup(vol, NVMEFS_ROOT_INO, "od", &st), 0);
 	CHECK(st.st_ino == od && vol->ncached == 2);
 	CHECK(!nvmefs_iget(vol, od)->dir->loaded && nvmefs_iget(vol, od)->dir->live == 40);
