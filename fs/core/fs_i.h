@@ -215,7 +215,8 @@ struct nvmefs_vol_opts {
 	 * unused inode goes at once). A mount that loads the whole metadata
 	 * (resident) keeps it all whatever this says. */
 	uint64_t meta_cache;
-	unsigned spin_us; /* the request loop polls /dev/fuse this long at most */
+	unsigned spin_us;   /* the request loop polls /dev/fuse this long at most */
+	unsigned statahead; /* entries read ahead of a directory walk (0: off) */
 };
 
 /* One of the lookup-count tables (fs/core/lookups.c): cap slots (a power

@@ -201,6 +201,12 @@ static int get_child(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, unsi
 
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st)
 {
+	return nvmefs_ns_lookup_cookie(vol, parent, name, st, NULL);
+}
+
+int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char *name,
+			    struct stat *st, uint64_t *cookie)
+{
 	struct nvmefs_inode *p, *in = NULL;
 	struct nvmefs_dirent *d = NULL;
 	int ret;
@@ -213,6 +219,8 @@ int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 		ret = -ENOTDIR;
 	if (!ret && !(d = nvmefs_dir_find(vol, parent, name)))
 		ret = -ENOENT;
+	if (!ret && cookie)
+		*cookie = d->cookie; /* before get_child: it may drop meta */
 	if (!ret)
 		ret = get_child(vol, d, 0, &in);
 	if (!ret)

@@ -296,6 +296,20 @@ static json_object *meta_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
+static json_object *statahead_stats(void)
+{
+	json_object *o = json_object_new_object();
+	struct nvmefs_sa_stats st;
+
+	nvmefs_sa_stats(&st);
+	json_object_object_add(o, "on", json_object_new_boolean(st.on));
+	put_u64(o, "jobs", st.jobs);
+	put_u64(o, "entries", st.entries);
+	put_u64(o, "plain_readdirs", st.plain);
+	put_u64(o, "failed", st.failed);
+	return o;
+}
+
 static char *render_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object(), *devs = json_object_new_array();
@@ -315,6 +329,7 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "data", data_stats(vol));
 	json_object_object_add(o, "native", native_stats(vol));
 	json_object_object_add(o, "metadata", meta_stats(vol));
+	json_object_object_add(o, "statahead", statahead_stats());
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);

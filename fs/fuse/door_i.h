@@ -69,6 +69,25 @@ void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
  */
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
 
+/* ---- statahead.c: directories read ahead of a program walking them ---- */
+/* Start the thread that reads ahead, up to max entries a step (0: off),
+ * through mountpoint: 0 or -errno (the mount then serves without it). */
+int nvmefs_sa_start(const char *mountpoint, unsigned max);
+/* A LOOKUP found the entry at cookie in parent, for thread tid: perhaps a
+ * job reads on from there. */
+void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, int tid);
+/* True when tid is the statahead thread, whose plain READDIR (the kernel
+ * did not ask for READDIRPLUS) is answered empty; counted. */
+bool nvmefs_sa_self(int tid);
+/* No more jobs; join once the connection is gone (a job waits on it). */
+void nvmefs_sa_stop(void);
+void nvmefs_sa_join(void);
+struct nvmefs_sa_stats {
+	bool on;
+	uint64_t jobs, entries, plain, failed;
+};
+void nvmefs_sa_stats(struct nvmefs_sa_stats *st);
+
 /* ---- ops.c ---- */
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops nvmefs_ops;

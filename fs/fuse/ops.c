@@ -131,8 +131,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (!err) {
 		fuse_reply_entry(req, &e); /* control inodes count no lookups */
 	} else {
-		err = nvmefs_ns_lookup(vol, parent, name, &st);
+		uint64_t cookie = 0;
+
+		err = nvmefs_ns_lookup_cookie(vol, parent, name, &st, &cookie);
 		reply_entry(req, err, &st);
+		if (!err)
+			nvmefs_sa_lookup(parent, cookie, fuse_req_ctx(req)->pid);
 	}
 }
 
@@ -750,7 +754,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, false);
+	if (nvmefs_sa_self(fuse_req_ctx(req)->pid))
+		fuse_reply_buf(req, NULL, 0); /* statahead wants READDIRPLUS only */
+	else
+		do_readdir(req, ino, size, off, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -58,7 +58,7 @@ struct cfg {
 	char *extra[NVMEFS_MAX_DEVICES + 2];
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
-		*spin, *meta_cache;
+		*spin, *meta_cache, *statahead;
 	int foreground, debug, help, version, noallow_other, ro, writeback;
 };
 
@@ -75,6 +75,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
 	OPT("prefetch=%s", prefetch),
+	OPT("statahead=%s", statahead),
 	OPT("spin=%s", spin),
 	OPT("dirty=%s", dirty),
 	OPT("search=%s", search),
@@ -121,6 +122,8 @@ static void usage(FILE *f)
 		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
 		   "  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
 		   "                       reader, per file (default 2, 0: none)\n"
+		   "  -o statahead=N       entries of a directory read ahead of a program\n"
+		   "                       that looks them up in order (default 512, 0: none)\n"
 		   "  -o writeback         cached mode: the kernel's write-back cache; a full\n"
 		   "                       volume then shows at fsync or close (docs/DATAPATH.md)\n"
 		   "  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
@@ -320,6 +323,9 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	}
 	o->prefetch = 2;
 	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
+		return -EINVAL;
+	o->statahead = 512;
+	if (c->statahead && parse_uint("statahead", c->statahead, 0, 65536, &o->statahead))
 		return -EINVAL;
 	o->spin_us = 50;
 	if (c->spin && parse_uint("spin", c->spin, 0, 10000, &o->spin_us))
@@ -637,8 +643,13 @@ int main(int argc, char **argv)
 	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, se, &native);
 	if (err)
 		nvmefs_warn("no native client door: %s", strerror(-err));
+	/* Statahead (fs/fuse/statahead.c): without it the mount still serves. */
+	err = nvmefs_sa_start(c.mountpoint, vol->opts.statahead);
+	if (err)
+		nvmefs_warn("no statahead: %s", strerror(-err));
 	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
 	ret = nvmefs_loop_run(se, vol, threads, tune_bdi, &bdi) ? 1 : 0;
+	nvmefs_sa_stop();
 	/* Its requests in flight finish and its kernel notices go out while
 	 * the session is still there. */
 	nvmefs_native_stop(native);
@@ -655,6 +666,8 @@ out_vol:
 		ret = 1;
 	if (conn_fd >= 0)
 		close(conn_fd);
+	/* Its job in flight, if any, has seen the connection end. */
+	nvmefs_sa_join();
 out:
 	for (unsigned k = 0; k < n; k++)
 		free(paths[k]);

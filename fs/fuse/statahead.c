@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Statahead: the entries of a directory a program walks, read ahead of it
+ * into the kernel's dentry cache.
+ *
+ * A program that stats or opens the files of a directory one after another
+ * (a dataset loader, rsync, a scan after a remount) makes the kernel send
+ * one FUSE LOOKUP per name it does not have cached, and waits for the reply:
+ * about 23 us a file on this machine, most of it the wake-up of the program
+ * on its CPU (docs/PERFORMANCE.md), against btrfs's lookup inside the
+ * kernel. FUSE has no message that gives the kernel an entry it did not ask
+ * for. It instantiates entries only from replies: LOOKUP, CREATE and the
+ * like, and READDIRPLUS, whose every entry carries the inode's attributes.
+ * So when a directory's lookups come in its readdir order, a thread of ours
+ * reads the directory ahead of the program through the mount itself, and
+ * the kernel turns our READDIRPLUS replies into dentries the program then
+ * finds cached, as Lustre's statahead does inside its client.
+ *
+ * How the thread reads a directory (one job: a directory, the cookie the
+ * program reached, how many entries):
+ * - It opens the directory by handle (open_by_handle_at: FUSE's handle is
+ *   the node id and generation, which are our ino and 1), without a path,
+ *   through a detached clone of the mount (open_tree(OPEN_TREE_CLONE)):
+ *   what it holds open pins the clone, not the mount, so an umount meanwhile
+ *   does not fail with EBUSY; the kernel ends the connection when the clone
+ *   goes, at the job's end. The clone's root must be ours (st_dev).
+ * - It seeks to the cookie and reads with getdents64 into a 64 KiB buffer:
+ *   one READDIRPLUS of up to 64 KiB (about 400 entries) per call.
+ * - The kernel (readdirplus_auto) sends READDIRPLUS only at offset 0 or when
+ *   the directory is marked as wanting it: by a lookup in it, or by a stat
+ *   of an entry that a READDIRPLUS brought. After each call the thread
+ *   stats the last entry it got, which marks the directory again. A plain
+ *   READDIR from the thread all the same is answered empty (ops.c): it
+ *   would only cost the daemon the work.
+ *
+ * When (nvmefs_sa_lookup, for every LOOKUP that found an entry): the
+ * door keeps the last cookie looked up in a few directories. A lookup past
+ * the last one and within what was read ahead plus a small gap continues a
+ * walk; the second such lookup in a row starts a job from there, and a
+ * lookup near the end of what was read ahead starts the next, each job up
+ * to twice as long as the one before (SA_FIRST to -o statahead=N entries).
+ * Lookups in another order, or of names not in the directory, start
+ * nothing, so a random access costs a compare.
+ *
+ * What it costs: the daemon's work for an entry is the same as for its
+ * LOOKUP; the kernel holds the dentries and inodes of at most one job ahead
+ * of the program; we count one lookup for each, as for any READDIRPLUS.
+ * It reads as root what the program may only search (a directory of mode
+ * 0711): the names go only to the kernel's cache, where the program finds
+ * one only by naming it, which without us would have told it as much.
+ * Off with -o statahead=0; a daemon without CAP_SYS_ADMIN and
+ * CAP_DAC_READ_SEARCH turns it off at its first job.
+ */
+#include "door_i.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nvmefs/util.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+
+#define SA_DIRS	   16	      /* directories followed at once */
+#define SA_GAP	   8	      /* cookies a walk may skip (removed entries) */
+#define SA_FIRST   64	      /* entries of a walk's first job */
+#define SA_QUEUE   8	      /* jobs waiting */
+#define SA_BUF	   (64 << 10) /* getdents64's buffer: the READDIRPLUS size */
+#define FH_INO_GEN 0x81	      /* FILEID_INO64_GEN: fuse_encode_fh's type */
+
+/* A directory being walked. */
+struct sa_dir {
+	uint64_t ino;
+	uint64_t last;	/* the cookie of its last lookup */
+	uint64_t ahead; /* the last cookie read ahead (0: none yet) */
+	uint64_t used;	/* for replacement: the lookup count when last seen */
+	unsigned streak, window;
+	bool busy; /* a job of it is queued or running */
+};
+
+struct sa_job {
+	uint64_t ino, from;
+	unsigned count;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	bool started, stop;
+	atomic_bool on;
+	atomic_int tid; /* the thread's: its requests are told apart */
+	char *mountpoint;
+	dev_t dev; /* the mount's, to know its clone */
+	unsigned max;
+	uint64_t lookups;
+	struct sa_dir dir[SA_DIRS];
+	struct sa_job q[SA_QUEUE];
+	unsigned qhead, qlen;
+	/* .nvmefs/stats */
+	atomic_uint_fast64_t jobs, entries, plain, failed;
+} sa = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* ---- when ---- */
+
+static struct sa_dir *dir_of(uint64_t ino)
+{
+	struct sa_dir *victim = &sa.dir[0];
+
+	for (unsigned i = 0; i < SA_DIRS; i++) {
+		if (sa.dir[i].ino == ino)
+			return &sa.dir[i];
+		if (!sa.dir[i].busy && sa.dir[i].used < victim->used)
+			victim = &sa.dir[i];
+	}
+	if (victim->busy)
+		return NULL; /* all 16 have jobs: follow no new one */
+	*victim = (struct sa_dir){.ino = ino, .window = SA_FIRST};
+	return victim;
+}
+
+void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, int tid)
+{
+	struct sa_dir *d;
+
+	if (!atomic_load_explicit(&sa.on, memory_order_relaxed) || tid == atomic_load(&sa.tid))
+		return;
+	pthread_mutex_lock(&sa.mu);
+	d = dir_of(parent);
+	if (!d)
+		goto out;
+	d->used = ++sa.lookups;
+	if (cookie > d->last && cookie <= (d->ahead > d->last ? d->ahead : d->last) + SA_GAP) {
+		d->streak++;
+	} else {
+		d->streak = 0;
+		d->ahead = 0;
+		d->window = SA_FIRST;
+	}
+	d->last = cookie;
+	/* The second lookup in order starts a job; then each lookup within half
+	 * a window of what was read starts the next. */
+	if (d->streak >= 2 && !d->busy && sa.qlen < SA_QUEUE &&
+	    cookie + d->window / 2 >= d->ahead) {
+		struct sa_job *j = &sa.q[(sa.qhead + sa.qlen++) % SA_QUEUE];
+
+		*j = (struct sa_job){.ino = parent,
+				     .from = d->ahead > cookie ? d->ahead : cookie,
+				     .count = d->window};
+		d->busy = true;
+		if (d->window < sa.max)
+			d->window = d->window * 2 < sa.max ? d->window * 2 : sa.max;
+		pthread_cond_signal(&sa.cv);
+	}
+out:
+	pthread_mutex_unlock(&sa.mu);
+}
+
+bool nvmefs_sa_self(int tid)
+{
+	if (tid != atomic_load(&sa.tid))
+		return false;
+	atomic_fetch_add(&sa.plain, 1);
+	return true;
+}
+
+/* ---- how ---- */
+
+/* The directory ino, opened through a clone of the mount; -errno. */
+static int open_dir(uint64_t ino)
+{
+	struct {
+		struct file_handle h;
+		uint32_t w[3];
+	} fh = {.h = {.handle_bytes = sizeof(fh.w), .handle_type = FH_INO_GEN}};
+	uint32_t w[3] = {(uint32_t)(ino >> 32), (uint32_t)ino, 1};
+	struct stat st;
+	int tree, root, fd;
+
+	memcpy(fh.h.f_handle, w, sizeof(w));
+	tree = (int)syscall(SYS_open_tree, AT_FDCWD, sa.mountpoint,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return -errno;
+	/* open_by_handle_at takes no O_PATH descriptor, which open_tree's is. */
+	root = openat(tree, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(tree);
+	if (root < 0)
+		return -errno;
+	/* Unmounted, or another file system mounted over ours. */
+	if (fstat(root, &st) || st.st_dev != sa.dev) {
+		close(root);
+		return -ESTALE;
+	}
+	fd = open_by_handle_at(root, &fh.h, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	close(root);
+	return fd;
+}
+
+/* Read count entries of job j's directory after its cookie into the
+ * kernel's cache: 0, 1 at the directory's end, or -errno; the last cookie
+ * read in *last. */
+static int run(const struct sa_job *j, char *buf, uint64_t *last)
+{
+	unsigned got = 0;
+	int fd, ret = 0;
+
+	if (!sa.dev) { /* the first job: the mount is there (a lookup came) */
+		struct stat st;
+
+		if (stat(sa.mountpoint, &st))
+			return -errno;
+		sa.dev = st.st_dev;
+	}
+	fd = open_dir(j->ino);
+	if (fd < 0)
+		return fd;
+	if (lseek(fd, (off_t)j->from, SEEK_SET) < 0)
+		ret = -errno;
+	while (!ret && got < j->count && !__atomic_load_n(&sa.stop, __ATOMIC_RELAXED)) {
+		long n = syscall(SYS_getdents64, fd, buf, SA_BUF);
+		const char *name = NULL;
+		struct stat st;
+
+		if (n <= 0) {
+			ret = n < 0 ? -errno : 1;
+			break;
+		}
+		for (long o = 0; o < n; got++) {
+			const struct dirent64 *e = (const void *)(buf + o);
+
+			name = e->d_name;
+			*last = (uint64_t)e->d_off;
+			o += e->d_reclen;
+		}
+		/* Marks the directory for READDIRPLUS again (see above). */
+		fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+	}
+	atomic_fetch_add(&sa.entries, got);
+	close(fd);
+	return ret;
+}
+
+static void *sa_main(void *arg)
+{
+	char *buf = malloc(SA_BUF);
+
+	(void)arg;
+	atomic_store(&sa.tid, (int)gettid());
+	pthread_mutex_lock(&sa.mu);
+	while (buf && !sa.stop) {
+		struct sa_job j;
+		uint64_t last = 0;
+		int ret;
+
+		if (!sa.qlen) {
+			pthread_cond_wait(&sa.cv, &sa.mu);
+			continue;
+		}
+		j = sa.q[sa.qhead];
+		sa.qhead = (sa.qhead + 1) % SA_QUEUE;
+		sa.qlen--;
+		pthread_mutex_unlock(&sa.mu);
+		atomic_fetch_add(&sa.jobs, 1);
+		ret = run(&j, buf, &last);
+		if (ret < 0) {
+			atomic_fetch_add(&sa.failed, 1);
+			nvmefs_debug("statahead: directory %llu: %s", (unsigned long long)j.ino,
+				     strerror(-ret));
+		}
+		if (ret == -EPERM) {
+			nvmefs_info("statahead off: reading directories ahead needs "
+				    "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH");
+			atomic_store(&sa.on, false);
+		}
+		pthread_mutex_lock(&sa.mu);
+		for (unsigned i = 0; i < SA_DIRS; i++) {
+			struct sa_dir *d = &sa.dir[i];
+
+			if (d->ino != j.ino || !d->busy)
+				continue;
+			d->busy = false;
+			/* At the directory's end, or failed: nothing more ahead. */
+			d->ahead = ret || last <= d->ahead ? UINT64_MAX / 2 : last;
+		}
+	}
+	pthread_mutex_unlock(&sa.mu);
+	free(buf);
+	return NULL;
+}
+
+int nvmefs_sa_start(const char *mountpoint, unsigned max)
+{
+	int ret;
+
+	if (!max)
+		return 0;
+	sa.mountpoint = strdup(mountpoint);
+	if (!sa.mountpoint)
+		return -ENOMEM;
+	sa.max = max < SA_FIRST ? SA_FIRST : max;
+	atomic_store(&sa.tid, -1);
+	ret = pthread_create(&sa.thread, NULL, sa_main, NULL);
+	if (ret) {
+		free(sa.mountpoint);
+		sa.mountpoint = NULL;
+		return -ret;
+	}
+	sa.started = true;
+	atomic_store(&sa.on, true);
+	return 0;
+}
+
+void nvmefs_sa_stop(void)
+{
+	atomic_store(&sa.on, false);
+	pthread_mutex_lock(&sa.mu);
+	sa.stop = true;
+	pthread_cond_signal(&sa.cv);
+	pthread_mutex_unlock(&sa.mu);
+}
+
+void nvmefs_sa_join(void)
+{
+	if (!sa.started)
+		return;
+	nvmefs_sa_stop();
+	pthread_join(sa.thread, NULL);
+	sa.started = false;
+	free(sa.mountpoint);
+	sa.mountpoint = NULL;
+}
+
+void nvmefs_sa_stats(struct nvmefs_sa_stats *st)
+{
+	st->on = atomic_load(&sa.on);
+	st->jobs = atomic_load(&sa.jobs);
+	st->entries = atomic_load(&sa.entries);
+	st->plain = atomic_load(&sa.plain);
+	st->failed = atomic_load(&sa.failed);
+}

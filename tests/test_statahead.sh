@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Statahead (fs/fuse/statahead.c): a directory walked in readdir order is
+# read ahead of the walker into the kernel's cache. After a remount (the
+# kernel's cache cold), on directories of 3,000 files:
+#  - os.stat of every file in creation order (the readdir order): each
+#    size right, and the daemon answered fewer than a quarter of them with
+#    a LOOKUP, the rest came from jobs (.nvmefs/stats "statahead": jobs,
+#    entries; "requests": LOOKUP);
+#  - the same after files were removed and renamed among them (holes and
+#    new cookies in the order): every name the listing gives is found,
+#    with its size, and no removed name;
+#  - os.stat in a random order starts no job;
+#  - -o statahead=0: no job, every stat a LOOKUP;
+#  - unmounting right after a walk stopped early, with a long job still
+#    reading (-o statahead=16384, 20,000 files): fusermount3 -u succeeds
+#    (the job reads through a clone of the mount, which an umount does not
+#    wait for; through the mount itself it failed with EBUSY) and the
+#    daemon exits; 3 times.
+# Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or python3.
+# usage: test_statahead.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
+. "$here/lib_mount.sh"
+
+if [ $# -ne 1 ]; then
+	echo "usage: test_statahead.sh BUILD_DIR" >&2
+	exit 2
+fi
+build=$1
+mnt_time_limit 240 "$0" "$@"
+py=/usr/bin/python3
+mnt_need "$py" python3
+mnt_setup "$build" 2 256M
+N=3000
+
+# stats KEY...: numbers from .nvmefs/stats, by path (requests.LOOKUP).
+stats() {
+	"$py" - "$MNT/.nvmefs/stats" "$@" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+out = []
+for k in sys.argv[2:]:
+    v = d
+    for p in k.split("."):
+        v = v.get(p, 0) if isinstance(v, dict) else 0
+    out.append(str(int(v)))
+print(" ".join(out))
+EOF
+}
+
+# walk DIR ORDER: os.stat of DIR's files f0..f(N-1) (those present) in
+# ORDER (seq or random), each size checked (its number + 1 bytes).
+walk() {
+	"$py" - "$1" "$2" "$N" <<'EOF'
+import os, random, sys
+d, order, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+names = ["f%05d" % i for i in range(n)]
+if order == "random":
+    random.Random(7).shuffle(names)
+missing = 0
+for name in names:
+    try:
+        st = os.stat(os.path.join(d, name))
+    except FileNotFoundError:
+        missing += 1
+        continue
+    want = int(name[1:]) + 1
+    if st.st_size != want:
+        sys.exit("%s: size %d, not %d" % (name, st.st_size, want))
+print(missing)
+EOF
+}
+
+mnt_mount
+"$py" - "$MNT" "$N" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for d in ("a", "b", "c", "e"):
+    os.mkdir(os.path.join(root, d))
+    for i in range(n if d != "e" else 20000):
+        with open(os.path.join(root, d, "f%05d" % i), "wb") as f:
+            f.write(b"x" * (i + 1))
+EOF
+# b: holes (every 7th removed) and renamed entries (new cookies at the end)
+for i in $(seq 0 7 $((N - 1))); do rm "$MNT/b/$(printf f%05d "$i")"; done
+for i in $(seq 3 50 $((N - 1))); do
+	f=$(printf f%05d "$i")
+	mv "$MNT/b/$f" "$MNT/b/$f.tmp" && mv "$MNT/b/$f.tmp" "$MNT/b/$f"
+done
+mnt_remount
+
+read -r l0 j0 e0 < <(stats requests.LOOKUP statahead.jobs statahead.entries)
+check "walk of a: every file there" test "$(walk "$MNT/a" seq)" = 0
+read -r l1 j1 e1 < <(stats requests.LOOKUP statahead.jobs statahead.entries)
+echo "a: $((l1 - l0)) lookups, $((j1 - j0)) jobs, $((e1 - e0)) entries read ahead"
+check "walk of a: fewer than N/4 lookups ($((l1 - l0)))" test $((l1 - l0)) -lt $((N / 4))
+check "walk of a: jobs ran ($((j1 - j0)))" test $((j1 - j0)) -gt 0
+check "walk of a: entries read ahead ($((e1 - e0)))" test $((e1 - e0)) -gt $((N / 2))
+
+# b: what the listing has is found, what was removed is not
+missing=$(walk "$MNT/b" seq)
+check "walk of b: the removed files missing ($missing)" test "$missing" = $(((N + 6) / 7))
+check "walk of b: matches the listing" "$py" - "$MNT/b" "$N" <<'EOF'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+want = sorted("f%05d" % i for i in range(n) if i % 7)
+got = sorted(os.listdir(d))
+sys.exit(0 if got == want else "listing: %d names, %d expected" % (len(got), len(want)))
+EOF
+
+read -r j2 < <(stats statahead.jobs)
+check "random walk of c: every file there" test "$(walk "$MNT/c" random)" = 0
+read -r j3 < <(stats statahead.jobs)
+check "random walk of c: no job ($((j3 - j2)))" test "$j3" = "$j2"
+
+# unmounting while a job still reads: a walk stopped at 2,000 of 20,000
+for _ in 1 2 3; do
+	mnt_remount statahead=16384
+	"$py" -c "
+import os, sys
+for i in range(2000):
+    os.stat(os.path.join(sys.argv[1], 'f%05d' % i))" "$MNT/e"
+	mnt_umount
+	mnt_mount
+done
+
+mnt_remount statahead=0
+read -r l0 j0 on < <(stats requests.LOOKUP statahead.jobs statahead.on)
+check "statahead=0: off" test "$on" = 0
+check "statahead=0: walk of a" test "$(walk "$MNT/a" seq)" = 0
+read -r l1 j1 < <(stats requests.LOOKUP statahead.jobs)
+check "statahead=0: no job" test "$j1" = "$j0"
+check "statahead=0: a lookup each ($((l1 - l0)))" test $((l1 - l0)) -ge "$N"
+mnt_umount
+mnt_result
