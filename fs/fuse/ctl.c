@@ -375,6 +375,7 @@ static char *render_config(struct nvmefs_vol *vol)
 		(unsigned long long)(o->meta_cache == 1 ? 0
 				     : o->meta_cache	? o->meta_cache
 							: NVMEFS_META_CACHE_DEFAULT));
+	fprintf(f, "statahead = %u\n", o->statahead);
 	/* libnvmefs connects here and checks the peer is this pid. */
 	fprintf(f, "pid = %d\nnative_socket = %s\n", (int)getpid(), vol->native_socket);
 	if (fclose(f)) {

@@ -99,8 +99,8 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t thread;
-	bool started, stop;
-	atomic_bool on;
+	bool started;
+	atomic_bool on, stop;
 	atomic_int tid; /* the thread's: its requests are told apart */
 	char *mountpoint;
 	dev_t dev; /* the mount's, to know its clone */
@@ -231,7 +231,7 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		return fd;
 	if (lseek(fd, (off_t)j->from, SEEK_SET) < 0)
 		ret = -errno;
-	while (!ret && got < j->count && !__atomic_load_n(&sa.stop, __ATOMIC_RELAXED)) {
+	while (!ret && got < j->count && !atomic_load_explicit(&sa.stop, memory_order_relaxed)) {
 		long n = syscall(SYS_getdents64, fd, buf, SA_BUF);
 		const char *name = NULL;
 		struct stat st;
@@ -262,7 +262,7 @@ static void *sa_main(void *arg)
 	(void)arg;
 	atomic_store(&sa.tid, (int)gettid());
 	pthread_mutex_lock(&sa.mu);
-	while (buf && !sa.stop) {
+	while (buf && !atomic_load(&sa.stop)) {
 		struct sa_job j;
 		uint64_t last = 0;
 		int ret;
@@ -329,7 +329,7 @@ void nvmefs_sa_stop(void)
 {
 	atomic_store(&sa.on, false);
 	pthread_mutex_lock(&sa.mu);
-	sa.stop = true;
+	atomic_store(&sa.stop, true);
 	pthread_cond_signal(&sa.cv);
 	pthread_mutex_unlock(&sa.mu);
 }
