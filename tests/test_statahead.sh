@@ -7,6 +7,7 @@
 #    size right, and the daemon answered fewer than a quarter of them with
 #    a LOOKUP, the rest came from jobs (.nvmefs/stats "statahead": jobs,
 #    entries; "requests": LOOKUP);
+#  - the same in the root directory (its inode is the kernel's own);
 #  - the same after files were removed and renamed among them (holes and
 #    new cookies in the order): every name the listing gives is found,
 #    with its size, and no removed name;
@@ -17,7 +18,9 @@
 #    (the job reads through a clone of the mount, which an umount does not
 #    wait for; through the mount itself it failed with EBUSY) and the
 #    daemon exits; 3 times.
-# Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or python3.
+# Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or python3,
+# or when the daemon may not read ahead (no CAP_SYS_ADMIN or
+# CAP_DAC_READ_SEARCH: statahead turns itself off).
 # usage: test_statahead.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,13 +53,14 @@ print(" ".join(out))
 EOF
 }
 
-# walk DIR ORDER: os.stat of DIR's files f0..f(N-1) (those present) in
-# ORDER (seq or random), each size checked (its number + 1 bytes).
+# walk DIR ORDER [PREFIX]: os.stat of DIR's files PREFIX0..PREFIX(N-1)
+# (those present; PREFIX f) in ORDER (seq or random), each size checked
+# (its number + 1 bytes).
 walk() {
-	"$py" - "$1" "$2" "$N" <<'EOF'
+	"$py" - "$1" "$2" "$N" "${3:-f}" <<'EOF'
 import os, random, sys
-d, order, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-names = ["f%05d" % i for i in range(n)]
+d, order, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+names = ["%s%05d" % (prefix, i) for i in range(n)]
 if order == "random":
     random.Random(7).shuffle(names)
 missing = 0
@@ -66,7 +70,7 @@ for name in names:
     except FileNotFoundError:
         missing += 1
         continue
-    want = int(name[1:]) + 1
+    want = int(name[len(prefix):]) + 1
     if st.st_size != want:
         sys.exit("%s: size %d, not %d" % (name, st.st_size, want))
 print(missing)
@@ -82,10 +86,14 @@ for d in ("a", "b", "c", "e"):
     for i in range(n if d != "e" else 20000):
         with open(os.path.join(root, d, "f%05d" % i), "wb") as f:
             f.write(b"x" * (i + 1))
+for i in range(n):
+    with open(os.path.join(root, "r%05d" % i), "wb") as f:
+        f.write(b"x" * (i + 1))
 EOF
 # b: holes (every 7th removed) and renamed entries (new cookies at the end)
 for i in $(seq 0 7 $((N - 1))); do rm "$MNT/b/$(printf f%05d "$i")"; done
 for i in $(seq 3 50 $((N - 1))); do
+	[ $((i % 7)) != 0 ] || continue
 	f=$(printf f%05d "$i")
 	mv "$MNT/b/$f" "$MNT/b/$f.tmp" && mv "$MNT/b/$f.tmp" "$MNT/b/$f"
 done
@@ -93,11 +101,21 @@ mnt_remount
 
 read -r l0 j0 e0 < <(stats requests.LOOKUP statahead.jobs statahead.entries)
 check "walk of a: every file there" test "$(walk "$MNT/a" seq)" = 0
-read -r l1 j1 e1 < <(stats requests.LOOKUP statahead.jobs statahead.entries)
+read -r l1 j1 e1 on < <(stats requests.LOOKUP statahead.jobs statahead.entries statahead.on)
+if [ "$on" = 0 ]; then
+	mnt_umount
+	mnt_skip "statahead is off: the daemon may not read ahead (CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH)"
+fi
 echo "a: $((l1 - l0)) lookups, $((j1 - j0)) jobs, $((e1 - e0)) entries read ahead"
 check "walk of a: fewer than N/4 lookups ($((l1 - l0)))" test $((l1 - l0)) -lt $((N / 4))
 check "walk of a: jobs ran ($((j1 - j0)))" test $((j1 - j0)) -gt 0
 check "walk of a: entries read ahead ($((e1 - e0)))" test $((e1 - e0)) -gt $((N / 2))
+
+read -r l0 j0 < <(stats requests.LOOKUP statahead.jobs)
+check "walk of the root: every file there" test "$(walk "$MNT" seq r)" = 0
+read -r l1 j1 < <(stats requests.LOOKUP statahead.jobs)
+check "walk of the root: fewer than N/4 lookups ($((l1 - l0)))" test $((l1 - l0)) -lt $((N / 4))
+check "walk of the root: jobs ran ($((j1 - j0)))" test $((j1 - j0)) -gt 0
 
 # b: what the listing has is found, what was removed is not
 missing=$(walk "$MNT/b" seq)

@@ -103,6 +103,7 @@ static bool refuse_ctl(fuse_req_t req, fuse_ino_t a, fuse_ino_t b, const char *n
  */
 static void reply_entry(fuse_req_t req, int err, const struct stat *st)
 {
+	struct nvmefs_vol *vol = VOL(req); /* the reply frees req */
 	struct fuse_entry_param e;
 
 	if (err) {
@@ -111,7 +112,7 @@ static void reply_entry(fuse_req_t req, int err, const struct stat *st)
 	}
 	fill_entry(st, &e);
 	if (fuse_reply_entry(req, &e))
-		nvmefs_ns_forget(VOL(req), e.ino, 1);
+		nvmefs_ns_forget(vol, e.ino, 1);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -131,12 +132,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (!err) {
 		fuse_reply_entry(req, &e); /* control inodes count no lookups */
 	} else {
+		int pid = fuse_req_ctx(req)->pid; /* the reply frees req */
 		uint64_t cookie = 0;
 
 		err = nvmefs_ns_lookup_cookie(vol, parent, name, &st, &cookie);
 		reply_entry(req, err, &st);
 		if (!err)
-			nvmefs_sa_lookup(parent, cookie, fuse_req_ctx(req)->pid);
+			nvmefs_sa_lookup(parent, cookie, pid);
 	}
 }
 

@@ -57,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,12 +88,13 @@ struct sa_dir {
 	uint64_t ahead; /* the last cookie read ahead (0: none yet) */
 	uint64_t used;	/* for replacement: the lookup count when last seen */
 	unsigned streak, window;
-	bool busy; /* a job of it is queued or running */
+	unsigned gen; /* a new walk: a job of the old one reports to nothing */
+	bool busy;    /* a job of it is queued or running */
 };
 
 struct sa_job {
 	uint64_t ino, from;
-	unsigned count;
+	unsigned count, gen;
 };
 
 static struct {
@@ -111,23 +113,23 @@ static struct {
 	unsigned qhead, qlen;
 	/* .nvmefs/stats */
 	atomic_uint_fast64_t jobs, entries, plain, failed;
-} sa = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} sa = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .tid = -1};
 
 /* ---- when ---- */
 
 static struct sa_dir *dir_of(uint64_t ino)
 {
-	struct sa_dir *victim = &sa.dir[0];
+	struct sa_dir *victim = NULL;
 
 	for (unsigned i = 0; i < SA_DIRS; i++) {
 		if (sa.dir[i].ino == ino)
 			return &sa.dir[i];
-		if (!sa.dir[i].busy && sa.dir[i].used < victim->used)
+		if (!sa.dir[i].busy && (!victim || sa.dir[i].used < victim->used))
 			victim = &sa.dir[i];
 	}
-	if (victim->busy)
+	if (!victim)
 		return NULL; /* all 16 have jobs: follow no new one */
-	*victim = (struct sa_dir){.ino = ino, .window = SA_FIRST};
+	*victim = (struct sa_dir){.ino = ino, .window = SA_FIRST, .gen = victim->gen + 1};
 	return victim;
 }
 
@@ -148,6 +150,7 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, int tid)
 		d->streak = 0;
 		d->ahead = 0;
 		d->window = SA_FIRST;
+		d->gen++;
 	}
 	d->last = cookie;
 	/* The second lookup in order starts a job; then each lookup within half
@@ -158,7 +161,8 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, int tid)
 
 		*j = (struct sa_job){.ino = parent,
 				     .from = d->ahead > cookie ? d->ahead : cookie,
-				     .count = d->window};
+				     .count = d->window,
+				     .gen = d->gen};
 		d->busy = true;
 		if (d->window < sa.max)
 			d->window = d->window * 2 < sa.max ? d->window * 2 : sa.max;
@@ -204,6 +208,9 @@ static int open_dir(uint64_t ino)
 		close(root);
 		return -ESTALE;
 	}
+	/* The kernel made the root's inode itself, generation 0, not ours. */
+	if (ino == NVMEFS_ROOT_INO)
+		return root;
 	fd = open_by_handle_at(root, &fh.h, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		fd = -errno;
@@ -211,11 +218,21 @@ static int open_dir(uint64_t ino)
 	return fd;
 }
 
+/* Whether the mount is still where it was: after an umount the clone
+ * keeps the connection until its job ends, so the job ends early. */
+static bool mounted(void)
+{
+	struct stat st;
+
+	return !stat(sa.mountpoint, &st) && st.st_dev == sa.dev;
+}
+
 /* Read count entries of job j's directory after its cookie into the
  * kernel's cache: 0, 1 at the directory's end, or -errno; the last cookie
- * read in *last. */
+ * read in *last. A plain READDIR (answered empty) is not the end: 0. */
 static int run(const struct sa_job *j, char *buf, uint64_t *last)
 {
+	uint64_t plain = atomic_load(&sa.plain);
 	unsigned got = 0;
 	int fd, ret = 0;
 
@@ -237,7 +254,7 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		struct stat st;
 
 		if (n <= 0) {
-			ret = n < 0 ? -errno : 1;
+			ret = n < 0 ? -errno : atomic_load(&sa.plain) == plain;
 			break;
 		}
 		for (long o = 0; o < n; got++) {
@@ -249,6 +266,8 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		}
 		/* Marks the directory for READDIRPLUS again (see above). */
 		fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+		if (!mounted())
+			break;
 	}
 	atomic_fetch_add(&sa.entries, got);
 	close(fd);
@@ -258,8 +277,14 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 static void *sa_main(void *arg)
 {
 	char *buf = malloc(SA_BUF);
+	sigset_t set;
 
 	(void)arg;
+	/* Signals are the workers' and the main thread's (loop.c). */
+	sigfillset(&set);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (!buf)
+		atomic_store(&sa.on, false);
 	atomic_store(&sa.tid, (int)gettid());
 	pthread_mutex_lock(&sa.mu);
 	while (buf && !atomic_load(&sa.stop)) {
@@ -282,11 +307,9 @@ static void *sa_main(void *arg)
 			nvmefs_debug("statahead: directory %llu: %s", (unsigned long long)j.ino,
 				     strerror(-ret));
 		}
-		if (ret == -EPERM) {
+		if (ret == -EPERM && atomic_exchange(&sa.on, false))
 			nvmefs_info("statahead off: reading directories ahead needs "
 				    "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH");
-			atomic_store(&sa.on, false);
-		}
 		pthread_mutex_lock(&sa.mu);
 		for (unsigned i = 0; i < SA_DIRS; i++) {
 			struct sa_dir *d = &sa.dir[i];
@@ -294,8 +317,14 @@ static void *sa_main(void *arg)
 			if (d->ino != j.ino || !d->busy)
 				continue;
 			d->busy = false;
-			/* At the directory's end, or failed: nothing more ahead. */
-			d->ahead = ret || last <= d->ahead ? UINT64_MAX / 2 : last;
+			if (d->gen != j.gen)
+				break; /* a new walk since: its own jobs say */
+			/* At the directory's end, or failed: nothing more ahead; a
+			 * job cut short (plain READDIR) leaves it to the next. */
+			if (ret)
+				d->ahead = UINT64_MAX / 2;
+			else if (last > d->ahead)
+				d->ahead = last;
 		}
 	}
 	pthread_mutex_unlock(&sa.mu);
