@@ -166,17 +166,18 @@ struct nvmefs_journal {
 	uint64_t super_seq;
 	uint64_t manifest_seq; /* the run area's manifest of the last flush */
 	uint64_t since_flush;  /* journal bytes written since the last flush */
-	bool compact_due;      /* state_lock: a flush added a run; the committer compacts */
+	bool compact_due;      /* state_lock: a flush added a run; the compactor compacts */
 	/* state_lock: what is durable */
 	pthread_mutex_t state_lock;
 	pthread_cond_t state_cond;
 	uint64_t durable_gen;
 	atomic_int error; /* sticky: a metadata write failed, volume is read-only;
 			   * set under state_lock, read without it */
-	/* the committer thread */
-	pthread_t thread;
-	bool running, stop, kick; /* state_lock */
-	atomic_bool stop_compact; /* the committer stops compacting: unmount */
+	/* the committer and compactor threads */
+	pthread_t thread, cthread;
+	pthread_cond_t compact_cond; /* state_lock: compact_due or stop */
+	bool running, stop, kick;    /* state_lock */
+	atomic_bool stop_compact;    /* the compactor stops: unmount */
 	unsigned interval_ms;
 	/* what nvmefs_journal_load found */
 	bool loaded_clean;	  /* the superblock said clean unmount */

@@ -26,14 +26,18 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "nvmefs/util.h"
 
 #define TXN_KICK_BYTES (1u << 20) /* wake the committer past this much */
 /* ... or past this many dirty inodes: a commit logs and puts each under
- * meta (emit_dirty), about 2 us apiece, and every operation waits. */
-#define DIRTY_KICK 4096u
-#define IO_CHUNK   (4u << 20)
+ * meta (emit_dirty), 4-5 us apiece at 10^6 files (holds of 20-24 ms for
+ * 4,096 measured), and every operation waits. */
+#define DIRTY_KICK   1024u
+#define IO_CHUNK     (4u << 20)
+#define COMPACT_NICE 10 /* the compactor's nice value */
 
 static uint64_t journal_base(const struct nvmefs_vol *vol)
 {
@@ -47,6 +51,7 @@ int nvmefs_journal_init(struct nvmefs_vol *vol)
 	pthread_mutex_init(&j->commit_lock, NULL);
 	pthread_mutex_init(&j->state_lock, NULL);
 	pthread_cond_init(&j->state_cond, NULL);
+	pthread_cond_init(&j->compact_cond, NULL);
 	j->open_gen = 1;
 	j->interval_ms = vol->opts.commit_ms ? vol->opts.commit_ms : 5000;
 	return 0;
@@ -64,6 +69,7 @@ void nvmefs_journal_exit(struct nvmefs_vol *vol)
 	j->buf = NULL;
 	j->pf = NULL;
 	pthread_cond_destroy(&j->state_cond);
+	pthread_cond_destroy(&j->compact_cond);
 	pthread_mutex_destroy(&j->state_lock);
 	pthread_mutex_destroy(&j->commit_lock);
 }
@@ -260,6 +266,7 @@ static int write_flush(struct nvmefs_vol *vol, const struct nvmefs_mark *m, bool
 	if (!ret) {
 		pthread_mutex_lock(&j->state_lock);
 		j->compact_due = true;
+		pthread_cond_signal(&j->compact_cond);
 		pthread_mutex_unlock(&j->state_lock);
 	}
 	return ret;
@@ -1028,33 +1035,54 @@ out:
 	return ret;
 }
 
-/* ---- the committer thread ---- */
+/* ---- the committer and compactor threads ---- */
 
 /*
- * After a flush added a run: compaction steps until none is due, outside
- * every journal lock (the store serializes them against its flushes). A
- * failed step leaves the store as it was; the metadata stays whole and
- * readable, only larger, so it is logged and retried after the next flush.
+ * The compactor: after each flush that added a run, compaction steps
+ * until none is due, outside every journal lock (the store serializes
+ * them against its flushes). A failed step leaves the store as it was;
+ * the metadata stays whole and readable, only larger, so it is logged and
+ * retried after the next flush.
+ *
+ * A thread of its own, not the committer's: a compaction of large runs
+ * takes seconds at 10^6 files (1.2 s measured), and while the committer
+ * compacted, no commit ran, dirty inodes piled up (they cannot leave the
+ * cache) and the next commit logged them all under the metadata lock, a
+ * create's stall of 100 ms.
  */
-static void compact(struct nvmefs_vol *vol)
+static void *compactor(void *arg)
 {
+	struct nvmefs_vol *vol = arg;
 	struct nvmefs_journal *j = &vol->j;
-	bool due;
-	int ret;
 
+	/* Background work: the CPU goes to the operations first, compaction
+	 * takes what they leave (RocksDB's low-priority pool does the same).
+	 * A thread's own nice value, on Linux. Failing it changes nothing. */
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), COMPACT_NICE))
+		nvmefs_debug("compactor: setpriority: %s", strerror(errno));
 	pthread_mutex_lock(&j->state_lock);
-	due = j->compact_due && !j->stop;
-	j->compact_due = false;
-	pthread_mutex_unlock(&j->state_lock);
-	if (!due || nvmefs_journal_error(vol))
-		return;
-	while ((ret = nvmefs_store_compact(vol->store, false)) == 1) {
-		if (atomic_load_explicit(&j->stop_compact, memory_order_relaxed))
-			return;
+	while (!j->stop) {
+		int ret;
+
+		if (!j->compact_due) {
+			pthread_cond_wait(&j->compact_cond, &j->state_lock);
+			continue;
+		}
+		j->compact_due = false;
+		pthread_mutex_unlock(&j->state_lock);
+		if (!nvmefs_journal_error(vol)) {
+			while ((ret = nvmefs_store_compact(vol->store, false)) == 1) {
+				if (atomic_load_explicit(&j->stop_compact, memory_order_relaxed))
+					break;
+			}
+			if (ret < 0)
+				nvmefs_warn("%s: metadata: compacting the run area failed: %s",
+					    nvmefs_meta_where(vol), strerror(-ret));
+		}
+		pthread_mutex_lock(&j->state_lock);
 	}
-	if (ret < 0)
-		nvmefs_warn("%s: metadata: compacting the run area failed: %s",
-			    nvmefs_meta_where(vol), strerror(-ret));
+	pthread_mutex_unlock(&j->state_lock);
+	return NULL;
 }
 
 static void *committer(void *arg)
@@ -1081,7 +1109,6 @@ static void *committer(void *arg)
 		j->kick = false;
 		pthread_mutex_unlock(&j->state_lock);
 		commit(vol, true);
-		compact(vol);
 		pthread_mutex_lock(&j->state_lock);
 	}
 	pthread_mutex_unlock(&j->state_lock);
@@ -1090,11 +1117,22 @@ static void *committer(void *arg)
 
 int nvmefs_journal_start(struct nvmefs_vol *vol)
 {
-	int ret = pthread_create(&vol->j.thread, NULL, committer, vol);
+	struct nvmefs_journal *j = &vol->j;
+	int ret = pthread_create(&j->thread, NULL, committer, vol);
 
 	if (ret)
 		return -ret;
-	vol->j.running = true;
+	ret = pthread_create(&j->cthread, NULL, compactor, vol);
+	if (ret) {
+		pthread_mutex_lock(&j->state_lock);
+		j->stop = true;
+		pthread_cond_broadcast(&j->state_cond);
+		pthread_mutex_unlock(&j->state_lock);
+		pthread_join(j->thread, NULL);
+		j->stop = false;
+		return -ret;
+	}
+	j->running = true;
 	return 0;
 }
 
@@ -1108,7 +1146,9 @@ void nvmefs_journal_stop(struct nvmefs_vol *vol)
 	pthread_mutex_lock(&j->state_lock);
 	j->stop = true;
 	pthread_cond_broadcast(&j->state_cond);
+	pthread_cond_broadcast(&j->compact_cond);
 	pthread_mutex_unlock(&j->state_lock);
 	pthread_join(j->thread, NULL);
+	pthread_join(j->cthread, NULL);
 	j->running = false;
 }
