@@ -11,7 +11,9 @@
 #  - the same after files were removed and renamed among them (holes and
 #    new cookies in the order): every name the listing gives is found,
 #    with its size, and no removed name;
-#  - os.stat in a random order starts no job;
+#  - os.stat in a random order starts no job, nor a walk of a directory
+#    of 40 files (fewer than 64: a job there costs more than its lookups,
+#    and its walk to the mount point raced an umount right after);
 #  - -o statahead=0: no job, every stat a LOOKUP;
 #  - unmounting right after a walk stopped early, with a long job still
 #    reading (-o statahead=16384, 20,000 files): fusermount3 -u succeeds
@@ -89,6 +91,10 @@ for d in ("a", "b", "c", "e"):
 for i in range(n):
     with open(os.path.join(root, "r%05d" % i), "wb") as f:
         f.write(b"x" * (i + 1))
+os.mkdir(os.path.join(root, "s"))
+for i in range(40):
+    with open(os.path.join(root, "s", "f%05d" % i), "wb") as f:
+        f.write(b"x" * (i + 1))
 EOF
 # b: holes (every 7th removed) and renamed entries (new cookies at the end)
 for i in $(seq 0 7 $((N - 1))); do rm "$MNT/b/$(printf f%05d "$i")"; done
@@ -132,6 +138,9 @@ read -r j2 < <(stats statahead.jobs)
 check "random walk of c: every file there" test "$(walk "$MNT/c" random)" = 0
 read -r j3 < <(stats statahead.jobs)
 check "random walk of c: no job ($((j3 - j2)))" test "$j3" = "$j2"
+check "walk of s (40 files): every file there" test "$(walk "$MNT/s" seq)" = $((N - 40))
+read -r j4 < <(stats statahead.jobs)
+check "walk of s (40 files): no job ($((j4 - j3)))" test "$j4" = "$j3"
 
 # unmounting while a job still reads: a walk stopped at 2,000 of 20,000
 for _ in 1 2 3; do

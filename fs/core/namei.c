@@ -201,11 +201,11 @@ static int get_child(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, unsi
 
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st)
 {
-	return nvmefs_ns_lookup_cookie(vol, parent, name, st, NULL);
+	return nvmefs_ns_lookup_cookie(vol, parent, name, st, NULL, NULL);
 }
 
 int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char *name,
-			    struct stat *st, uint64_t *cookie)
+			    struct stat *st, uint64_t *cookie, uint64_t *entries)
 {
 	struct nvmefs_inode *p, *in = NULL;
 	struct nvmefs_dirent *d = NULL;
@@ -221,6 +221,8 @@ int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char 
 		ret = -ENOENT;
 	if (!ret && cookie)
 		*cookie = d->cookie; /* before get_child: it may drop meta */
+	if (!ret && entries)
+		*entries = p->dir->live;
 	if (!ret)
 		ret = get_child(vol, d, 0, &in);
 	if (!ret)

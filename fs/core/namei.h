@@ -73,10 +73,11 @@ void nvmefs_ns_put(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /* name in directory parent: its attributes in *st, and one reference. */
 int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, struct stat *st);
-/* The same, and the entry's readdir offset in *cookie: a readdir from
- * *cookie on gives the entries after it. */
+/* The same, and the entry's readdir offset in *cookie (a readdir from
+ * *cookie on gives the entries after it) and the directory's number of
+ * entries in *entries. */
 int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char *name,
-			    struct stat *st, uint64_t *cookie);
+			    struct stat *st, uint64_t *cookie, uint64_t *entries);
 /* Give back n references on ino; an unlinked inode with none left and no
  * open handle leaves memory. */
 void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);

@@ -73,9 +73,9 @@ void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
 /* Start the thread that reads ahead, up to max entries a step (0: off),
  * through mountpoint: 0 or -errno (the mount then serves without it). */
 int nvmefs_sa_start(const char *mountpoint, unsigned max);
-/* A LOOKUP found the entry at cookie in parent, for thread tid: perhaps a
- * job reads on from there. */
-void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, int tid);
+/* A LOOKUP found the entry at cookie in parent (of entries entries), for
+ * thread tid: perhaps a job reads on from there. */
+void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int tid);
 /* True when tid is the statahead thread, whose plain READDIR (the kernel
  * did not ask for READDIRPLUS) is answered empty; counted. */
 bool nvmefs_sa_self(int tid);

@@ -133,12 +133,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e); /* control inodes count no lookups */
 	} else {
 		int pid = fuse_req_ctx(req)->pid; /* the reply frees req */
-		uint64_t cookie = 0;
+		uint64_t cookie = 0, entries = 0;
 
-		err = nvmefs_ns_lookup_cookie(vol, parent, name, &st, &cookie);
+		err = nvmefs_ns_lookup_cookie(vol, parent, name, &st, &cookie, &entries);
 		reply_entry(req, err, &st);
 		if (!err)
-			nvmefs_sa_lookup(parent, cookie, pid);
+			nvmefs_sa_lookup(parent, cookie, entries, pid);
 	}
 }
 
