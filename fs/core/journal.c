@@ -1122,6 +1122,7 @@ int nvmefs_journal_start(struct nvmefs_vol *vol)
 
 	if (ret)
 		return -ret;
+	pthread_setname_np(j->thread, "nvmefs-commit");
 	ret = pthread_create(&j->cthread, NULL, compactor, vol);
 	if (ret) {
 		pthread_mutex_lock(&j->state_lock);
@@ -1132,6 +1133,7 @@ int nvmefs_journal_start(struct nvmefs_vol *vol)
 		j->stop = false;
 		return -ret;
 	}
+	pthread_setname_np(j->cthread, "nvmefs-compact");
 	j->running = true;
 	return 0;
 }

@@ -896,6 +896,7 @@ static int flush_imm(struct nvmefs_store *s)
 	pthread_mutex_lock(&s->lock);
 	s->st.flushes++;
 	s->st.flush_blocks_written = nvmefs_run_blocks(&sr->r.meta);
+	s->st.flushed_blocks += s->st.flush_blocks_written;
 	s->st.flush_blocks_read = (uint64_t)sr->r.meta.index_blocks + sr->r.meta.filter_blocks;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -1240,9 +1241,11 @@ out:
 /* Commit the outputs o in place of p's inputs, or drop them. */
 static int compact_commit(struct nvmefs_store *s, const struct pick *p, struct outs *o)
 {
-	uint64_t blocks = 0;
+	uint64_t blocks = 0, in = 0;
 	int ret;
 
+	for (size_t i = 0; i < p->n; i++)
+		in += nvmefs_run_blocks(&p->in[i]->r.meta);
 	pthread_mutex_lock(&s->commit_lock);
 	ret = commit_view(s, p->in, p->n, o->run, o->n, &nvmefs_runs_current(s->a)->mark, false);
 	pthread_mutex_unlock(&s->commit_lock);
@@ -1256,6 +1259,8 @@ static int compact_commit(struct nvmefs_store *s, const struct pick *p, struct o
 	s->st.compactions++;
 	s->st.compact_blocks_written = blocks;
 	s->st.compact_runs_written = o->n;
+	s->st.compact_read_blocks += in;
+	s->st.compact_written_blocks += blocks;
 	pthread_mutex_unlock(&s->lock);
 	return 1;
 }

@@ -76,6 +76,9 @@ struct nvmefs_store_stats {
 	uint64_t flush_blocks_read;	   /* by the last flush: the new run's index and filter */
 	uint64_t compact_blocks_written;   /* by the last compaction: its runs' blocks */
 	uint64_t compact_runs_written;	   /* by the last compaction: its output runs */
+	uint64_t flushed_blocks;	   /* written by every flush since open */
+	uint64_t compact_read_blocks;	   /* runs merged by every compaction since open */
+	uint64_t compact_written_blocks;   /* written by every compaction since open */
 	uint64_t get_blocks_read;	   /* run blocks read by lookups, since open (misses) */
 	uint64_t cache_hits, cache_misses; /* lookups' run blocks found in the cache or not */
 	size_t cache_bytes;		   /* run blocks the cache holds */

@@ -18,6 +18,7 @@
 
 #include "door_i.h"
 #include "icache_i.h"
+#include "store.h"
 #include "xlayout_i.h"
 
 #include <errno.h>
@@ -275,6 +276,28 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
+/* The store of sorted runs (fs/core/store.c): its flushes and
+ * compactions since the mount, in 4 KiB blocks (their write
+ * amplification), and its run-block cache. */
+static json_object *store_stats(struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+	struct nvmefs_store_stats st;
+
+	nvmefs_store_stats(vol->store, &st);
+	put_u64(o, "runs", st.runs);
+	put_u64(o, "flushes", st.flushes);
+	put_u64(o, "flushed_blocks", st.flushed_blocks);
+	put_u64(o, "compactions", st.compactions);
+	put_u64(o, "compact_read_blocks", st.compact_read_blocks);
+	put_u64(o, "compact_written_blocks", st.compact_written_blocks);
+	put_u64(o, "memtable_bytes", st.mem_bytes + st.frozen_bytes);
+	put_u64(o, "block_cache_bytes", st.cache_bytes);
+	put_u64(o, "block_cache_hits", st.cache_hits);
+	put_u64(o, "block_cache_misses", st.cache_misses);
+	return o;
+}
+
 /* The metadata cache (fs/core/icache.c): what is in memory and what it
  * read from the store, taken under meta. */
 static json_object *meta_stats(struct nvmefs_vol *vol)
@@ -293,6 +316,7 @@ static json_object *meta_stats(struct nvmefs_vol *vol)
 	put_u64(o, "evictions", vol->cache.evictions);
 	json_object_object_add(o, "resident", json_object_new_boolean(vol->resident));
 	pthread_mutex_unlock(&vol->lock);
+	json_object_object_add(o, "store", store_stats(vol));
 	return o;
 }
 

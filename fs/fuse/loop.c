@@ -63,6 +63,7 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -403,10 +404,14 @@ static int start_workers(struct loop *lp, const cpu_set_t *cpus)
 	if (cpus && pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus))
 		nvmefs_warn("cannot run the FUSE workers on the devices' NUMA node");
 	for (unsigned i = 0; i < lp->n; i++) {
+		char name[16];
+
 		lp->w[i].lp = lp;
 		ret = -pthread_create(&lp->w[i].thread, &attr, worker_main, &lp->w[i]);
 		if (ret)
 			break;
+		snprintf(name, sizeof(name), "nvmefs-w%u", i % 1000);
+		pthread_setname_np(lp->w[i].thread, name);
 		lp->w[i].started = true;
 	}
 	pthread_attr_destroy(&attr);

@@ -346,6 +346,7 @@ int nvmefs_sa_start(const char *mountpoint, unsigned max)
 		sa.mountpoint = NULL;
 		return -ret;
 	}
+	pthread_setname_np(sa.thread, "nvmefs-ahead");
 	sa.started = true;
 	atomic_store(&sa.on, true);
 	return 0;

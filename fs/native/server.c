@@ -999,6 +999,7 @@ static int client_new(struct nvmefs_native *srv, int sock)
 		atomic_fetch_sub_explicit(&srv->vol->native.clients, 1, RELAXED);
 		goto err_wake;
 	}
+	pthread_setname_np(c->thread, "nvmefs-client");
 	c->next = srv->clients;
 	srv->clients = c;
 	srv->nclients++;
@@ -1085,6 +1086,7 @@ int nvmefs_native_start(struct nvmefs_vol *vol, const char *mountpoint,
 		pthread_mutex_destroy(&srv->mu);
 		goto err;
 	}
+	pthread_setname_np(srv->acceptor, "nvmefs-accept");
 	snprintf(vol->native_socket, sizeof(vol->native_socket), "@%s", a.sun_path + 1);
 	*out = srv;
 	return 0;
