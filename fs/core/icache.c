@@ -105,20 +105,23 @@ static int read_prefix(struct nvmefs_vol *vol, uint8_t kind, uint64_t ino, struc
 	return ret < 0 ? ret : 0;
 }
 
-/* One key by exact match into b; -ENOENT when the store has none. */
+/* The kinds read_key reads: none has a value longer than an inode's. */
+_Static_assert(NVMEFS_VAL_EXTENT <= NVMEFS_VAL_INODE_MAX &&
+		       NVMEFS_VAL_ORPHAN <= NVMEFS_VAL_INODE_MAX,
+	       "read_key's buffer");
+
+/* One INODE, ORPHAN or EXTENT key by exact match into b; -ENOENT when the
+ * store has none, -EUCLEAN when its value is longer than its kind allows
+ * (at every open of a small file: no heap buffer). */
 static int read_key(struct nvmefs_vol *vol, const uint8_t *key, size_t klen, struct kvbuf *b)
 {
-	uint8_t *val = malloc(NVMEFS_VAL_MAX);
+	uint8_t val[NVMEFS_VAL_INODE_MAX];
 	size_t vlen = 0;
-	int ret;
+	int ret = nvmefs_store_get(vol->store, key, klen, val, sizeof(val), &vlen);
 
-	if (!val)
-		return -ENOMEM;
-	ret = nvmefs_store_get(vol->store, key, klen, val, NVMEFS_VAL_MAX, &vlen);
 	if (!ret)
 		ret = kvbuf_add(b, key, klen, val, vlen);
-	free(val);
-	return ret;
+	return ret == -ERANGE ? -EUCLEAN : ret;
 }
 
 static const char *kind_name(uint8_t kind)
@@ -402,7 +405,7 @@ uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol)
 	       vol->lookups_bytes;
 }
 
-static uint64_t cache_limit(const struct nvmefs_vol *vol)
+uint64_t nvmefs_icache_limit(const struct nvmefs_vol *vol)
 {
 	return vol->opts.meta_cache ? vol->opts.meta_cache : NVMEFS_META_CACHE_DEFAULT;
 }
@@ -424,7 +427,7 @@ static void evict(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 
 void nvmefs_icache_shrink(struct nvmefs_vol *vol, size_t buckets)
 {
-	uint64_t limit = cache_limit(vol);
+	uint64_t limit = nvmefs_icache_limit(vol);
 
 	if (vol->resident)
 		return;
@@ -480,7 +483,7 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		return;
 	/* -o meta_cache=0: nothing unused stays (the tests' mode, so that
 	 * every path reads from the store). */
-	if (cache_limit(vol) <= 1 && nvmefs_iget(vol, in->ino) == in && evictable(vol, in))
+	if (nvmefs_icache_limit(vol) <= 1 && nvmefs_iget(vol, in->ino) == in && evictable(vol, in))
 		evict(vol, in);
 	else
 		nvmefs_icache_shrink(vol, 64);

@@ -16,6 +16,7 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "extmap_i.h"
+#include "icache_i.h"
 #include "kv_i.h"
 #include "lookups_i.h"
 #include "meta_i.h"
@@ -62,7 +63,7 @@ static uint64_t hash_name(const struct nvmefs_vol *vol, uint64_t parent, const c
  */
 static size_t table_size(const struct nvmefs_vol *vol)
 {
-	uint64_t cache = vol->opts.meta_cache ? vol->opts.meta_cache : NVMEFS_META_CACHE_DEFAULT;
+	uint64_t cache = nvmefs_icache_limit(vol);
 	size_t n = 1024;
 
 	while (n < (1u << 20) && (uint64_t)n * 512 < cache)
@@ -810,8 +811,8 @@ int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 
 	if (!slots)
 		return -ENOMEM;
-	/* Each slot's array at its exact size: a cache of a million one-extent
-	 * files holds them all, and nvmefs_grow would give each 16. */
+	/* Each slot's array at its exact size, counted first: one allocation
+	 * each (a cache of a million one-extent files holds them all). */
 	for (i = 0; i < n; i++)
 		if (ext[i].extent.slot < count)
 			slots[ext[i].extent.slot].cap++;
