@@ -72,6 +72,21 @@ static void ext_del(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 		nvmefs_kv_del(vol, key, nvmefs_key_extent(key, in->ino, slot, comp_off));
 }
 
+static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
+{
+	/* Most files have one extent per slot (sequential writes merge), and
+	 * every file's maps stay in memory: start at one, not nvmefs_grow's
+	 * 16 (512 bytes a slot), then double. */
+	if (!m->cap && n == 1) {
+		m->v = malloc(sizeof(*m->v));
+		if (!m->v)
+			return -ENOMEM;
+		m->cap = 1;
+		return 0;
+	}
+	return nvmefs_grow(&m->v, &m->cap, n, sizeof(*m->v));
+}
+
 static bool ext_joins(const struct nvmefs_ext *a, const struct nvmefs_ext *b)
 {
 	return a->comp_off + a->len == b->comp_off && a->dev_off + a->len == b->dev_off &&
@@ -104,7 +119,7 @@ static int extmap_insert(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 		m->v[i].len += e->len;
 		ext_put(vol, in, slot, &m->v[i]);
 	} else {
-		if (nvmefs_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v))) {
+		if (extmap_reserve(m, m->n + 1)) {
 			in->alloc_bytes -= e->len;
 			return -ENOMEM;
 		}
@@ -145,7 +160,7 @@ static int extmap_remove(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
 			/* The range is inside one extent: split it in two. */
 			struct nvmefs_ext tail = *e;
 
-			if (nvmefs_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v)))
+			if (extmap_reserve(m, m->n + 1))
 				return -ENOMEM;
 			e = &m->v[i];
 			tail.comp_off = hi;

@@ -21,13 +21,11 @@ void nvmefs_timespec_now(struct timespec *ts)
 
 int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem)
 {
-	size_t c = *cap ? *cap : need;
+	size_t c = *cap ? *cap : 16;
 	void *old, *v;
 
 	if (need <= *cap)
 		return 0;
-	if (need > SIZE_MAX / elem)
-		return -ENOMEM;
 	while (c < need) {
 		if (c > SIZE_MAX / 2 / elem)
 			return -ENOMEM;

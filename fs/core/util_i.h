@@ -11,11 +11,8 @@
 
 /*
  * Make the array *vp (elements of elem bytes, *cap of them allocated) hold
- * at least need elements: an empty one gets exactly need (most of the
- * metadata's arrays hold one element for good: a file's extents, a small
- * directory's names), a full one doubles until need fits. Returns 0 or
- * -ENOMEM (the array is then unchanged). vp is the address of the array
- * pointer.
+ * at least need elements, doubling as it grows. Returns 0 or -ENOMEM (the
+ * array is then unchanged). vp is the address of the array pointer.
  */
 int nvmefs_grow(void *vp, size_t *cap, size_t need, size_t elem);
 void nvmefs_timespec_now(struct timespec *ts);
