@@ -612,6 +612,58 @@ static void test_flush_cost(void)
 	nvmefs_store_close(s);
 }
 
+/*
+ * A volume being filled: each batch appends new keys at the end of three
+ * kinds (inodes, names under a new directory, extents), flushed and
+ * compacted. Every run below level 0 holds one kind of key, and the
+ * compactions read and write at most 4 times what the flushes wrote (3.4
+ * and 3.5; with runs spanning two kinds, each merge into a level also read
+ * and rewrote the run there holding the end of a kind: 4.9 and 5.0).
+ */
+static void test_ingest_cost(void)
+{
+	const struct nvmefs_store_cfg cfg = {
+		.l0_runs = 3, .l1_blocks = 32, .fanout = 4, .run_blocks = 16};
+	struct nvmefs_store *s = fresh_store(&cfg);
+	const struct nvmefs_manifest *m;
+	struct nvmefs_store_stats st;
+	uint8_t k[NVMEFS_KEY_MAX], val[100] = {0};
+	unsigned mixed = 0, levels;
+
+	for (uint64_t b = 0; b < 40; b++) {
+		for (uint64_t i = b * 300; i < (b + 1) * 300; i++) {
+			char name[16];
+			size_t nl = (size_t)snprintf(name, sizeof(name), "f%05" PRIu64, i);
+
+			CHECK_ERR(nvmefs_store_put(s, k, nvmefs_key_inode(k, 1000 + i), val, 100),
+				  0);
+			CHECK_ERR(nvmefs_store_put(s, k, nvmefs_key_dirent(k, 10 + b, name, nl),
+						   val, 24),
+				  0);
+			CHECK_ERR(nvmefs_store_put(s, k, nvmefs_key_extent(k, 1000 + i, 0, 0), val,
+						   24),
+				  0);
+		}
+		CHECK_ERR(flush_at(s, 1 + b), 0);
+		compact_all(s);
+	}
+	check_levels(s, "ingest", &levels);
+	m = nvmefs_runs_current(nvmefs_store_area(s));
+	for (size_t i = 0; i < m->n; i++)
+		mixed += m->runs[i].level && m->runs[i].min[0] != m->runs[i].max[0];
+	nvmefs_store_stats(s, &st);
+	printf("ingest of 36,000 keys: %u levels; flushes wrote %" PRIu64
+	       " blocks, compactions read %" PRIu64 " and wrote %" PRIu64 "\n",
+	       levels, st.flushed_blocks, st.compact_read_blocks, st.compact_written_blocks);
+	CHECKF(mixed == 0, "%u runs below level 0 hold two kinds of key", mixed);
+	CHECK(levels >= 3); /* the merges went deep enough to count */
+	CHECKF(st.compact_read_blocks <= 4 * st.flushed_blocks &&
+		       st.compact_written_blocks <= 4 * st.flushed_blocks,
+	       "compactions read %" PRIu64 " and wrote %" PRIu64 " blocks for %" PRIu64 " flushed",
+	       st.compact_read_blocks, st.compact_written_blocks, st.flushed_blocks);
+	nvmefs_store_close(s);
+}
+
 /* ---- a nearly full area ---- */
 
 /* Blocks of the manifest's runs at level (all levels: NVMEFS_RUN_LEVELS). */
@@ -1252,6 +1304,7 @@ int main(void)
 	test_model_mem(seed);
 	test_tombstones();
 	test_flush_cost();
+	test_ingest_cost();
 	test_nearly_full();
 	test_powerloss(seed);
 	test_enospc();

@@ -1176,19 +1176,29 @@ static int out_end(struct nvmefs_store *s, struct nvmefs_runw *w, struct outs *o
 	return 0;
 }
 
-/* Every entry of the merge m into runs of level, each ended before it
- * outgrows its reservation, into o: 0 or -errno (o then the caller's to
- * drop). */
+/*
+ * Every entry of the merge m into runs of level, each ended before it
+ * outgrows its reservation or where the key kind changes, into o: 0 or
+ * -errno (o then the caller's to drop).
+ *
+ * A run holds one kind of key: a volume being filled appends at the end
+ * of each kind (new inodes, their directories' names, their extents), and
+ * a run of such keys then overlaps no run of the next level, where a run
+ * spanning two kinds overlapped the one holding the end of the first
+ * (every such merge read and rewrote it).
+ */
 static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t level,
 		      struct outs *o)
 {
 	struct nvmefs_run_ent e;
 	struct nvmefs_runw w;
 	bool open = false;
+	uint8_t kind = 0;
 	int ret;
 
 	while ((ret = nvmefs_merge_next(m, &e)) == 1) {
-		if (open && out_need(&w, &e) > w.cap) { /* full: e opens the next */
+		/* Full, or another kind: e opens the next. */
+		if (open && (out_need(&w, &e) > w.cap || e.key[0] != kind)) {
 			open = false;
 			ret = out_end(s, &w, o);
 			if (ret)
@@ -1197,6 +1207,7 @@ static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t l
 		if (!open && (ret = out_begin(s, &w, level, &e)))
 			return ret;
 		open = true;
+		kind = e.key[0];
 		ret = nvmefs_runw_add(&w, e.key, e.klen, e.val, e.vlen, e.tomb);
 		if (ret)
 			break;
