@@ -392,6 +392,12 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
 
 #define NVMEFS_META_CACHE_DEFAULT (128ull << 20) /* -o meta_cache= */
 
+/* The metadata cache's limit in bytes: -o meta_cache, or its default. */
+static inline uint64_t nvmefs_meta_cache_limit(const struct nvmefs_vol *vol)
+{
+	return vol->opts.meta_cache ? vol->opts.meta_cache : NVMEFS_META_CACHE_DEFAULT;
+}
+
 #define NVMEFS_LAYOUT_XATTR "user.nvmefs.layout"
 
 /* How long the tools and the daemon wait for such a daemon to let go. */

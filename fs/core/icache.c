@@ -405,11 +405,6 @@ uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol)
 	       vol->lookups_bytes;
 }
 
-uint64_t nvmefs_icache_limit(const struct nvmefs_vol *vol)
-{
-	return vol->opts.meta_cache ? vol->opts.meta_cache : NVMEFS_META_CACHE_DEFAULT;
-}
-
 /* Whether in may leave memory: it is read again from the store when next
  * asked for (a freed inode has no stored copy: it leaves by reap). */
 static bool evictable(const struct nvmefs_vol *vol, const struct nvmefs_inode *in)
@@ -427,7 +422,7 @@ static void evict(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 
 void nvmefs_icache_shrink(struct nvmefs_vol *vol, size_t buckets)
 {
-	uint64_t limit = nvmefs_icache_limit(vol);
+	uint64_t limit = nvmefs_meta_cache_limit(vol);
 
 	if (vol->resident)
 		return;
@@ -483,7 +478,8 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		return;
 	/* -o meta_cache=0: nothing unused stays (the tests' mode, so that
 	 * every path reads from the store). */
-	if (nvmefs_icache_limit(vol) <= 1 && nvmefs_iget(vol, in->ino) == in && evictable(vol, in))
+	if (nvmefs_meta_cache_limit(vol) <= 1 && nvmefs_iget(vol, in->ino) == in &&
+	    evictable(vol, in))
 		evict(vol, in);
 	else
 		nvmefs_icache_shrink(vol, 64);

@@ -36,8 +36,6 @@ int nvmefs_inode_get(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
 		     struct nvmefs_inode **out);
 /* The metadata in memory as the cache counts it (meta held). */
 uint64_t nvmefs_icache_bytes(const struct nvmefs_vol *vol);
-/* The cache's limit in bytes: -o meta_cache, or its default. */
-uint64_t nvmefs_icache_limit(const struct nvmefs_vol *vol);
 /* Evict inodes nothing pins (and a directory's entries with it) while
  * the cache is over -o meta_cache, visiting at most buckets buckets of the
  * inode table (meta held; no I/O: what is evicted is in the store). */

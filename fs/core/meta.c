@@ -16,7 +16,6 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "extmap_i.h"
-#include "icache_i.h"
 #include "kv_i.h"
 #include "lookups_i.h"
 #include "meta_i.h"
@@ -63,7 +62,7 @@ static uint64_t hash_name(const struct nvmefs_vol *vol, uint64_t parent, const c
  */
 static size_t table_size(const struct nvmefs_vol *vol)
 {
-	uint64_t cache = nvmefs_icache_limit(vol);
+	uint64_t cache = nvmefs_meta_cache_limit(vol);
 	size_t n = 1024;
 
 	while (n < (1u << 20) && (uint64_t)n * 512 < cache)
