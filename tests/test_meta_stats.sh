@@ -7,8 +7,8 @@
 #  - 3,000 files created, then a 60 KiB extended attribute set on one of
 #    them until a compaction ran (at most 4,000 times): flushes and
 #    flushed_blocks grew, flushed_blocks at least flushes; the compaction
-#    read and wrote blocks; the memtable holds what came after the last
-#    flush; every file created is there, the attribute's last value too;
+#    read and wrote blocks; every file created is there, the attribute's
+#    last value too;
 #  - the threads are named (ps -L, top -H): nvmefs-commit, nvmefs-compact,
 #    nvmefs-w0 (the FUSE workers);
 #  - after a remount the counters start again from zero (since the mount),
@@ -62,12 +62,12 @@ for i in range(4000):
 EOF
 read -r f1 fb1 c1 cr1 cw1 mem runs < <(store flushes flushed_blocks compactions compact_read_blocks \
 	compact_written_blocks memtable_bytes runs)
+# (memtable_bytes only shown: a commit may flush it at any moment)
 echo "$f1 flushes ($fb1 blocks), $c1 compactions (read $cr1, wrote $cw1 blocks), $runs runs, memtable $mem bytes"
 check "flushes counted ($f1)" test "$f1" -ge 1
 check "flushed blocks counted ($fb1 for $f1 flushes)" test "$fb1" -ge "$f1"
 check "a compaction ran within 4,000 attribute writes ($c1)" test "$c1" -ge 1
 check "compacted blocks read ($cr1) and written ($cw1)" test "$cr1" -gt 0 -a "$cw1" -gt 0
-check "the memtable holds the creates since the last flush ($mem bytes)" test "$mem" -gt 0
 check "every file there" test "$(find "$MNT" -path "$MNT/.nvmefs" -prune -o -type f -print | wc -l)" = "$made"
 last_xattr() {
 	"$py" -c 'import os, sys; v = os.getxattr(sys.argv[1], "user.big"); print(len(v), len(set(v)))' "$MNT/d/f00000"

@@ -1178,14 +1178,19 @@ static int out_end(struct nvmefs_store *s, struct nvmefs_runw *w, struct outs *o
 
 /*
  * Every entry of the merge m into runs of level, each ended before it
- * outgrows its reservation or where the key kind changes, into o: 0 or
- * -errno (o then the caller's to drop).
+ * outgrows its reservation, or where the key kind changes once it holds
+ * half of cfg.run_blocks, into o: 0 or -errno (o then the caller's to
+ * drop).
  *
- * A run holds one kind of key: a volume being filled appends at the end
- * of each kind (new inodes, their directories' names, their extents), and
- * a run of such keys then overlaps no run of the next level, where a run
+ * The cut at a kind: a volume being filled appends at the end of each
+ * kind (new inodes, their directories' names, their extents), and a run
+ * of such keys then overlaps no run of the next level, where a run
  * spanning two kinds overlapped the one holding the end of the first
- * (every such merge read and rewrote it).
+ * (every such merge read and rewrote it). Not below half a run: a short
+ * tail of one kind that overlaps nothing would go down the levels as it
+ * is, merged with nothing, and such runs would pile up with every
+ * compaction (the manifest's slot holds a few thousand); carried on into
+ * the next kind, it is merged again as before.
  */
 static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t level,
 		      struct outs *o)
@@ -1197,8 +1202,9 @@ static int copy_merge(struct nvmefs_store *s, struct nvmefs_merge *m, uint32_t l
 	int ret;
 
 	while ((ret = nvmefs_merge_next(m, &e)) == 1) {
-		/* Full, or another kind: e opens the next. */
-		if (open && (out_need(&w, &e) > w.cap || e.key[0] != kind)) {
+		/* Full, or another kind past half a run: e opens the next. */
+		if (open && (out_need(&w, &e) > w.cap ||
+			     (e.key[0] != kind && 2 * w.meta.data_blocks >= s->cfg.run_blocks))) {
 			open = false;
 			ret = out_end(s, &w, o);
 			if (ret)
@@ -1256,7 +1262,7 @@ static int compact_commit(struct nvmefs_store *s, const struct pick *p, struct o
 	int ret;
 
 	for (size_t i = 0; i < p->n; i++)
-		in += nvmefs_run_blocks(&p->in[i]->r.meta);
+		in += p->in[i]->r.meta.data_blocks; /* index and filter are in memory */
 	pthread_mutex_lock(&s->commit_lock);
 	ret = commit_view(s, p->in, p->n, o->run, o->n, &nvmefs_runs_current(s->a)->mark, false);
 	pthread_mutex_unlock(&s->commit_lock);

@@ -77,7 +77,7 @@ struct nvmefs_store_stats {
 	uint64_t compact_blocks_written;   /* by the last compaction: its runs' blocks */
 	uint64_t compact_runs_written;	   /* by the last compaction: its output runs */
 	uint64_t flushed_blocks;	   /* written by every flush since open */
-	uint64_t compact_read_blocks;	   /* runs merged by every compaction since open */
+	uint64_t compact_read_blocks;	   /* data blocks merged by every compaction since open */
 	uint64_t compact_written_blocks;   /* written by every compaction since open */
 	uint64_t get_blocks_read;	   /* run blocks read by lookups, since open (misses) */
 	uint64_t cache_hits, cache_misses; /* lookups' run blocks found in the cache or not */
