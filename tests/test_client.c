@@ -29,6 +29,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1477,6 +1478,58 @@ static void test_coh_native_write(void)
 }
 
 /*
+ * A native write by a user other than root takes setuid, and setgid when
+ * the group may execute, as a write through the mount does; and the mode the
+ * kernel caches (what `stat -c %A`, statx with STATX_MODE only, and exec
+ * read) shows it at once. The writer is uid 65534 in a forked child.
+ */
+static void test_coh_kill_privs(void)
+{
+	struct statx stx;
+	pid_t pid;
+	int status;
+
+	make_file("coh-suid", 2 * BLK, 30);
+	if (chown(P("coh-suid"), 65534, 65534) || chmod(P("coh-suid"), 06754))
+		die("chown/chmod: %s", strerror(errno));
+	CHECK(!statx(AT_FDCWD, P("coh-suid"), 0, STATX_MODE, &stx) &&
+		      (stx.stx_mode & 07777) == 06754,
+	      "mode before: %o", stx.stx_mode & 07777);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct nvmefs_client *c;
+		void *buf;
+		int fd;
+
+		/* test_native.sh opens the mount's parents to 65534. */
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		fd = open(P("coh-suid"), O_WRONLY);
+		if (fd < 0) {
+			fprintf(stderr, "open as uid 65534: %s\n", strerror(errno));
+			_exit(3);
+		}
+		if (nvmefs_attach(mnt, &c)) {
+			fprintf(stderr, "attach as uid 65534: %s\n", nvmefs_client_error(NULL));
+			_exit(3);
+		}
+		if (nvmefs_buf_alloc(c, BLK, -1, &buf) || nvmefs_reg_fd(c, fd))
+			_exit(4);
+		memset(buf, 'n', BLK);
+		_exit(nvmefs_pwrite(c, fd, buf, BLK, 0) == BLK ? 0 : 5);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "the native writer as uid 65534: status %#x", status);
+	CHECK(!statx(AT_FDCWD, P("coh-suid"), 0, STATX_MODE, &stx) &&
+		      (stx.stx_mode & 07777) == 0754,
+	      "mode after a native write by uid 65534: %o, want 754", stx.stx_mode & 07777);
+}
+
+/*
  * What was written through the mount before a native read is what it
  * reads: an overwrite, an extension with a hole, a truncate; and a native
  * write past a truncated end leaves zeros between, through the mount.
@@ -2320,6 +2373,7 @@ static const struct test tests[] = {
 	{"coherence", "coh_mount_write", test_coh_mount_write},
 	{"coherence", "coh_atime", test_coh_atime},
 	{"coherence", "coh_mmap_dirty", test_coh_mmap_dirty},
+	{"coherence", "coh_kill_privs", test_coh_kill_privs},
 	{"writeback", "writeback", test_writeback},
 	{"hostile", "hostile_messages", test_hostile_messages},
 	{"hostile", "hostile_registrations", test_hostile_registrations},

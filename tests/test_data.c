@@ -94,7 +94,7 @@ static void test_io(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 
 int main(int argc, char **argv)
 {
-	const struct nvmefs_cred cred = {0, 0};
+	const struct nvmefs_cred cred = {.uid = 0};
 	struct nvmefs_inode *in;
 	struct nvmefs_vol *vol;
 	struct stat st;

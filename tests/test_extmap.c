@@ -168,7 +168,7 @@ static bool keys_are(struct nvmefs_vol *vol, uint64_t ino, const struct want_key
 /* A new empty file for one case (its keys only its own). */
 static struct nvmefs_inode *new_file(struct nvmefs_vol *vol, const char *name)
 {
-	const struct nvmefs_cred cred = {0, 0};
+	const struct nvmefs_cred cred = {.uid = 0};
 	struct nvmefs_inode *in = NULL;
 	struct stat st;
 
@@ -294,7 +294,7 @@ static void test_keys_end(struct nvmefs_vol *vol)
 
 int main(int argc, char **argv)
 {
-	const struct nvmefs_cred cred = {0, 0};
+	const struct nvmefs_cred cred = {.uid = 0};
 	struct nvmefs_inode *in = NULL;
 	struct nvmefs_vol *vol;
 	struct stat st;

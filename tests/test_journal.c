@@ -61,7 +61,7 @@ static struct nvmefs_vol *open_vol_whole(void)
  * (closed at once; its reference given back). */
 static int create(struct nvmefs_vol *vol, const char *name, uint64_t *ino)
 {
-	const struct nvmefs_cred root = {0, 0};
+	const struct nvmefs_cred root = {.uid = 0};
 	struct nvmefs_inode *in;
 	struct stat st;
 	int ret = nvmefs_ns_create(vol, &root, NVMEFS_ROOT_INO, name, 0644, &st, &in);
@@ -363,7 +363,7 @@ static void check_free_is_complement(struct nvmefs_vol *vol, const char *when)
  */
 static void test_free_keys(void)
 {
-	const struct nvmefs_cred cred = {0, 0};
+	const struct nvmefs_cred cred = {.uid = 0};
 	struct nvmefs_vol *vol = open_vol();
 	const uint64_t K = NVMEFS_BLOCK;
 	uint64_t ino[6], orphan;
@@ -557,7 +557,7 @@ static bool count_entry(void *arg, const char *name, uint64_t ino, mode_t mode, 
  * extents come from the store when first asked for, as they were. */
 static void test_on_demand(void)
 {
-	const struct nvmefs_cred root = {0, 0};
+	const struct nvmefs_cred root = {.uid = 0};
 	struct nvmefs_vol *vol = open_vol();
 	struct stat st, big;
 	struct nvmefs_inode *in;

@@ -85,6 +85,7 @@ static long idle_after(struct nvmefs_vol *vol, long ret, int line)
 
 static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
 static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
+static const struct nvmefs_cred bob = {.uid = 1001, .gid = 1001};
 
 /* name in parent: its inode number, or 0 (and the errno in *err). */
 static uint64_t ino_of(struct nvmefs_vol *vol, uint64_t parent, const char *name)
@@ -176,7 +177,7 @@ static void test_setgid_dir(struct nvmefs_vol *vol)
 	uint64_t d, f, sub;
 
 	d = mk(vol, &root, ROOT, "sg", S_IFDIR | 0775);
-	CHECK_ERR(nvmefs_ns_setattr(vol, d, &attr, NVMEFS_SET_MODE | NVMEFS_SET_GID, &st), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, d, &attr, NVMEFS_SET_MODE | NVMEFS_SET_GID, &st), 0);
 	CHECK((st.st_mode & 07777) == 02775 && st.st_gid == 50);
 	f = mk(vol, &alice, d, "f", S_IFREG | 0644);
 	sub = mk(vol, &alice, d, "sub", S_IFDIR | 0755);
@@ -260,7 +261,7 @@ static void test_setattr(struct nvmefs_vol *vol)
 	attr.st_gid = 8;
 	attr.st_atim = (struct timespec){1000, 1};
 	attr.st_mtim = (struct timespec){2000, 2};
-	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr,
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, f, &attr,
 				    NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID |
 					    NVMEFS_SET_ATIME | NVMEFS_SET_MTIME,
 				    &st),
@@ -272,8 +273,8 @@ static void test_setattr(struct nvmefs_vol *vol)
 	CHECK(st.st_ctim.tv_sec > before.st_ctim.tv_sec ||
 	      (st.st_ctim.tv_sec == before.st_ctim.tv_sec &&
 	       st.st_ctim.tv_nsec >= before.st_ctim.tv_nsec));
-	CHECK_ERR(nvmefs_ns_setattr(vol, ROOT, &attr, NVMEFS_SET_SIZE, &st), -EISDIR);
-	CHECK_ERR(nvmefs_ns_setattr(vol, 999999, &attr, NVMEFS_SET_MODE, &st), -ENOENT);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, ROOT, &attr, NVMEFS_SET_SIZE, &st), -EISDIR);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, 999999, &attr, NVMEFS_SET_MODE, &st), -ENOENT);
 }
 
 static void test_xattrs(struct nvmefs_vol *vol)
@@ -320,15 +321,40 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 		return;
 
 	CHECK_ERR(nvmefs_xattr_set(vol, f, "security.capability", "c", 1, 0), 0);
-	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 0), 0); /* root keeps the bits */
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, &root), 0); /* root keeps the bits */
 	CHECK((attr_of(vol, f).st_mode & 07777) == 06755);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "security.capability", NULL, 0), -ENODATA);
-	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, 1000), 0);
+	/* 1: the mode changed, a kernel's cached copy must go */
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, &alice), 1);
 	CHECK((attr_of(vol, f).st_mode & 07777) == 0755);
-	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, 1000), 0);
-	CHECK((attr_of(vol, g).st_mode & 07777) == 02745); /* a mandatory-lock mark stays */
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, &alice), 0);
+	/* a mandatory-lock mark stays for the file's group (alice's)... */
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, &alice), 0);
+	CHECK((attr_of(vol, g).st_mode & 07777) == 02745);
+	/* ...and goes for a caller outside it (Linux 6.2+) */
+	CHECK_ERR(nvmefs_ns_kill_privs(vol, in2, &bob), 1);
+	CHECK((attr_of(vol, g).st_mode & 07777) == 0745);
 	nvmefs_ns_release(vol, f);
 	nvmefs_ns_release(vol, g);
+}
+
+/* A truncation by a caller takes what a write does, after the kernel's mode. */
+static void test_kill_privs_truncate(struct nvmefs_vol *vol)
+{
+	uint64_t f = mk(vol, &alice, ROOT, "kt", S_IFREG | 06744);
+	struct stat attr = {.st_size = 0, .st_mode = 02744}, st;
+
+	/* the kernel's SETATTR: its FUSE rule kept the setgid without group x */
+	CHECK_ERR(nvmefs_ns_setattr(vol, &bob, f, &attr, NVMEFS_SET_SIZE | NVMEFS_SET_MODE, &st),
+		  0);
+	CHECKF((st.st_mode & 07777) == 0744, "mode %o", st.st_mode & 07777);
+	CHECK((attr_of(vol, f).st_mode & 07777) == 0744);
+	/* the kernel itself (NULL) and root take nothing */
+	attr.st_mode = 06744;
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, f, &attr, NVMEFS_SET_MODE, &st), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, f, &attr, NVMEFS_SET_SIZE, &st), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_SIZE, &st), 0);
+	CHECK((st.st_mode & 07777) == 06744);
 }
 
 /* An unlinked file lives while a handle or a reference holds it. */
@@ -457,7 +483,7 @@ static void test_lookups(struct nvmefs_vol *vol)
 	CHECK(pinned(vol, f));
 	nvmefs_ns_release(vol, f);
 	CHECK(!pinned(vol, f));
-	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, f, &attr, NVMEFS_SET_MTIME, &st), 0);
 	CHECK(pinned(vol, f)); /* dirty until the commit logs it */
 	/* a freed inode the kernel names stays, pinned, until its last forget */
 	CHECK_ERR(nvmefs_ns_lookup(vol, d, "f", &st), 0);
@@ -466,7 +492,7 @@ static void test_lookups(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0);
 	CHECK(st.st_nlink == 0 && pinned(vol, f));
 	/* the write-back cache's late times: answered with what it was */
-	CHECK_ERR(nvmefs_ns_setattr(vol, f, &attr, NVMEFS_SET_MTIME, &st), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, NULL, f, &attr, NVMEFS_SET_MTIME, &st), 0);
 	nvmefs_ns_forget(vol, f, 1);
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0); /* one lookup left */
 	nvmefs_ns_forget(vol, f, 1);
@@ -656,6 +682,7 @@ int main(int argc, char **argv)
 		test_setattr(vol);
 		test_xattrs(vol);
 		test_kill_privs(vol);
+		test_kill_privs_truncate(vol);
 		test_open_unlinked(vol);
 		test_refs(vol);
 		test_lookups(vol);

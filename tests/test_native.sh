@@ -33,6 +33,8 @@ for f in "$client" "$example" "$build/tests/nvmefs-fi" "$build/fsck.nvmefs"; do
 	[ -x "$f" ] || mnt_skip "$f not built"
 done
 mnt_setup "$build" 4 256M
+# coh_kill_privs writes as uid 65534, which must reach the mount point.
+chmod 711 "$MNT_TMP"
 MNT_FOREGROUND=1 # the daemon's log in $MNT_TMP/nvmefs.log
 
 fsck_clean() { # WHEN

@@ -118,8 +118,8 @@ struct nvmefs_inode {
 	/* Bumped by every attribute change (nvmefs_inode_dirty): a reader
 	 * that saw the same value need not look at atime again. */
 	atomic_uint_fast64_t attr_gen;
-	/* May hold what a write takes away (setuid; setgid with group
-	 * execute; security.capability): kept by nvmefs_inode_note_privs at
+	/* May hold what a write takes away (setuid; setgid;
+	 * security.capability): kept by nvmefs_inode_note_privs at
 	 * every change of the mode or the xattrs, read by every WRITE. */
 	atomic_bool privs;
 	/* An overwrite's mtime/ctime (ns; 0: none) not yet folded into

@@ -964,7 +964,7 @@ static struct nvmefs_xattr *xattr_find(struct nvmefs_inode *in, const char *name
 void nvmefs_inode_note_privs(struct nvmefs_inode *in)
 {
 	static const char caps[] = "security.capability";
-	bool p = (in->mode & S_ISUID) || ((in->mode & S_ISGID) && (in->mode & S_IXGRP)) ||
+	bool p = (in->mode & (S_ISUID | S_ISGID)) ||
 		 (in->nxattrs && xattr_find(in, caps, sizeof(caps) - 1));
 
 	atomic_store_explicit(&in->privs, p, memory_order_release);

@@ -289,6 +289,28 @@ static int truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint
 }
 
 /* setattr's changes other than the size, and the result in *out (meta held). */
+/*
+ * The mode bits a change of in's data or size by cred takes (meta held), as
+ * Linux's setattr_should_drop_suidgid(): none for root (it stands for
+ * CAP_FSETID); setuid; setgid when the group may execute, or when the caller
+ * is not in the file's group (Linux 6.2+; before, a setgid bit without
+ * group-exec marked mandatory locking and stayed).
+ */
+static mode_t privs_to_kill(const struct nvmefs_inode *in, const struct nvmefs_cred *cred)
+{
+	mode_t kill = 0;
+
+	if (!S_ISREG(in->mode) || cred->uid == 0)
+		return 0;
+	if (in->mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((in->mode & S_ISGID) &&
+	    ((in->mode & S_IXGRP) ||
+	     (cred->gid != in->gid && !nvmefs_pid_in_group(cred->pid, in->gid))))
+		kill |= S_ISGID;
+	return kill;
+}
+
 static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct stat *attr,
 		      int to_set, struct stat *out)
 {
@@ -313,8 +335,8 @@ static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const str
 	nvmefs_ns_fill_stat(in, out);
 }
 
-int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
-		      struct stat *out)
+int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		      const struct stat *attr, int to_set, struct stat *out)
 {
 	unsigned need = to_set & NVMEFS_SET_SIZE ? NVMEFS_IGET_EXTENTS : 0;
 	struct nvmefs_inode *in;
@@ -349,6 +371,19 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *a
 	pthread_mutex_lock(&vol->lock);
 	if (!err)
 		set_attrs(vol, in, attr, to_set, out);
+	/* The kernel sends the mode it computed with the size, but FUSE's rule
+	 * keeps a non-executable setgid that Linux 6.2+ takes from a caller
+	 * outside the file's group. */
+	if (!err && cred && (to_set & NVMEFS_SET_SIZE)) {
+		mode_t kill = privs_to_kill(in, cred);
+
+		if (kill) {
+			in->mode &= ~kill;
+			nvmefs_inode_note_privs(in);
+			nvmefs_inode_dirty(vol, in);
+			nvmefs_ns_fill_stat(in, out);
+		}
+	}
 out_put:
 	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
@@ -947,24 +982,23 @@ static struct nvmefs_xattr *find_xattr(struct nvmefs_inode *in, const char *name
  * bits with SETATTR), but not for direct_io writes: libfuse 3.14 hands us
  * those without the kill-suid flag, and the capability is left to us.
  */
-int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32_t writer)
+int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			 const struct nvmefs_cred *cred)
 {
 	static const char caps[] = "security.capability";
 	bool changed = false;
+	mode_t kill;
 	int ret = 0;
 
 	/* Most files hold nothing to take away: no lock for them. */
 	if (!atomic_load_explicit(&in->privs, memory_order_acquire))
 		return 0;
 	pthread_mutex_lock(&vol->lock);
-	if (writer != 0) {
-		mode_t kill = S_ISUID | ((in->mode & S_IXGRP) ? S_ISGID : 0);
-
-		if (in->mode & kill) {
-			in->mode &= ~kill;
-			nvmefs_inode_note_privs(in);
-			changed = true;
-		}
+	kill = privs_to_kill(in, cred);
+	if (kill) {
+		in->mode &= ~kill;
+		nvmefs_inode_note_privs(in);
+		changed = true;
 	}
 	if (in->nxattrs && find_xattr(in, caps)) {
 		ret = log_xattr_del(vol, in->ino, caps);
@@ -975,7 +1009,7 @@ int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
-	return ret;
+	return ret ? ret : kill != 0;
 }
 
 int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len)

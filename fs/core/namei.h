@@ -34,6 +34,9 @@ struct nvmefs_inode;
 /* Who asks. */
 struct nvmefs_cred {
 	uint32_t uid, gid;
+	/* The caller's process or thread, whose supplementary groups are read
+	 * from /proc when a setgid bit needs them; 0: gid is its only group. */
+	int32_t pid;
 };
 
 /* The longest hard-link count a file or directory gets (EMLINK beyond). */
@@ -88,10 +91,12 @@ int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
  * truncates or extends the file under its whole-file range lock. ctime
  * becomes now unless NVMEFS_SET_CTIME gives it. The result in *out.
  * Changes of an unlinked, freed inode (the kernel's late times after its
- * write-back) are answered with what it was, changing nothing.
+ * write-back) are answered with what it was, changing nothing. A size
+ * change by cred (NULL: by the kernel itself) then takes away what
+ * nvmefs_ns_kill_privs does, after any mode attr gives.
  */
-int nvmefs_ns_setattr(struct nvmefs_vol *vol, uint64_t ino, const struct stat *attr, int to_set,
-		      struct stat *out);
+int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		      const struct stat *attr, int to_set, struct stat *out);
 /* A symlink's target, malloc'ed (the caller frees): 0, -EINVAL (not a
  * symlink), -ENOENT, -ENOMEM. */
 int nvmefs_ns_readlink(struct nvmefs_vol *vol, uint64_t ino, char **target);
@@ -131,12 +136,15 @@ int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uin
 void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino);
 
 /*
- * What a write by uid takes away before the data changes, as Linux's
- * file_remove_privs(): file capabilities (security.capability) whoever
- * writes, and for a writer other than root setuid, and setgid when the
- * group may execute.
+ * What a change of a file's data or size by cred takes away before it
+ * happens, as Linux's file_remove_privs() and setattr_should_drop_suidgid():
+ * file capabilities (security.capability) whoever writes; for a caller other
+ * than root, setuid, and setgid when the group may execute or the caller is
+ * not in the file's group. 1 when the mode changed (a kernel that cached it
+ * must be told), 0 when nothing did, or -errno.
  */
-int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint32_t uid);
+int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			 const struct nvmefs_cred *cred);
 /* relatime: note a read of in (atime, when not newer than mtime or ctime,
  * or a day old). */
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);

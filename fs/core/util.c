@@ -6,6 +6,8 @@
  * modules of the core call each other in a loop.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,4 +55,37 @@ int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t of
 		   size_t len)
 {
 	return nvmefs_dev_pio(&vol->set->devs[dev], write, off, buf, len);
+}
+
+bool nvmefs_pid_in_group(int32_t pid, uint32_t gid)
+{
+	char path[64], line[4096];
+	bool found = false;
+	FILE *f;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *p = line + 7, *end;
+
+		if (strncmp(line, "Groups:", 7))
+			continue;
+		for (;;) {
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			found = g == gid;
+			if (found)
+				break;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return found;
 }

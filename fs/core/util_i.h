@@ -20,5 +20,10 @@ void nvmefs_timespec_now(struct timespec *ts);
 int nvmefs_vol_pio(struct nvmefs_vol *vol, unsigned dev, bool write, uint64_t off, void *buf,
 		   size_t len);
 void *nvmefs_aligned_alloc(size_t len);
+/*
+ * Whether process or thread pid has gid among its supplementary groups
+ * (/proc/PID/status). false when pid is 0 or its status cannot be read.
+ */
+bool nvmefs_pid_in_group(int32_t pid, uint32_t gid);
 
 #endif

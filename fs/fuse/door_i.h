@@ -68,6 +68,12 @@ void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
  * completion: the kernel may wait on pages a READ of theirs holds.
  */
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
+/*
+ * Drop the kernel's cached attributes of ino (not its pages), from a worker
+ * serving a request: the kernel takes no page or inode lock for it, so it
+ * cannot wait on the request being served.
+ */
+void nvmefs_loop_inval_attr(uint64_t ino);
 
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),

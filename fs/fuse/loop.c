@@ -465,6 +465,12 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	return ret;
 }
 
+void nvmefs_loop_inval_attr(uint64_t ino)
+{
+	if (self)
+		nvmefs_loop_inval(self->lp->se, ino, -1, 0);
+}
+
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len)
 {
 	int ret = fuse_lowlevel_notify_inval_inode(se, ino, off, len);

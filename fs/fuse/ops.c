@@ -74,7 +74,24 @@ static struct nvmefs_cred req_cred(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	return (struct nvmefs_cred){.uid = ctx->uid, .gid = ctx->gid};
+	return (struct nvmefs_cred){.uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid};
+}
+
+/*
+ * Before the caller changes in's data or size where the kernel does not take
+ * the privileges away itself (direct_io writes, O_TRUNC opens, which it
+ * leaves to the OPEN, fallocate and writes by callers outside the file's
+ * group): take them, and drop the mode the kernel caches, which exec and
+ * `stat -c %A` read. 0 or -errno.
+ */
+static int kill_privs(fuse_req_t req, struct nvmefs_inode *in, fuse_ino_t ino)
+{
+	struct nvmefs_cred cred = req_cred(req);
+	int ret = nvmefs_ns_kill_privs(VOL(req), in, &cred);
+
+	if (ret > 0)
+		nvmefs_loop_inval_attr(ino);
+	return ret < 0 ? ret : 0;
 }
 
 /* The root's ".nvmefs" is the control directory (fs/fuse/ctl.c), never a file. */
@@ -185,6 +202,7 @@ _Static_assert(NVMEFS_SET_MODE == FUSE_SET_ATTR_MODE && NVMEFS_SET_UID == FUSE_S
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct nvmefs_cred cred;
 	struct stat st;
 	int err;
 
@@ -193,7 +211,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = nvmefs_ns_setattr(VOL(req), ino, attr, to_set, &st);
+	cred = req_cred(req);
+	err = nvmefs_ns_setattr(VOL(req), &cred, ino, attr, to_set, &st);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
@@ -471,6 +490,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = 0;
+	/* With FUSE_ATOMIC_O_TRUNC the kernel leaves the truncation, and the
+	 * privileges it takes, to us. */
+	if ((fi->flags & O_TRUNC) && (err = kill_privs(req, in, ino))) {
+		release_handle(vol, ino, fi);
+		fuse_reply_err(req, -err);
+		return;
+	}
 	err = set_open_flags(vol, in, fi);
 	if (err) {
 		release_handle(vol, ino, fi);
@@ -599,7 +625,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 	/* As the kernel does, privileges go before the data changes. The
 	 * kernel's own write-back has done it at write(2). */
 	if (!fi->writepage) {
-		int ret = nvmefs_ns_kill_privs(vol, in, fuse_req_ctx(req)->uid);
+		int ret = kill_privs(req, in, ino);
 
 		if (ret) {
 			fuse_reply_err(req, -ret);
@@ -633,6 +659,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
+	struct nvmefs_inode *in;
+	int err;
+
 	(void)fi;
 	if (refuse_ctl(req, ino, 0, NULL))
 		return;
@@ -640,8 +669,14 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		fuse_reply_err(req, EINVAL); /* the kernel checks it first */
 		return;
 	}
-	fuse_reply_err(
-		req, -nvmefs_ns_fallocate(VOL(req), ino, mode, (uint64_t)offset, (uint64_t)length));
+	err = nvmefs_ns_read_only(VOL(req)) ? -EROFS : nvmefs_ns_get(VOL(req), ino, &in);
+	if (!err) {
+		err = kill_privs(req, in, ino);
+		nvmefs_ns_put(VOL(req), in);
+	}
+	if (!err)
+		err = nvmefs_ns_fallocate(VOL(req), ino, mode, (uint64_t)offset, (uint64_t)length);
+	fuse_reply_err(req, -err);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

@@ -99,8 +99,7 @@ struct nclient {
 	int sock, wake;
 	pthread_t thread;
 	atomic_bool exited;
-	uid_t uid;
-	pid_t pid;
+	struct nvmefs_cred cred; /* SO_PEERCRED's, at the connect */
 	/* The client thread's own. */
 	struct nfile *files;
 	uint32_t nfiles;
@@ -404,7 +403,12 @@ static void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 		return;
 	}
 	if (wr)
-		ret = nvmefs_ns_read_only(vol) ? -EROFS : nvmefs_ns_kill_privs(vol, f->in, c->uid);
+		ret = nvmefs_ns_read_only(vol) ? -EROFS
+					       : nvmefs_ns_kill_privs(vol, f->in, &c->cred);
+	if (ret > 0) { /* the mode changed: the kernel's copy is stale */
+		inval(c, f->ino, -1, 0);
+		ret = 0;
+	}
 	if (ret) {
 		free(r);
 		complete(c, e->user_data, ret);
@@ -791,8 +795,8 @@ static int handle(struct nclient *c, const void *buf, size_t len, int fd)
 		if (fd >= 0)
 			close(fd);
 		count(&vol->native.refused, 1);
-		nvmefs_debug("native: client pid %d: bad message (%zu bytes): %s", (int)c->pid, len,
-			     strerror(-ret));
+		nvmefs_debug("native: client pid %d: bad message (%zu bytes): %s", (int)c->cred.pid,
+			     len, strerror(-ret));
 		return reply(c, ret, 0);
 	}
 	switch (m.hdr.type) {
@@ -937,7 +941,8 @@ static void *client_main(void *arg)
 			ret = flush(c);
 	}
 	if (ret && ret != -ECONNRESET && ret != -EPIPE)
-		nvmefs_warn("native: client pid %d: %s; disconnected", (int)c->pid, strerror(-ret));
+		nvmefs_warn("native: client pid %d: %s; disconnected", (int)c->cred.pid,
+			    strerror(-ret));
 	free(buf);
 	client_teardown(c);
 	atomic_fetch_sub_explicit(&c->srv->vol->native.clients, 1, RELAXED);
@@ -984,8 +989,7 @@ static int client_new(struct nvmefs_native *srv, int sock)
 	}
 	c->srv = srv;
 	c->sock = sock;
-	c->uid = cred.uid;
-	c->pid = cred.pid;
+	c->cred = (struct nvmefs_cred){.uid = cred.uid, .gid = cred.gid, .pid = cred.pid};
 	c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (c->wake < 0) {
 		ret = -errno;
