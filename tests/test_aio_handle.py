@@ -858,6 +858,85 @@ class Async(Base):
         self.assertEqual(h.sync_pwrite(b"ok", bad), 1, "the handle works on after a failure")
 
 
+class Threads(Base):
+    """One handle shared by many threads, as ZeRO-Infinity's swappers share
+    theirs (issue 32): every synchronous call returns 1 only once its own
+    bytes are there, whatever the other threads do meanwhile."""
+
+    THREADS, ROUNDS = 8, 150
+
+    def _run_threads(self, body):
+        errors = []
+
+        def guarded(t):
+            try:
+                body(t)
+            except BaseException as e:  # noqa: B902 - reported below
+                errors.append(f"thread {t}: {type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=guarded, args=(t,)) for t in range(self.THREADS)]
+        # The interpreter hands the GIL over every microsecond instead of
+        # every 5 ms: the threads' calls interleave at many more points.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        finally:
+            sys.setswitchinterval(interval)
+        self.assertEqual(errors, [])
+
+    def _shared_sync(self, num_threads):
+        h = self.handle(block_size=64 * KiB, queue_depth=4, num_threads=num_threads)
+        counts = []
+
+        def body(t):
+            path = self.path(f"t{t}")
+            buf = bytearray(24 * KiB + 4097 * t)
+            for r in range(self.ROUNDS):
+                want = data_at(1000 * t + r, len(buf))
+                off = 4096 * (r % 3) + 13 * (r % 2)
+                got_w = h.sync_pwrite(want, path, off)
+                got_r = h.sync_pread(buf, path, off)
+                counts.append((got_w, got_r))
+                if bytes(buf) != want:
+                    raise AssertionError(f"round {r}: read {first_difference(bytes(buf), want)} "
+                                         "bytes as written, then other bytes")
+
+        self._run_threads(body)
+        wrong = [c for c in counts if c != (1, 1)]
+        self.assertEqual(len(counts), self.THREADS * self.ROUNDS)
+        self.assertEqual(wrong, [], f"{len(wrong)} of {len(counts)} calls did not return 1")
+        self.assertEqual(h.wait(), 0)
+
+    def test_shared_handle_sync_1_thread(self):
+        self._shared_sync(1)
+
+    def test_shared_handle_sync_3_threads(self):
+        self._shared_sync(3)
+
+    def test_async_from_threads_then_one_wait(self):
+        """Asynchronous operations of many threads are all counted by the
+        one wait() that collects them, each exactly once."""
+        h = self.handle(block_size=64 * KiB, queue_depth=4, num_threads=2)
+        per = 5
+
+        def body(t):
+            for r in range(per):
+                self.assertEqual(h.async_pwrite(data_at(t * 100 + r, 70 * KiB + r),
+                                                self.path(f"a{t}.{r}")), 0)
+
+        self._run_threads(body)
+        self.assertEqual(h.wait(), self.THREADS * per)
+        self.assertEqual(h.wait(), 0)
+        for t in range(self.THREADS):
+            for r in range(per):
+                self.assertSameBytes(file_bytes(self.path(f"a{t}.{r}")),
+                                     data_at(t * 100 + r, 70 * KiB + r), f"a{t}.{r}")
+
+
 class Errors(Base):
     def test_missing_file(self):
         h = self.handle()
@@ -1318,7 +1397,8 @@ def main():
                                 text=True).stdout.strip()
         print(f"nvmefs from {os.path.dirname(mod.__file__)}; scratch under {args.dir} "
               f"({fstype}); native: {args.native}", flush=True)
-        for cls in (Constructor, Grid, Methods, Buffers, LockedTensors, Async, Errors, Native,
+        for cls in (Constructor, Grid, Methods, Buffers, LockedTensors, Async, Threads, Errors,
+                    Native,
                     Faults, Fallback, Remount):
             suite.addTests(loader.loadTestsFromTestCase(cls))
     if args.install:

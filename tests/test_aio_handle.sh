@@ -10,6 +10,7 @@
 # MODE direct runs the test daemon tests/nvmefs-fi (the same daemon with
 # fault injection) when it is built, and device errors are injected under
 # the native client too.
+# NVMEFS_TEST_K=PATTERN runs only the tests whose names match it.
 # usage: test_aio_handle.sh BUILD_DIR cached|direct|writeback
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,7 +49,8 @@ chmod 0711 "$MNT_TMP"
 check "test_aio_handle.py on a $mode mount" \
 	env PYTHONPATH="$build/python" /usr/bin/python3 "$here/test_aio_handle.py" \
 	--dir "$MNT" --native "$native" --mount "$MNT" "${faults[@]}" \
-	--remount "$build/$MNT_DAEMON" "$MNT_DEVS" "$opts" "$MNT_TMP/nvmefs.log"
+	--remount "$build/$MNT_DAEMON" "$MNT_DEVS" "$opts" "$MNT_TMP/nvmefs.log" \
+	${NVMEFS_TEST_K:+-k "$NVMEFS_TEST_K"}
 check "nothing left behind by the run" test -z "$(find "$MNT" -mindepth 1 -maxdepth 1 ! -name .nvmefs)"
 mnt_umount
 check "fsck -n clean after the run" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"

@@ -229,6 +229,11 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         self.single_submit, self.overlap_events = bool(single_submit), bool(overlap_events)
         self.num_threads = num_threads
         self._workers = [_Worker(self) for _ in range(num_threads)]
+        # Asynchronous operations not yet collected by a wait(), of every
+        # thread: the handle may be shared (ZeRO-Infinity's swappers share
+        # theirs). A synchronous call's own operation never enters it, so
+        # no other thread's wait() takes it, nor counts it.
+        self._pending_lock = threading.Lock()
         self._pending = []
         self._locked = {}  # data_ptr -> nbytes of new_cpu_locked_tensor
         self._empty = {}  # id -> its empty tensors (num_elem 0), kept alive
@@ -252,7 +257,9 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     get_intra_op_parallelism = get_thread_count  # DeepSpeed's older name
 
     # -- operations --
-    def _schedule(self, read, buffer, filename, validate, file_offset):
+    def _schedule(self, read, buffer, filename, validate, file_offset, async_op):
+        """Start one operation: its parts go to the threads. An async one
+        is left to wait(); a synchronous one is returned to its caller."""
         addr, nbytes, keep = buffer_view(buffer, writable=read)
         if file_offset < 0:
             raise OSError(errno.EINVAL, f"file_offset {file_offset} < 0", filename)
@@ -277,11 +284,14 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
             raise
         parts = self._parts(nbytes)
         op.left = len(parts)
-        self._pending.append(op)
         if not parts:
             op.done.set()
+        if async_op:
+            with self._pending_lock:
+                self._pending.append(op)
         for w, (start, length) in zip(self._workers, parts):
             w.tasks.put((op, start, length))
+        return op
 
     def _parts(self, nbytes):
         """num_threads contiguous parts, cut at ALIGN boundaries."""
@@ -290,9 +300,16 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         return [(s, min(per, nbytes - s)) for s in range(0, nbytes, per)] if nbytes else []
 
     def wait(self):
-        """Block until every pending operation is done: how many were.
-        Raises the first failure after all of them have finished."""
-        ops, self._pending = self._pending, []
+        """Block until every pending asynchronous operation (of any thread)
+        is done: how many were. Each is counted by the one wait() that
+        took it. Raises the first failure after all of them have finished."""
+        with self._pending_lock:
+            ops, self._pending = self._pending, []
+        return self._finish(ops)
+
+    @staticmethod
+    def _finish(ops):
+        """Wait for ops and finish each: their count, or the first failure."""
         err = None
         for op in ops:
             op.done.wait()
@@ -308,14 +325,21 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         """Read the file at file_offset into buffer (all of it). async_op
         (DeepNVMe's `async`, a keyword in Python): 0 at once, wait() later;
         else the count of operations completed."""
-        self._schedule(True, buffer, filename, validate, file_offset)
-        return 0 if async_op else self.wait()
+        return self._run(True, buffer, filename, validate, async_op, file_offset)
 
     def pwrite(self, buffer, filename, validate, async_op, file_offset=0):
         """Write buffer to the file at file_offset (created 0600, never
         truncated). Returns as pread."""
-        self._schedule(False, buffer, filename, validate, file_offset)
-        return 0 if async_op else self.wait()
+        return self._run(False, buffer, filename, validate, async_op, file_offset)
+
+    def _run(self, read, buffer, filename, validate, async_op, file_offset):
+        """pread/pwrite: 0 for an async operation; for a synchronous one, as
+        DeepNVMe's, the count of operations completed: its own (waited for
+        by this call alone) and the async ones pending until then."""
+        op = self._schedule(read, buffer, filename, validate, file_offset, async_op)
+        if async_op:
+            return 0
+        return self._finish([op]) + self.wait()
 
     def sync_pread(self, buffer, filename, file_offset=0):
         return self.pread(buffer, filename, False, False, file_offset)
