@@ -15,5 +15,5 @@ set(FS_CORE_SOURCES core/util.c core/format.c core/meta.c core/extmap.c core/all
                     core/namei.c core/icache.c core/lookups.c core/xlayout.c core/holder.c
                     core/discover.c core/sorted.c core/runfmt.c core/runs.c core/memtable.c
                     core/store.c core/values.c core/shadow.c core/kv.c)
-set(FS_FUSE_SOURCES fuse/ops.c fuse/loop.c fuse/ctl.c fuse/statahead.c)
+set(FS_FUSE_SOURCES fuse/ops.c fuse/loop.c fuse/uring.c fuse/ctl.c fuse/statahead.c)
 set(FS_NATIVE_SOURCES native/server.c native/wire.c)

@@ -10,7 +10,7 @@ pkgs=(
 	# build
 	build-essential cmake pkg-config clang clang-format
 	libfuse3-dev fuse3 libaio-dev libnuma-dev libjson-c-dev libisal-dev libblkid-dev uuid-dev
-	libxxhash-dev
+	libxxhash-dev liburing-dev
 	# tests and benchmarks
 	util-linux fio jq procps gnuplot-nox
 	# filesystems for mkfs.nvmefs's refusal test; python3 for the crash test,

@@ -20,6 +20,8 @@
 #       connection, then a lazy unmount), kills a leftover daemon (SIGKILL
 #       if it must) and removes the images and directories.
 #   mnt_mount [OPTS]    nvmefs $MNT_DEVS $MNT [-o OPTS]; waits for the mount.
+#                       With NVMEFS_TEST_TRANSPORT=uring, -o uring is added
+#                       (FUSE over io_uring; its enable_uring must be on).
 #                       The daemon is $MNT_BUILD/$MNT_DAEMON: nvmefs, or set
 #                       MNT_DAEMON=tests/nvmefs-fi (the test-only build with
 #                       fault injection, docs/RELIABILITY.md) before it.
@@ -341,10 +343,14 @@ mnt_setup() { # BUILD [NDEVS [SIZE [MKFS_ARGS...]]]
 }
 
 mnt_mount() { # [OPTS]
-	local args end pid
+	local args end pid opts=${1:-}
 	[ "$MNT_NO_MOUNT" = 0 ] || return 0
 	args=("$MNT_DEVS" "$MNT")
-	[ -z "${1:-}" ] || args+=(-o "$1")
+	# NVMEFS_TEST_TRANSPORT=uring: every mount on FUSE over io_uring.
+	if [ "${NVMEFS_TEST_TRANSPORT:-}" = uring ]; then
+		opts=${opts:+$opts,}uring
+	fi
+	[ -z "$opts" ] || args+=(-o "$opts")
 	# Output to a file, not a pipe: a daemon that kept the pipe open would
 	# hang whoever reads it (ctest).
 	echo "mount: $MNT_DAEMON ${args[*]}" >>"$MNT_TMP/nvmefs.log"

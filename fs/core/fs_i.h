@@ -216,9 +216,22 @@ struct nvmefs_vol_opts {
 	 * unused inode goes at once). A mount that loads the whole metadata
 	 * (resident) keeps it all whatever this says. */
 	uint64_t meta_cache;
-	unsigned spin_us;   /* the request loop polls /dev/fuse this long at most */
-	unsigned statahead; /* entries read ahead of a directory walk (0: off) */
+	unsigned spin_us;     /* the request loop polls /dev/fuse this long at most */
+	unsigned statahead;   /* entries read ahead of a directory walk (0: off) */
+	unsigned uring;	      /* NVMEFS_URING_*: FUSE over io_uring (fs/fuse/uring.c) */
+	unsigned uring_depth; /* its entries per queue (0: the default) */
 };
+
+/* The transport of -o uring, uring=auto, uring=off. */
+enum {
+	NVMEFS_URING_OFF,      /* /dev/fuse only */
+	NVMEFS_URING_AUTO,     /* io_uring where the kernel offers it, silently */
+	NVMEFS_URING_AUTO_SAY, /* the same, and a line when it does not */
+	NVMEFS_URING_ON,       /* io_uring, or no mount */
+};
+/* Without an option: the faster transport for the README's workloads
+ * (docs/PERFORMANCE.md, "FUSE over io_uring"). */
+#define NVMEFS_URING_DEFAULT NVMEFS_URING_OFF
 
 /* One of the lookup-count tables (fs/core/lookups.c): cap slots (a power
  * of 2, or 0), n of them in use. */
@@ -291,6 +304,10 @@ struct nvmefs_vol {
 	bool wronly_direct;    /* cached mode: write-only opens skip the page cache */
 	bool direct_mmap;      /* direct_io handles may be mapped shared (FUSE 7.39) */
 	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
+	/* FUSE over io_uring (fs/fuse/uring.c): its queues while they serve
+	 * (NULL: /dev/fuse alone), how many, and the entries of each. */
+	struct nvmefs_uring *uring;
+	unsigned uring_queues, uring_depth;
 	/* Asynchronous reads and writes in flight (nvmefs_data_drain). */
 	pthread_mutex_t dio_lock;
 	pthread_cond_t dio_cond;

@@ -334,6 +334,20 @@ static json_object *statahead_stats(void)
 	return o;
 }
 
+/* Which transport brings the requests: /dev/fuse, or io_uring's queues
+ * (with FORGET, INTERRUPT and notifications still on /dev/fuse). */
+static json_object *transport_stats(const struct nvmefs_vol *vol)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(
+		o, "name", json_object_new_string(vol->uring_queues ? "io_uring" : "/dev/fuse"));
+	put_u64(o, "queues", vol->uring_queues);
+	put_u64(o, "queue_depth", vol->uring_depth);
+	put_u64(o, "uring_requests", nvmefs_uring_served(vol->uring));
+	return o;
+}
+
 static char *render_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object(), *devs = json_object_new_array();
@@ -354,6 +368,7 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "native", native_stats(vol));
 	json_object_object_add(o, "metadata", meta_stats(vol));
 	json_object_object_add(o, "statahead", statahead_stats());
+	json_object_object_add(o, "transport", transport_stats(vol));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -400,6 +415,11 @@ static char *render_config(struct nvmefs_vol *vol)
 				     : o->meta_cache	? o->meta_cache
 							: NVMEFS_META_CACHE_DEFAULT));
 	fprintf(f, "statahead = %u\n", o->statahead);
+	if (vol->uring_queues)
+		fprintf(f, "transport = io_uring\nuring_queues = %u\nuring_depth = %u\n",
+			vol->uring_queues, vol->uring_depth);
+	else
+		fprintf(f, "transport = /dev/fuse\n");
 	/* libnvmefs connects here and checks the peer is this pid. */
 	fprintf(f, "pid = %d\nnative_socket = %s\n", (int)getpid(), vol->native_socket);
 	if (fclose(f)) {

@@ -75,6 +75,50 @@ void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
  */
 void nvmefs_loop_inval_attr(uint64_t ino);
 
+/*
+ * Serve the request of len bytes at req (laid out as read(2) from /dev/fuse
+ * gives it) on the calling thread: counted, then libfuse's handlers.
+ */
+void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len);
+
+/* ---- uring.c: FUSE over io_uring (Linux 6.14+) ---- */
+struct nvmefs_uring;
+struct iovec;
+/* 0 when this kernel serves FUSE over io_uring (its module parameter
+ * enable_uring is on), -EPERM when it is off, -ENOTSUP when it has none. */
+int nvmefs_uring_offered(void);
+/*
+ * Before the INIT reply: make a queue per possible CPU (an SQE128 ring and
+ * depth entries of locked header and payload buffers; 0: the default). 0
+ * with *out, or -errno (nothing made): the mount then serves /dev/fuse.
+ */
+int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
+			 struct nvmefs_uring **out);
+/* The INIT flag (FUSE_OVER_IO_URING) that asks the kernel for it. */
+uint64_t nvmefs_uring_init_flag(void);
+/* After the INIT reply: a thread per queue registers its entries and
+ * serves them. fail(arg, -errno) if the kernel refuses them, when the mount
+ * can only be stopped (its requests wait for the queues). */
+int nvmefs_uring_start(struct nvmefs_uring *u, void (*fail)(void *arg, int err), void *arg);
+/* Stop the queue threads (after the unmount, or to stop serving). */
+void nvmefs_uring_stop(struct nvmefs_uring *u);
+/* Whether the kernel holds none of u's buffers (every entry ended). */
+bool nvmefs_uring_idle(const struct nvmefs_uring *u);
+void nvmefs_uring_free(struct nvmefs_uring *u);
+/* Queues (and *depth, entries each) of u; 0 for NULL. */
+unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth);
+/* Requests served through the queues so far. */
+uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
+/*
+ * The reply in iov (count parts, fuse_out_header first), if it answers a
+ * request of the queues: committed through its entry, *res what writev(2)
+ * would have returned, true. False for anything of /dev/fuse.
+ */
+bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res);
+/* A queue thread's pool buffer holding its current request, now the
+ * caller's; NULL on any other thread. */
+void *nvmefs_uring_take_buf(void);
+
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),
  * through mountpoint: 0 or -errno (the mount then serves without it). */

@@ -109,9 +109,16 @@ struct loop {
 	atomic_bool init_seen; /* the INIT reply has been sent */
 	void (*after_init)(void *arg);
 	void *arg;
+	/* FUSE over io_uring (uring.c): made before INIT, started after its
+	 * reply when the kernel offered it; NULL: /dev/fuse serves alone. */
+	struct nvmefs_uring *uring;
+	bool uring_asked; /* the INIT reply carries FUSE_OVER_IO_URING */
 };
 
 static __thread struct worker *self;
+/* The session being served (one per process), for notifications from any
+ * thread that serves its requests: the workers and the io_uring queues. */
+static _Atomic(struct fuse_session *) serving;
 
 /*
  * The INIT reply's additions. One session per process: the custom I/O hooks
@@ -138,7 +145,12 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 	const struct fuse_out_header *out = iov[0].iov_base;
 	uint64_t unique = atomic_load_explicit(&init_patch.unique, memory_order_relaxed);
 
+	ssize_t res;
+
 	(void)userdata;
+	/* An answer to a request of the io_uring queues goes back there. */
+	if (nvmefs_uring_reply(iov, count, &res))
+		return res;
 	if (unique && out->unique == unique && count == 2 && !out->error &&
 	    iov[1].iov_len == sizeof(struct fuse_init_out) &&
 	    atomic_exchange(&init_patch.unique, 0) == unique) {
@@ -159,6 +171,8 @@ void *nvmefs_loop_take_buf(struct nvmefs_vol *vol)
 {
 	void *buf;
 
+	if (!self && (buf = nvmefs_uring_take_buf()))
+		return buf;
 	if (!self || !self->buf)
 		return nvmefs_bufpool_get(vol->pool);
 	buf = self->buf;
@@ -299,6 +313,66 @@ static bool serve_inline(uint32_t opcode)
 	}
 }
 
+/* The INIT request: where its reply goes, and whether the kernel offers
+ * FUSE over io_uring (flags2, read only with FUSE_INIT_EXT). */
+static void note_init(struct loop *lp, const struct fuse_in_header *in, size_t len)
+{
+	const struct fuse_init_in *arg = (const void *)(in + 1);
+	uint64_t flags = 0;
+
+	atomic_store(&init_patch.unique, in->unique);
+	if (len >= sizeof(*in) + offsetof(struct fuse_init_in, flags) + sizeof(arg->flags))
+		flags = arg->flags;
+	if ((flags & FUSE_INIT_EXT) && len >= sizeof(*in) + sizeof(*arg))
+		flags |= (uint64_t)arg->flags2 << 32;
+	if (lp->uring && (flags & nvmefs_uring_init_flag())) {
+		nvmefs_loop_init_flags(nvmefs_uring_init_flag());
+		lp->uring_asked = true;
+	}
+}
+
+/* A queue of the io_uring transport failed after INIT: requests would wait
+ * for it forever, so the mount stops (the kernel then fails them). */
+static void uring_failed(void *arg, int err)
+{
+	struct loop *lp = arg;
+
+	atomic_store(&lp->error, err);
+	fuse_session_exit(lp->se);
+	sem_post(&lp->left);
+}
+
+/* Right after the INIT reply: the io_uring queues, or /dev/fuse alone. */
+static void start_uring(struct loop *lp)
+{
+	struct nvmefs_vol *vol = lp->vol;
+
+	if (!lp->uring)
+		return;
+	if (!lp->uring_asked) {
+		nvmefs_warn("FUSE over io_uring: the kernel did not offer it at INIT; serving "
+			    "/dev/fuse");
+		nvmefs_uring_free(lp->uring);
+		lp->uring = NULL;
+		return;
+	}
+	vol->uring_queues = nvmefs_uring_queues(lp->uring, &vol->uring_depth);
+	vol->uring = lp->uring;
+	if (nvmefs_uring_start(lp->uring, uring_failed, lp))
+		return; /* said, and the loop stops */
+	nvmefs_info("FUSE over io_uring: %u queue(s) of %u entries", vol->uring_queues,
+		    vol->uring_depth);
+}
+
+void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len)
+{
+	const struct fuse_in_header *in = req;
+	struct fuse_buf fb = {.mem = req, .size = len};
+
+	nvmefs_ctl_count(vol, in->opcode);
+	fuse_session_process_buf(se, &fb);
+}
+
 static void serve_one(struct worker *w, struct fuse_buf *fb)
 {
 	struct loop *lp = w->lp;
@@ -310,14 +384,18 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 
 		nvmefs_ctl_count(lp->vol, in->opcode);
 		if (in->opcode == FUSE_INIT)
-			atomic_store(&init_patch.unique, in->unique);
+			note_init(lp, in, fb->size);
 	}
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it
-	 * overrides there (the readahead window) can be changed now. */
+	 * overrides there (the readahead window) can be changed now, and the
+	 * io_uring queues registered. */
 	if (!atomic_load_explicit(&lp->init_seen, memory_order_relaxed) && lp->vol->init_done &&
-	    !atomic_exchange(&lp->init_seen, true) && lp->after_init)
-		lp->after_init(lp->arg);
+	    !atomic_exchange(&lp->init_seen, true)) {
+		start_uring(lp);
+		if (lp->after_init)
+			lp->after_init(lp->arg);
+	}
 }
 
 static void *worker_main(void *arg)
@@ -436,6 +514,21 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	ret = fuse_session_custom_io(se, &dev_io, fuse_session_fd(se));
 	if (ret)
 		return ret < 0 ? ret : -EINVAL;
+	atomic_store(&serving, se);
+	if (vol->opts.uring != NVMEFS_URING_OFF) {
+		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth, &lp.uring);
+		if (ret && vol->opts.uring == NVMEFS_URING_ON) {
+			nvmefs_err("FUSE over io_uring was asked for (-o uring) and cannot be set "
+				   "up: %s",
+				   strerror(-ret));
+			atomic_store(&serving, NULL);
+			return ret;
+		}
+		if (ret && vol->opts.uring == NVMEFS_URING_AUTO_SAY)
+			nvmefs_warn("FUSE over io_uring cannot be set up (%s): serving /dev/fuse",
+				    strerror(-ret));
+		ret = 0;
+	}
 	lp.w = calloc(threads, sizeof(*lp.w));
 	if (!lp.w)
 		return -ENOMEM;
@@ -456,6 +549,14 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 			break;
 	}
 	stop_workers(&lp);
+	nvmefs_uring_stop(lp.uring);
+	atomic_store(&serving, NULL);
+	/* Its buffers are the kernel's while it holds an entry: freed only
+	 * when it holds none (after an unmount), else at the exit. */
+	if (nvmefs_uring_idle(lp.uring)) {
+		vol->uring = NULL;
+		nvmefs_uring_free(lp.uring);
+	}
 	if (!ret)
 		ret = atomic_load(&lp.error);
 	sem_destroy(&lp.left);
@@ -467,8 +568,10 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 
 void nvmefs_loop_inval_attr(uint64_t ino)
 {
-	if (self)
-		nvmefs_loop_inval(self->lp->se, ino, -1, 0);
+	struct fuse_session *se = atomic_load_explicit(&serving, memory_order_acquire);
+
+	if (se)
+		nvmefs_loop_inval(se, ino, -1, 0);
 }
 
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len)

@@ -58,8 +58,8 @@ struct cfg {
 	char *extra[NVMEFS_MAX_DEVICES + 2];
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
-		*spin, *meta_cache, *statahead;
-	int foreground, debug, help, version, noallow_other, ro, writeback;
+		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth;
+	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
 };
 
 #define OPT(t, p)                                                                                  \
@@ -80,6 +80,10 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("dirty=%s", dirty),
 	OPT("search=%s", search),
 	OPT("writeback", writeback),
+	OPT("uring", uring),
+	OPT("nouring", nouring),
+	OPT("uring=%s", uring_mode),
+	OPT("uring_depth=%s", uring_depth),
 	OPT("-f", foreground),
 	OPT("debug", debug),
 	OPT("-d", debug),
@@ -239,6 +243,8 @@ static bool default_direct(const struct cfg *c)
 	return major > 6 || (major == 6 && minor >= 6);
 }
 
+static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o);
+
 /*
  * The mount point must be a directory. A FUSE mount whose daemon was killed
  * answers ENOTCONN ("Transport endpoint is not connected") until it is
@@ -332,6 +338,48 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 		return -EINVAL;
 	o->read_only = c->ro;
 	o->writeback = c->writeback;
+	return parse_uring_opts(c, o);
+}
+
+/*
+ * -o uring (demanded: refused here when this kernel does not offer it),
+ * uring=auto (used when offered, a line when not), uring=off or nouring,
+ * and none of them: NVMEFS_URING_DEFAULT. uring_depth=N entries a queue.
+ */
+static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
+{
+	int offered;
+
+	o->uring = NVMEFS_URING_DEFAULT;
+	if (c->uring + c->nouring + !!c->uring_mode > 1) {
+		nvmefs_err("give one of uring, uring=MODE and nouring");
+		return -EINVAL;
+	}
+	if (c->uring || (c->uring_mode && !strcmp(c->uring_mode, "on")))
+		o->uring = NVMEFS_URING_ON;
+	else if (c->nouring || (c->uring_mode && !strcmp(c->uring_mode, "off")))
+		o->uring = NVMEFS_URING_OFF;
+	else if (c->uring_mode && !strcmp(c->uring_mode, "auto"))
+		o->uring = NVMEFS_URING_AUTO_SAY;
+	else if (c->uring_mode) {
+		nvmefs_err("bad uring=%s: want on, auto or off", c->uring_mode);
+		return -EINVAL;
+	}
+	if (c->uring_depth && parse_uint("uring_depth", c->uring_depth, 1, 64, &o->uring_depth))
+		return -EINVAL;
+	offered = nvmefs_uring_offered();
+	if (o->uring == NVMEFS_URING_ON && offered) {
+		nvmefs_err("-o uring: this kernel does not serve FUSE over io_uring (%s); an "
+			   "administrator enables it with: echo Y > "
+			   "/sys/module/fuse/parameters/enable_uring",
+			   offered == -EPERM ? "its fuse module's enable_uring is off"
+					     : "Linux 6.14 or later with CONFIG_FUSE_IO_URING");
+		return -EOPNOTSUPP;
+	}
+	if (o->uring == NVMEFS_URING_AUTO_SAY && offered)
+		nvmefs_warn("uring=auto: this kernel does not serve FUSE over io_uring "
+			    "(enable_uring is %s): serving /dev/fuse",
+			    offered == -EPERM ? "off" : "missing");
 	return 0;
 }
 
@@ -548,8 +596,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.version) {
+		err = nvmefs_uring_offered();
 		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
 		       NVMEFS_FORMAT_VERSION, fuse_pkgversion());
+		printf("transports: /dev/fuse; FUSE over io_uring: %s (default: %s)\n",
+		       !err	       ? "offered by this kernel"
+		       : err == -EPERM ? "off in this kernel (enable_uring)"
+				       : "not in this kernel",
+		       NVMEFS_URING_DEFAULT == NVMEFS_URING_OFF ? "/dev/fuse"
+								: "io_uring where offered");
 		ret = 0;
 		goto out;
 	}
@@ -685,6 +740,8 @@ out:
 	free(c.readahead);
 	free(c.prefetch);
 	free(c.spin);
+	free(c.uring_mode);
+	free(c.uring_depth);
 	free(c.dirty);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -112,6 +112,9 @@ struct sample {
 	struct data_stats data;
 	bool has_native; /* false: a daemon without the native door's counters */
 	struct native_stats native;
+	/* The transport (none: a daemon from before FUSE over io_uring). */
+	const char *transport;
+	uint64_t uring_queues, uring_depth, uring_requests;
 };
 
 /* A uint64_t member of a struct, named by its schema key. */
@@ -407,6 +410,28 @@ static int decode_native(const char *file, struct json_object *root, struct samp
 	return ret;
 }
 
+/* The transport object when there is one. */
+static int decode_transport(const char *file, struct json_object *root, struct sample *s)
+{
+	struct json_object *obj, *name;
+	int ret;
+
+	if (!json_object_object_get_ex(root, "transport", &obj))
+		return 0;
+	ret = check_type(file, obj, "", "transport", json_type_object);
+	if (!ret)
+		ret = member(file, obj, "transport", "name", json_type_string, &name);
+	if (!ret)
+		ret = get_u64(file, obj, "transport", "queues", &s->uring_queues);
+	if (!ret)
+		ret = get_u64(file, obj, "transport", "queue_depth", &s->uring_depth);
+	if (!ret)
+		ret = get_u64(file, obj, "transport", "uring_requests", &s->uring_requests);
+	if (!ret)
+		s->transport = json_object_get_string(name);
+	return ret;
+}
+
 /* S's fields from S->root (the whole file, parsed). 0 or -errno, with a message. */
 static int decode_sample(const char *file, struct sample *s)
 {
@@ -437,6 +462,8 @@ static int decode_sample(const char *file, struct sample *s)
 		ret = decode_data(file, root, &s->data);
 	if (!ret)
 		ret = decode_native(file, root, s);
+	if (!ret)
+		ret = decode_transport(file, root, s);
 	return ret;
 }
 
@@ -845,6 +872,12 @@ static void print_totals(const struct sample *s)
 	       d->peak_in_flight);
 	if (s->has_native)
 		print_native_totals(&s->native);
+	if (s->transport && s->uring_queues)
+		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries, %" PRIu64
+		       " requests through them (FORGET, INTERRUPT and notices on /dev/fuse)\n",
+		       s->transport, s->uring_queues, s->uring_depth, s->uring_requests);
+	else if (s->transport)
+		printf("transport: %s\n", s->transport);
 }
 
 /* What happened between PREV and CUR (same volume, same devices). */
