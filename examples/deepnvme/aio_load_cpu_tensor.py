@@ -25,7 +25,8 @@ from utils import (GB, aio_arguments, drop_caches, emit_json, handle_text, new_h
 def file_read(inp_f, handle, locked, app=None):
     """Read the file through the handle into locked (then copied into app
     when given); the tensor holding the bytes."""
-    handle.sync_pread(locked, inp_f)
+    if handle.sync_pread(locked, inp_f) != 1:  # -1: see the handle's line on stderr
+        raise SystemExit(f"the handle could not read {inp_f}")
     if app is not None:
         return app.copy_(locked)
     return locked

@@ -31,7 +31,8 @@ def file_write(out_f, tensor, handle, locked=None):
     if locked is not None:
         locked.copy_(tensor)
         tensor = locked
-    handle.sync_pwrite(tensor, out_f)
+    if handle.sync_pwrite(tensor, out_f) != 1:  # -1: see the handle's line on stderr
+        raise SystemExit(f"the handle could not write {out_f}")
     fsync_path(out_f)
 
 

@@ -40,6 +40,45 @@ def _address(buf):
     return numpy.frombuffer(buf, dtype=numpy.uint8).ctypes.data
 
 
+def _threads(handle):
+    """The handle's intra_op_parallelism (1 for handles without the getter)."""
+    get = getattr(handle, "get_intra_op_parallelism", None)
+    return get() if get is not None else 1
+
+
+def _checked(ret, what, path):
+    """A handle's return code: -1 (DeepSpeed's, and nvmefs's, for a file
+    that cannot be opened or a size that does not divide by the threads)
+    as an OSError, not a silent loss."""
+    if ret is not None and ret < 0:
+        raise OSError(5, f"the handle's {what} returned {ret}", path)
+    return ret
+
+
+def _whole(handle, read, tensor, path, offset):
+    """A synchronous pread or pwrite of all of a uint8 tensor at offset. A
+    parallel operation's size must divide by the handle's threads (else
+    DeepSpeed's and nvmefs's handles return -1): the handle moves the
+    largest front that does, plain I/O the fewer than threads bytes left."""
+    n = tensor.numel()
+    head = n - n % _threads(handle)
+    if head:
+        part = tensor[:head]
+        _checked(handle.sync_pread(part, path, offset) if read
+                 else handle.sync_pwrite(part, path, offset),
+                 "sync_pread" if read else "sync_pwrite", path)
+    if head < n:
+        tail = memoryview(tensor[head:].numpy())
+        fd = os.open(path, os.O_RDONLY if read else os.O_WRONLY)
+        try:
+            got = (os.preadv(fd, [tail], offset + head) if read
+                   else os.pwrite(fd, tail, offset + head))
+        finally:
+            os.close(fd)
+        if got != n - head:
+            raise OSError(5, f"short {'read' if read else 'write'} at {offset + head}", path)
+
+
 class HandleWriter(io.RawIOBase):
     """A write-only file object over path, backed by locked (a uint8 tensor
     of new_cpu_locked_tensor, at least 8 KiB): bytes written are copied
@@ -49,9 +88,11 @@ class HandleWriter(io.RawIOBase):
 
     def __init__(self, path, handle, locked):
         super().__init__()
-        half = locked.numel() // 2 // 4096 * 4096
+        unit = 4096 * _threads(handle)  # whole pages for each of the handle's threads
+        half = locked.numel() // 2 // unit * unit
         if half == 0 or locked.element_size() != 1:
-            raise ValueError("the buffer must be a uint8 tensor of at least 8 KiB")
+            raise ValueError("the buffer must be a uint8 tensor of at least "
+                             f"{2 * unit // 1024} KiB")
         with open(path, "wb"):
             pass  # created, or emptied of a previous save
         self.path, self.h, self.half = path, handle, half
@@ -86,7 +127,8 @@ class HandleWriter(io.RawIOBase):
         """Send the full half; before that, let the other one finish."""
         if self.pending:
             self.h.wait()
-        self.h.async_pwrite(self.bufs[self.cur], self.path, self.off)
+        _checked(self.h.async_pwrite(self.bufs[self.cur], self.path, self.off),
+                 "async_pwrite", self.path)
         self.pending = True
         self.off += self.fill
         self.cur ^= 1
@@ -116,7 +158,7 @@ class HandleWriter(io.RawIOBase):
                 self.h.wait()
                 self.pending = False
             if self.fill:
-                self.h.sync_pwrite(self.bufs[self.cur][:self.fill], self.path, self.off)
+                _whole(self.h, False, self.bufs[self.cur][:self.fill], self.path, self.off)
                 self.off += self.fill
                 self.fill = 0
             fd = os.open(self.path, os.O_RDONLY)
@@ -455,7 +497,7 @@ class StreamReader(MemReader):
         self.thread.start()
 
     def _read(self, start, end):
-        self.h.sync_pread(self.keep[start:end], self.path, start)
+        _whole(self.h, True, self.keep[start:end], self.path, start)
 
     def _run(self):
         try:
@@ -578,14 +620,14 @@ def load(path, handle, locked, stream=True, zero_copy=False, **load_args):
     if size > locked.numel():
         raise ValueError(f"{path}: {size} bytes do not fit the {locked.numel()}-byte buffer")
     if zero_copy:
-        handle.sync_pread(locked[:size], path)
+        _whole(handle, True, locked[:size], path, 0)
         obj = _load_views(MemReader(locked, size), load_args)
         if obj is None:
             raise ValueError(f"{path}: zero_copy needs torch's zip format and torch 1.13's "
                              f"serialization (this is torch {torch.__version__})")
         return obj
     if not stream:
-        handle.sync_pread(locked[:size], path)
+        _whole(handle, True, locked[:size], path, 0)
         return torch.load(MemReader(locked, size), **load_args)
     r = StreamReader(path, handle, locked, size)
     try:

@@ -1,41 +1,54 @@
 # SPDX-License-Identifier: MIT
 """nvmefs.aio_handle: DeepNVMe's aio_handle (DeepSpeed's csrc/aio) on nvmefs.
 
-The same constructor, method names, argument order and return values:
+The same constructor, method names, argument order and return values as
+DeepSpeed 0.19's async_io op (csrc/aio/py_lib/py_ds_aio.cpp):
 
     h = nvmefs.aio_handle(block_size=1048576, queue_depth=128,
                           single_submit=False, overlap_events=False,
-                          num_threads=1)
+                          intra_op_parallelism=1)
     t = h.new_cpu_locked_tensor(n, torch.empty(0, dtype=torch.float16))
     h.sync_pwrite(t, "/mnt/vol/x")         # 1: the operations completed
     h.async_pread(t, "/mnt/vol/x")         # 0 at once
     h.wait()                               # 1
 
-An operation (one buffer, one file) is cut into num_threads contiguous
-parts, each moved by a thread of the handle in requests of block_size
-bytes, queue_depth of them in flight. On a file of an nvmefs mount a part
-goes through the native client (libnvmefs): no copy when the buffer is a
-locked tensor of new_cpu_locked_tensor (shared with the daemon); other
-buffers pass through the library's pinned bounce buffers. On any other
-filesystem it uses O_DIRECT where buffer, offset and length allow and the
-filesystem takes it, else buffered I/O, with the same results.
+(num_threads, DeepNVMe's older name of intra_op_parallelism, is taken as
+a keyword too.) An operation (one buffer, one file) is cut into
+intra_op_parallelism contiguous parts, each moved by a thread of the
+handle in requests of block_size bytes, queue_depth of them in flight. On
+a file of an nvmefs mount a part goes through the native client
+(libnvmefs): no copy when the buffer is a locked tensor of
+new_cpu_locked_tensor (shared with the daemon); other buffers pass
+through the library's pinned bounce buffers. On any other filesystem it
+uses O_DIRECT where buffer, offset and length allow and the filesystem
+takes it, else buffered I/O, with the same results. A CUDA tensor goes
+through locked host memory in chunks, its copies to or from the GPU
+overlapping the file I/O (_bounce.py).
 
-Differences from DeepNVMe, on purpose: failures raise OSError naming the
-file and the errno (DeepNVMe prints and returns -1 or asserts), also from
-wait() for asynchronous operations; the buffer's size need not be a
-multiple of num_threads; single_submit and overlap_events are kept and
+Return codes as DeepSpeed's: -1 (and a line on stderr) when the file
+cannot be found, stat'ed or opened, and when a parallel operation's
+buffer size does not divide by intra_op_parallelism. Where DeepSpeed
+asserts, crashes, hangs or does nothing, OSError naming the file and the
+errno instead (also from wait() for asynchronous operations): a read past
+the end of the file or at a negative offset, read() into a buffer of
+another size than the file's, a file that is not a regular one, failed
+I/O, a failed validation. single_submit and overlap_events are kept and
 reported, and do not change how requests are sent (the native client
 always batches its submissions and reaps completions as they come).
+docs/PYTHON.md has the table of every difference.
 """
 import errno
 import fcntl
 import os
 import queue
 import stat
+import sys
 import threading
 
+from . import _bounce
 from ._buffer import buffer_view
-from .client import Client, buf_alloc, buf_free
+from ._pinned import MANAGER, is_pinned
+from .client import Client
 
 ALIGN = 4096  # O_DIRECT alignment assumed for the fallback, and part boundaries
 
@@ -174,10 +187,14 @@ def _fallback(op, start, length, block, depth):
 
     mem = memoryview((ctypes.c_char * length).from_address(op.addr + start)).cast("B")
     plain = op.fd
-    if not op.read and fcntl.fcntl(op.fd, fcntl.F_GETFL) & os.O_APPEND:
-        # pwrite(2) on an O_APPEND descriptor (one the caller gave) appends,
-        # whatever the offset; the native client writes at the offset.
-        plain = os.open(f"/proc/self/fd/{op.fd}", os.O_WRONLY | os.O_CLOEXEC)
+    flags = fcntl.fcntl(op.fd, fcntl.F_GETFL)
+    if flags & os.O_DIRECT or (not op.read and flags & os.O_APPEND):
+        # A descriptor the caller gave: pwrite(2) on an O_APPEND one appends,
+        # whatever the offset (the native client writes at the offset), and
+        # an O_DIRECT one refuses unaligned pieces (DeepSpeed's tests open
+        # theirs O_DIRECT and write 1 KiB pieces).
+        plain = os.open(f"/proc/self/fd/{op.fd}",
+                        (os.O_RDONLY if op.read else os.O_WRONLY) | os.O_CLOEXEC)
     direct = _direct_fd(op)
     try:
         pos = 0
@@ -216,29 +233,51 @@ def _name(filename):
     return f"/proc/self/fd/{filename}" if isinstance(filename, int) else os.fsdecode(filename)
 
 
+def _report(what, name, err):
+    """DeepSpeed's report_file_error: a line on stderr, then -1."""
+    print(f"nvmefs.aio_handle: {what} failed on {name}: {err.strerror} (errno {err.errno})",
+          file=sys.stderr, flush=True)
+    return -1
+
+
+def _nbytes(buffer, writable):
+    """(address, nbytes, keep) of a host buffer, or (None, nbytes, None) for
+    a device tensor's, with its copier as keep."""
+    copier = _bounce.device_copier(buffer)
+    if copier is None:
+        return buffer_view(buffer, writable=writable)
+    flat = _bounce.byte_view(buffer)
+    return None, flat.numel(), copier
+
+
 class aio_handle:  # noqa: N801 - DeepNVMe's name
     """DeepNVMe's aio_handle over nvmefs's native client (module docstring)."""
 
     def __init__(self, block_size=1048576, queue_depth=128, single_submit=False,
-                 overlap_events=False, num_threads=1):
-        for name, v in (("block_size", block_size), ("queue_depth", queue_depth),
-                        ("num_threads", num_threads)):
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, not {v!r}")
+                 overlap_events=False, intra_op_parallelism=1, *, num_threads=None):
+        if num_threads is not None:  # DeepNVMe's older keyword
+            if intra_op_parallelism not in (1, num_threads):
+                raise TypeError(f"num_threads={num_threads} and intra_op_parallelism="
+                                f"{intra_op_parallelism}: num_threads is the older name of "
+                                "intra_op_parallelism, give one")
+            intra_op_parallelism = num_threads
+        name = "num_threads" if num_threads is not None else "intra_op_parallelism"
+        for what, v in (("block_size", block_size), ("queue_depth", queue_depth),
+                        (name, intra_op_parallelism)):
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"{what} must be a positive integer, not {v!r}")
         self.block_size, self.queue_depth = block_size, queue_depth
         self.single_submit, self.overlap_events = bool(single_submit), bool(overlap_events)
-        self.num_threads = num_threads
-        self._workers = [_Worker(self) for _ in range(num_threads)]
+        self.num_threads = intra_op_parallelism
+        self._workers = [_Worker(self) for _ in range(intra_op_parallelism)]
         # Asynchronous operations not yet collected by a wait(), of every
         # thread: the handle may be shared (ZeRO-Infinity's swappers share
         # theirs). A synchronous call's own operation never enters it, so
         # no other thread's wait() takes it, nor counts it.
         self._pending_lock = threading.Lock()
         self._pending = []
-        self._locked = {}  # data_ptr -> nbytes of new_cpu_locked_tensor
-        self._empty = {}  # id -> its empty tensors (num_elem 0), kept alive
 
-    # -- getters, as DeepNVMe's --
+    # -- getters, as DeepSpeed's --
     def get_block_size(self):
         return self.block_size
 
@@ -251,46 +290,96 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     def get_overlap_events(self):
         return self.overlap_events
 
-    def get_thread_count(self):
+    def get_intra_op_parallelism(self):
         return self.num_threads
 
-    get_intra_op_parallelism = get_thread_count  # DeepSpeed's older name
+    get_thread_count = get_intra_op_parallelism  # DeepNVMe's older name
+
+    def get_alignment(self):
+        """The unit a parallel operation's size should be a multiple of:
+        intra_op_parallelism parts of whole 4096-byte pages (DeepSpeed's:
+        of 512 bytes, its O_DIRECT_ALIGNMENT). Every multiple of it is one
+        of DeepSpeed's, and gives each thread page-aligned parts (zero
+        copy on nvmefs, O_DIRECT elsewhere)."""
+        return self.num_threads * ALIGN
+
+    def is_pinned(self, buffer):
+        """Whether buffer needs no bounce copy: torch-pinned, or inside a
+        locked tensor of new_cpu_locked_tensor (of any handle)."""
+        return is_pinned(buffer)
 
     # -- operations --
-    def _schedule(self, read, buffer, filename, validate, file_offset, async_op):
-        """Start one operation: its parts go to the threads. An async one
-        is left to wait(); a synchronous one is returned to its caller."""
-        addr, nbytes, keep = buffer_view(buffer, writable=read)
-        if file_offset < 0:
-            raise OSError(errno.EINVAL, f"file_offset {file_offset} < 0", filename)
+    def _open(self, read, filename, nbytes, file_offset, parallel):
+        """DeepSpeed's checks before an operation, in its order: the file
+        (-1 when it cannot be stat'ed or opened), the range read, the
+        split over the threads (-1). (fd, own) or -1."""
         name = _name(filename)
-        if isinstance(filename, int):  # DeepNVMe's async_pwrite(buffer, fd, offset)
-            fd, own = filename, False
-        else:
+        if file_offset < 0:
+            raise OSError(errno.EINVAL, f"file_offset {file_offset} < 0", name)
+        by_fd = isinstance(filename, int)  # DeepSpeed's async_pwrite(buffer, fd, offset)
+        if read and not by_fd:
+            try:
+                st = os.stat(name)
+            except OSError as e:
+                return _report("stat for read", name, e)
+            _check_range(read, st, nbytes, file_offset, name)
+        if parallel and nbytes % self.num_threads:
+            print(f"nvmefs.aio_handle: parallel {'read' if read else 'write'} of {name}: "
+                  f"{nbytes} bytes do not divide by intra_op_parallelism {self.num_threads}",
+                  file=sys.stderr, flush=True)
+            return -1
+        if by_fd:
+            return filename, False
+        try:
             fd = os.open(name, (os.O_RDONLY if read else os.O_WRONLY | os.O_CREAT)
                          | os.O_CLOEXEC, 0o600)
-            own = True
+        except OSError as e:
+            return _report(f"open for {'read' if read else 'write'}", name, e)
+        return fd, True
+
+    def _schedule(self, read, buffer, filename, validate, file_offset, async_op, parallel=True):
+        """Start one operation: its parts go to the threads, a device
+        tensor's chunks to a thread of its own. An async one is left to
+        wait(); a synchronous one is returned to its caller. -1 where
+        DeepSpeed returns it."""
+        addr, nbytes, keep = _nbytes(buffer, read)
+        got = self._open(read, filename, nbytes, file_offset, parallel)
+        if got == -1:
+            return -1
+        fd, own = got
+        name = _name(filename)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", name)
-            if read and file_offset + nbytes > st.st_size:
-                raise OSError(errno.EINVAL, f"reading {nbytes} bytes at {file_offset} goes "
-                              f"past the end of the file ({st.st_size} bytes)", name)
-            op = _Op(read, addr, nbytes, keep, name, fd, own, validate, file_offset)
+            _check_range(read, os.fstat(fd), nbytes, file_offset, name)
+            if addr is None:  # a device tensor; keep is its copier
+                op = _bounce.DeviceOp(self, keep, read, buffer, name, fd, own, validate,
+                                      file_offset)
+            else:
+                op = _Op(read, addr, nbytes, keep, name, fd, own, validate, file_offset)
         except BaseException:
             if own:
                 os.close(fd)
             raise
-        parts = self._parts(nbytes)
-        op.left = len(parts)
-        if not parts:
-            op.done.set()
         if async_op:
             with self._pending_lock:
                 self._pending.append(op)
+        if addr is not None:
+            self._submit(op)
+        return op
+
+    def _submit(self, op):
+        parts = self._parts(op.nbytes)
+        op.left = len(parts)
+        if not parts:
+            op.done.set()
         for w, (start, length) in zip(self._workers, parts):
             w.tasks.put((op, start, length))
+
+    def _start_part(self, read, tensor, fd, name, offset):
+        """A chunk of a device tensor's operation: locked host memory from
+        or to fd, on the handle's threads; the caller _finish()es it."""
+        addr, nbytes, keep = buffer_view(tensor, writable=read)
+        op = _Op(read, addr, nbytes, keep, name, fd, False, False, offset)
+        self._submit(op)
         return op
 
     def _parts(self, nbytes):
@@ -324,7 +413,7 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     def pread(self, buffer, filename, validate, async_op, file_offset=0):
         """Read the file at file_offset into buffer (all of it). async_op
         (DeepNVMe's `async`, a keyword in Python): 0 at once, wait() later;
-        else the count of operations completed."""
+        else the count of operations completed. -1 as DeepSpeed's."""
         return self._run(True, buffer, filename, validate, async_op, file_offset)
 
     def pwrite(self, buffer, filename, validate, async_op, file_offset=0):
@@ -332,11 +421,13 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         truncated). Returns as pread."""
         return self._run(False, buffer, filename, validate, async_op, file_offset)
 
-    def _run(self, read, buffer, filename, validate, async_op, file_offset):
+    def _run(self, read, buffer, filename, validate, async_op, file_offset, parallel=True):
         """pread/pwrite: 0 for an async operation; for a synchronous one, as
         DeepNVMe's, the count of operations completed: its own (waited for
         by this call alone) and the async ones pending until then."""
-        op = self._schedule(read, buffer, filename, validate, file_offset, async_op)
+        op = self._schedule(read, buffer, filename, validate, file_offset, async_op, parallel)
+        if op == -1:
+            return -1
         if async_op:
             return 0
         return self._finish([op]) + self.wait()
@@ -350,71 +441,51 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
     def async_pread(self, buffer, filename, file_offset=0):
         return self.pread(buffer, filename, False, True, file_offset)
 
-    def async_pwrite(self, buffer, filename, file_offset=0):
-        return self.pwrite(buffer, filename, False, True, file_offset)
+    def async_pwrite(self, buffer, filename=None, file_offset=0, *, fd=None):
+        """DeepSpeed's two overloads: (buffer, filename, file_offset) and
+        (buffer, fd, file_offset), the descriptor by position or as fd=;
+        it is used, never closed."""
+        if (filename is None) == (fd is None):
+            raise TypeError("async_pwrite() takes a filename or an fd")
+        return self.pwrite(buffer, fd if fd is not None else filename, False, True, file_offset)
 
     def read(self, buffer, filename, validate, file_offset=0):
-        """DeepNVMe's older synchronous read: the whole file from
-        file_offset (its size less file_offset must be the buffer's). 0."""
-        _addr, nbytes, _keep = buffer_view(buffer, writable=True)
-        size = os.stat(filename).st_size - file_offset
+        """DeepNVMe's non-parallel synchronous read: the whole file from
+        file_offset (its size less file_offset must be the buffer's). 0,
+        or -1 when the file cannot be stat'ed or opened."""
+        _addr, nbytes, _keep = _nbytes(buffer, True)
+        name = _name(filename)
+        try:
+            size = os.stat(name).st_size - file_offset
+        except OSError as e:
+            return _report("stat for read", name, e)
         if size != nbytes:
             raise OSError(errno.EINVAL, f"the buffer holds {nbytes} bytes, the file "
-                          f"{size} from offset {file_offset}", _name(filename))
-        self.pread(buffer, filename, validate, False, file_offset)
+                          f"{size} from offset {file_offset}", name)
+        if self._run(True, buffer, filename, validate, False, file_offset, False) == -1:
+            return -1
         return 0
 
     def write(self, buffer, filename, validate, file_offset=0):
-        """DeepNVMe's older synchronous write. 0."""
-        self.pwrite(buffer, filename, validate, False, file_offset)
+        """DeepNVMe's non-parallel synchronous write. 0, or -1 when the file
+        cannot be opened."""
+        if self._run(False, buffer, filename, validate, False, file_offset, False) == -1:
+            return -1
         return 0
 
-    # -- locked tensors --
+    # -- locked tensors, of the process-wide manager (_pinned.py) --
     def new_cpu_locked_tensor(self, num_elem, example_tensor):
         """A tensor of num_elem elements of example_tensor's dtype in
         page-aligned, mlocked memory shared with nvmefs daemons (no copy
         through them). A numpy array as the example gives a numpy array.
         num_elem 0 gives an empty one, which holds no memory."""
-        import ctypes
-
-        num_elem = int(num_elem)
-        if num_elem < 0:
-            raise ValueError(f"num_elem must be 0 or more, not {num_elem}")
-        if hasattr(example_tensor, "element_size"):
-            import torch as mod
-            itemsize = example_tensor.element_size()
-        else:
-            import numpy as mod
-            itemsize = example_tensor.itemsize
-        dtype = example_tensor.dtype
-        if num_elem == 0:
-            # torch.frombuffer takes no count of 0, and an empty tensor's
-            # data_ptr() is 0: known by its identity instead.
-            t = mod.empty(0, dtype=dtype)
-            self._empty[id(t)] = t
-            return t
-        nbytes = num_elem * itemsize
-        addr = buf_alloc(nbytes)
-        try:
-            t = mod.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=dtype,
-                               count=num_elem)
-        except BaseException:
-            buf_free(addr)
-            raise
-        self._locked[addr] = nbytes
-        return t
+        return MANAGER.alloc(num_elem, example_tensor)
 
     def free_cpu_locked_tensor(self, tensor):
-        """Free a tensor of new_cpu_locked_tensor: True, or False when it is
-        not one (of this handle). The tensor must not be used afterwards."""
-        if self._empty.pop(id(tensor), None) is not None:
-            return True
-        addr = (tensor.data_ptr() if hasattr(tensor, "data_ptr")
-                else tensor.__array_interface__["data"][0])
-        if not addr or self._locked.pop(addr, None) is None:
-            return False
-        buf_free(addr)
-        return True
+        """Free a tensor of new_cpu_locked_tensor (of this handle or any
+        other, as DeepSpeed's process-wide manager): True, or False when it
+        is not one. The tensor must not be used afterwards."""
+        return MANAGER.free(tensor)
 
     def close(self):
         """Stop the handle's threads (after wait())."""
@@ -430,3 +501,55 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
                 self.close()
         except Exception:
             pass
+
+
+def _check_range(read, st, nbytes, file_offset, name):
+    """A regular file, and a read inside it: else OSError (DeepSpeed
+    asserts on a read past the end, and reads a directory as a file)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", name)
+    if read and file_offset + nbytes > st.st_size:
+        raise OSError(errno.EINVAL, f"reading {nbytes} bytes at {file_offset} goes "
+                      f"past the end of the file ({st.st_size} bytes)", name)
+
+
+def aio_read(buffer, filename, block_size, queue_depth, single_submit, overlap_events,
+             validate):
+    """DeepSpeed's module-level aio_read: the whole file into buffer (its
+    size must be the file's) by a handle of one thread. 0, or -1 when the
+    file cannot be stat'ed or opened."""
+    h = aio_handle(block_size, queue_depth, single_submit, overlap_events, 1)
+    try:
+        return h.read(buffer, filename, validate)
+    finally:
+        h.close()
+
+
+def aio_write(buffer, filename, block_size, queue_depth, single_submit, overlap_events,
+              validate):
+    """DeepSpeed's module-level aio_write: buffer to the file at offset 0
+    (created 0600, not truncated). 0, or -1 when it cannot be opened."""
+    h = aio_handle(block_size, queue_depth, single_submit, overlap_events, 1)
+    try:
+        return h.write(buffer, filename, validate)
+    finally:
+        h.close()
+
+
+def deepspeed_memcpy(dest, src):
+    """DeepSpeed's deepspeed_memcpy: dest.size(0) float32 elements (4 bytes
+    each, whatever the dtypes) from src's contiguous bytes into dest. 0.
+    ValueError where DeepSpeed would copy past either tensor's memory or,
+    for a non-contiguous dest, into a temporary copy of it (nothing)."""
+    import ctypes
+
+    n = 4 * dest.shape[0]
+    if hasattr(src, "contiguous"):
+        src = src.contiguous()
+    daddr, dn, _dkeep = buffer_view(dest, writable=True)
+    saddr, sn, _skeep = buffer_view(src, writable=False)
+    if n > dn or n > sn:
+        raise ValueError(f"deepspeed_memcpy copies dest.size(0) = {dest.shape[0]} float32s "
+                         f"({n} bytes): dest holds {dn} bytes, src {sn}")
+    ctypes.memmove(daddr, saddr, n)
+    return 0
