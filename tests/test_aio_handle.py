@@ -447,6 +447,20 @@ class Methods(Base):
         self.assertEqual(self.h.pread(buffer=got, filename=self.src, validate=True,
                                       async_op=False, file_offset=3), 1)
         self.assertEqual(bytes(got), self.content[3:9])
+        # DeepSpeed's keywords: async (reserved in Python, so by **), example_tenosr
+        got = bytearray(6)
+        self.assertEqual(self.h.pread(got, self.src, False, file_offset=5, **{"async": True}), 0)
+        self.assertEqual(self.h.wait(), 1)
+        self.assertEqual(bytes(got), self.content[5:11])
+        self.assertEqual(self.h.pwrite(buffer=got, filename=self.path("kw"), validate=True,
+                                       **{"async": False}), 1)
+        for bad in ({}, {"async": True, "async_op": True}, {"async_op": True, "asink": 1}):
+            with self.subTest(bad=bad), self.assertRaises(TypeError):
+                self.h.pread(got, self.src, False, **bad)
+        if np is not None:
+            a = self.h.new_cpu_locked_tensor(num_elem=4, example_tenosr=np.empty(0, np.int32))
+            self.assertEqual((a.dtype, a.shape), (np.dtype(np.int32), (4,)))
+            self.assertTrue(self.h.free_cpu_locked_tensor(tensor=a))
 
     def test_validate_compares_with_the_file(self):
         """With I/O that moves nothing, validate reports the difference

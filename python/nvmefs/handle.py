@@ -410,15 +410,18 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
             raise err
         return len(ops)
 
-    def pread(self, buffer, filename, validate, async_op, file_offset=0):
+    def pread(self, buffer, filename, validate, async_op=None, file_offset=0, **kw):
         """Read the file at file_offset into buffer (all of it). async_op
-        (DeepNVMe's `async`, a keyword in Python): 0 at once, wait() later;
-        else the count of operations completed. -1 as DeepSpeed's."""
+        (DeepSpeed's keyword `async`, a reserved word in Python: taken as
+        **{"async": ...} too): 0 at once, wait() later; else the count of
+        operations completed. -1 as DeepSpeed's."""
+        async_op = _async_keyword(async_op, kw)
         return self._run(True, buffer, filename, validate, async_op, file_offset)
 
-    def pwrite(self, buffer, filename, validate, async_op, file_offset=0):
+    def pwrite(self, buffer, filename, validate, async_op=None, file_offset=0, **kw):
         """Write buffer to the file at file_offset (created 0600, never
         truncated). Returns as pread."""
+        async_op = _async_keyword(async_op, kw)
         return self._run(False, buffer, filename, validate, async_op, file_offset)
 
     def _run(self, read, buffer, filename, validate, async_op, file_offset, parallel=True):
@@ -474,11 +477,16 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
         return 0
 
     # -- locked tensors, of the process-wide manager (_pinned.py) --
-    def new_cpu_locked_tensor(self, num_elem, example_tensor):
+    def new_cpu_locked_tensor(self, num_elem, example_tensor=None, **kw):
         """A tensor of num_elem elements of example_tensor's dtype in
         page-aligned, mlocked memory shared with nvmefs daemons (no copy
         through them). A numpy array as the example gives a numpy array.
-        num_elem 0 gives an empty one, which holds no memory."""
+        num_elem 0 gives an empty one, which holds no memory. (DeepSpeed's
+        binding spells the keyword example_tenosr: taken too.)"""
+        if "example_tenosr" in kw and example_tensor is None:
+            example_tensor = kw.pop("example_tenosr")
+        if kw or example_tensor is None:
+            raise TypeError(f"new_cpu_locked_tensor(num_elem, example_tensor): {sorted(kw)}")
         return MANAGER.alloc(num_elem, example_tensor)
 
     def free_cpu_locked_tensor(self, tensor):
@@ -501,6 +509,19 @@ class aio_handle:  # noqa: N801 - DeepNVMe's name
                 self.close()
         except Exception:
             pass
+
+
+def _async_keyword(async_op, kw):
+    """pread/pwrite's fourth argument, also by DeepSpeed's keyword async."""
+    if "async" in kw:
+        if async_op is not None:
+            raise TypeError("async and async_op are one argument: give one")
+        async_op = kw.pop("async")
+    if kw:
+        raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
+    if async_op is None:
+        raise TypeError("missing the argument async_op (DeepSpeed's async)")
+    return bool(async_op)
 
 
 def _check_range(read, st, nbytes, file_offset, name):
