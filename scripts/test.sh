@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: MIT
 # The whole default test suite, from a fresh Debian 12 machine (as root):
 # install packages, build with -Werror, run every test that is not labelled
-# stress or bench, then rebuild with ASan+UBSan and with TSan and run the unit
-# tests under each (and, under ASan+UBSan, a few mounted workloads with the
-# daemon instrumented), fuzz the metadata parsers briefly, and check the C
-# sources' formatting and the shell scripts with shellcheck.
+# stress, bench or xfstests, then rebuild with ASan+UBSan and with TSan and
+# run the unit tests under each (and, under ASan+UBSan, a few mounted
+# workloads with the daemon instrumented), fuzz the metadata parsers briefly,
+# and check the C sources' formatting and the shell scripts with shellcheck.
 #
 # usage: scripts/test.sh            (CI runs exactly this, from .ci/run)
-# Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh.
+# Long runs are separate: ctest --test-dir build -L stress, scripts/bench*.sh,
+# and xfstests (XFSTESTS_DIR=CHECKOUT ctest --test-dir build -L xfstests).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -34,7 +35,7 @@ shellcheck -x -S warning "${shell_files[@]}"
 echo "== build (gcc, -Werror)"
 bash scripts/build.sh "$top/build"
 echo "== tests"
-ctest --test-dir build --output-on-failure --timeout 600 -LE 'stress|bench'
+ctest --test-dir build --output-on-failure --timeout 600 -LE 'stress|bench|xfstests'
 
 echo "== build (ASan + UBSan)"
 bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
