@@ -85,6 +85,9 @@ def _check(p, args):
                     cfg = json.load(f)["aio"]
             except (OSError, ValueError, KeyError, TypeError) as e:
                 p.error(f"--aio_config {args.aio_config}: {e!r}")
+            if "num_threads" not in cfg and "intra_op_parallelism" in cfg:
+                # DeepSpeed's own "aio" configuration names it so
+                cfg["num_threads"] = cfg["intra_op_parallelism"]
         for dest, key in (("block_size", "block_size"), ("queue_depth", "queue_depth"),
                           ("threads", "num_threads"), ("single_submit", "single_submit"),
                           ("overlap_events", "overlap_events")):
