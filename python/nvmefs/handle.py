@@ -241,8 +241,8 @@ def _report(what, name, err):
 
 
 def _nbytes(buffer, writable):
-    """(address, nbytes, keep) of a host buffer, or (None, nbytes, None) for
-    a device tensor's, with its copier as keep."""
+    """(address, nbytes, keep) of a host buffer; (None, nbytes, copier) of
+    a device tensor (_bounce.py moves it)."""
     copier = _bounce.device_copier(buffer)
     if copier is None:
         return buffer_view(buffer, writable=writable)
