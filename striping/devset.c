@@ -264,50 +264,72 @@ static void busy_error(const struct nvmefs_dev *dev, const struct holder *h, boo
 		nvmefs_err("%s: image file is busy (in use by another program)", dev->path);
 }
 
+/* While a holder letting go is known, how often the open is tried again
+ * and how often /proc is searched again (a search costs far more than an
+ * open): the member is usually free within milliseconds of its release. */
+#define LETGO_RETRY_US 2000
+#define LETGO_JUDGE_NS (50 * 1000000ull)
+
 /*
  * open_lock; while another process holds the member and o->holder says it
  * is letting go (an nvmefs daemon whose volume is unmounted, writing its
- * last checkpoint), retried up to o->busy_wait_ms, saying so once. Any
- * other holder is refused at once (after two more looks, 20 ms apart: a
- * holder letting go may close the member, or exit, between our open and
- * our look at it). The error is logged once, at the end.
+ * last checkpoint), retried every LETGO_RETRY_US up to o->busy_wait_ms,
+ * saying so once the wait has lasted o->busy_quiet_ms. Any other holder is
+ * refused at once (after two more looks, 20 ms apart: a holder letting go
+ * may close the member, or exit, between our open and our look at it).
+ * The error is logged once, at the end.
  */
 static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *o)
 {
-	uint64_t deadline = nvmefs_now_ns() + o->busy_wait_ms * 1000000ull;
-	pid_t said = 0, leaving = 0;
+	uint64_t start = nvmefs_now_ns(), judged = 0;
+	uint64_t deadline = start + o->busy_wait_ms * 1000000ull;
+	uint64_t quiet = o->busy_quiet_ms * 1000000ull;
+	pid_t waited = 0, leaving = 0;
 	struct holder h, waited_for = {.name = ""};
 	unsigned refusals = 0;
+	bool letting_go = false, said = false;
 	const char *what;
 	int err;
 
 	for (;;) {
+		uint64_t now;
+
 		err = open_lock(dev, o->read_only, &what);
 		if (err != -EBUSY)
 			break;
-		leaving = judge_holders(dev, o, &h);
-		/* With no holder left after one we waited for, the kernel may
-		 * still be releasing the member (a block device's claim). */
-		if (leaving || (said && !h.name[0]))
-			refusals = 0;
-		else if (++refusals == 3)
+		now = nvmefs_now_ns();
+		if (!letting_go || now - judged >= LETGO_JUDGE_NS) {
+			leaving = judge_holders(dev, o, &h);
+			judged = now;
+			/* With no holder left after one we waited for, the kernel
+			 * may still be releasing the member (a block device's
+			 * claim). */
+			letting_go = leaving || (waited && !h.name[0]);
+			if (letting_go)
+				refusals = 0;
+			else if (++refusals == 3)
+				break;
+		}
+		if (now >= deadline)
 			break;
-		if (nvmefs_now_ns() >= deadline)
-			break;
-		if (leaving && leaving != said) {
+		if (leaving && leaving != waited) {
+			waited = leaving;
+			waited_for = h;
+			said = false;
+		}
+		if (leaving && !said && now - start >= quiet) {
 			nvmefs_info("waiting for %s to release %s (%s; up to %u s)", h.name,
 				    dev->path, h.state, o->busy_wait_ms / 1000);
-			said = leaving;
-			waited_for = h;
+			said = true;
 		}
-		usleep(refusals ? 20 * 1000 : 50 * 1000);
+		usleep(letting_go ? LETGO_RETRY_US : refusals ? 20 * 1000 : 50 * 1000);
 	}
 	if (!err)
 		return 0;
 	if (err == -EBUSY) {
 		if (leaving)
 			busy_error(dev, &h, true, o->busy_wait_ms);
-		else if (said && !h.name[0])
+		else if (waited && !h.name[0])
 			busy_error(dev, &waited_for, true, o->busy_wait_ms);
 		else
 			busy_error(dev, &h, false, o->busy_wait_ms);
@@ -440,6 +462,17 @@ int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, uns
 err_close:
 	nvmefs_devset_close(set);
 	return err;
+}
+
+void nvmefs_devset_release(struct nvmefs_devset *set)
+{
+	if (!set)
+		return;
+	for (unsigned i = 0; i < set->count; i++) {
+		if (set->devs[i].fd >= 0)
+			close(set->devs[i].fd);
+		set->devs[i].fd = -1;
+	}
 }
 
 void nvmefs_devset_close(struct nvmefs_devset *set)

@@ -32,6 +32,16 @@ struct nvmefs_dev {
 	struct nvmefs_devfi *fi; /* test-only faults (striping/fault_i.h); else NULL */
 };
 
+/*
+ * The busy_quiet_ms of the tools (nvmefs, fsck.nvmefs, mkfs.nvmefs): a
+ * plain FUSE unmount does not wait for the daemon (the kernel sends it
+ * nothing: FUSE_DESTROY goes to fuseblk mounts only), which makes its last
+ * commit and flush and lets go of the members a few milliseconds after
+ * umount(2) has returned. A program run right after the umount waits for
+ * that silently; only a wait longer than this is worth a line.
+ */
+#define NVMEFS_BUSY_QUIET_MS 1000
+
 struct nvmefs_devset_opts {
 	uint64_t min_size; /* refuse members smaller than this (0: 1 MiB) */
 	bool read_only;	   /* open O_RDONLY (fsck -n, inspection) */
@@ -40,11 +50,14 @@ struct nvmefs_devset_opts {
 	 * naming the holder, unless holder (may be NULL) says of every
 	 * process found holding it that it is letting go: an nvmefs daemon
 	 * whose volume is unmounted writes its last checkpoint after
-	 * umount(8) returns. Then the open waits for it, up to busy_wait_ms.
-	 * holder(pid, state, len) returns 1 (letting go) or 0, and may put in
-	 * state a phrase for the messages ("which has the volume mounted").
+	 * umount(8) returns. Then the open waits for it, up to busy_wait_ms,
+	 * and says so (an info line naming the holder) once the wait has
+	 * lasted busy_quiet_ms (0: at once). holder(pid, state, len) returns
+	 * 1 (letting go) or 0, and may put in state a phrase for the messages
+	 * ("which has the volume mounted").
 	 */
 	unsigned busy_wait_ms;
+	unsigned busy_quiet_ms;
 	int (*holder)(pid_t pid, char *state, size_t len);
 };
 
@@ -66,6 +79,15 @@ struct nvmefs_devset {
  */
 int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, unsigned n,
 		       const struct nvmefs_devset_opts *opts);
+
+/*
+ * Close every member's descriptor now, dropping its lock (flock, a block
+ * device's O_EXCL), but keep the set for nvmefs_devset_close(): for a
+ * caller that has written its last and has more to tear down, so that the
+ * next program to open the members need not wait for it. Nothing may be
+ * submitted to the members after it. NULL is allowed.
+ */
+void nvmefs_devset_release(struct nvmefs_devset *set);
 
 /* Close every member and free the set. NULL is allowed. */
 void nvmefs_devset_close(struct nvmefs_devset *set);
