@@ -236,6 +236,7 @@ int nvmefs_vol_open(struct nvmefs_vol **out, const char *const *paths, unsigned 
 {
 	struct nvmefs_devset_opts dopts = {.read_only = opts && opts->read_only,
 					   .busy_wait_ms = opts ? opts->busy_wait_ms : 0,
+					   .busy_quiet_ms = NVMEFS_BUSY_QUIET_MS,
 					   .holder = nvmefs_holder_state};
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set;
@@ -346,7 +347,6 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	if (!vol)
 		return 0;
 	nvmefs_data_drain(vol);
-	nvmefs_prefetch_forget_all(vol);
 	nvmefs_journal_stop(vol);
 	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);
@@ -355,6 +355,14 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 				   "holds the last committed state",
 				   strerror(-ret));
 	}
+	/* Nothing more is written: let go of the members before the rest of
+	 * the teardown (the prefetch windows' walk of the inode table, the
+	 * aio contexts' destruction: tens of milliseconds), for whoever is
+	 * waiting to open them after an umount (NVMEFS_BUSY_QUIET_MS). A read
+	 * still in flight holds its own reference to the open file, so a
+	 * prefetch window that has one is no harm. */
+	nvmefs_devset_release(vol->set);
+	nvmefs_prefetch_forget_all(vol);
 	check_idle(vol);
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);

@@ -371,6 +371,7 @@ int main(int argc, char **argv)
 {
 	struct nvmefs_devset_opts dopts = {.min_size = 2 * NVMEFS_BLOCK,
 					   .busy_wait_ms = NVMEFS_BUSY_WAIT_MS,
+					   .busy_quiet_ms = NVMEFS_BUSY_QUIET_MS,
 					   .holder = nvmefs_holder_state};
 	struct nvmefs_label labels[NVMEFS_MAX_DEVICES];
 	struct nvmefs_devset *set = NULL;
