@@ -37,6 +37,23 @@ bash scripts/build.sh "$top/build"
 echo "== tests"
 ctest --test-dir build --output-on-failure --timeout 600 -LE 'stress|bench|xfstests'
 
+# The mounted tests again on FUSE over io_uring (fs/fuse/uring.c) where the
+# kernel has it (Linux 6.14+): its module parameter on for this pass, as an
+# administrator would set it, then back to what it was.
+uring_param=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring_param" ]; then
+	uring_was=$(cat "$uring_param")
+	echo "== mounted tests on FUSE over io_uring"
+	echo Y >"$uring_param"
+	uring_rc=0
+	NVMEFS_TEST_TRANSPORT=uring ctest --test-dir build --output-on-failure --timeout 600 \
+		-L fuse -LE 'stress|bench|xfstests' -E '^test_uring$' || uring_rc=$?
+	echo "$uring_was" >"$uring_param"
+	[ "$uring_rc" = 0 ] || exit "$uring_rc"
+else
+	echo "== no FUSE over io_uring in this kernel ($uring_param): its pass is skipped"
+fi
+
 echo "== build (ASan + UBSan)"
 bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== unit tests under ASan + UBSan"

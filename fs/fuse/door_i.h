@@ -115,9 +115,12 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
  * would have returned, true. False for anything of /dev/fuse.
  */
 bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res);
-/* A queue thread's pool buffer holding its current request, now the
- * caller's; NULL on any other thread. */
-void *nvmefs_uring_take_buf(void);
+/*
+ * On a queue thread serving a request: its payload (page-aligned, *cap
+ * bytes), where a WRITE's data lies and where a READ's answer may be put
+ * to be sent without a copy, valid until the reply. NULL elsewhere.
+ */
+void *nvmefs_uring_payload(size_t *cap);
 
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),

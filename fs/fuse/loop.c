@@ -171,8 +171,6 @@ void *nvmefs_loop_take_buf(struct nvmefs_vol *vol)
 {
 	void *buf;
 
-	if (!self && (buf = nvmefs_uring_take_buf()))
-		return buf;
 	if (!self || !self->buf)
 		return nvmefs_bufpool_get(vol->pool);
 	buf = self->buf;
@@ -358,10 +356,10 @@ static void start_uring(struct loop *lp)
 	}
 	vol->uring_queues = nvmefs_uring_queues(lp->uring, &vol->uring_depth);
 	vol->uring = lp->uring;
-	if (nvmefs_uring_start(lp->uring, uring_failed, lp))
-		return; /* said, and the loop stops */
 	nvmefs_info("FUSE over io_uring: %u queue(s) of %u entries", vol->uring_queues,
 		    vol->uring_depth);
+	/* A failure is said there, and stops the loop. */
+	nvmefs_uring_start(lp->uring, uring_failed, lp);
 }
 
 void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len)
@@ -524,7 +522,9 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 			atomic_store(&serving, NULL);
 			return ret;
 		}
-		if (ret && vol->opts.uring == NVMEFS_URING_AUTO_SAY)
+		/* Not offered: main.c said so at the option, once. */
+		if (ret && ret != -EPERM && ret != -ENOTSUP &&
+		    vol->opts.uring == NVMEFS_URING_AUTO_SAY)
 			nvmefs_warn("FUSE over io_uring cannot be set up (%s): serving /dev/fuse",
 				    strerror(-ret));
 		ret = 0;

@@ -591,14 +591,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	void *buf;
+	void *buf, *area;
+	size_t cap;
 
 	if (nvmefs_ctl_ino(ino)) {
 		read_ctl(req, (const struct ctl_handle *)(uintptr_t)fi->fh, size, off);
 		return;
 	}
 	in = fh_of(fi)->in;
-	if (!rw_check(req, in, off) || !(buf = take_buf(req)))
+	if (!rw_check(req, in, off))
+		return;
+	/* On an io_uring queue an aligned READ is read straight into the
+	 * payload it is answered from: no copy (fs/fuse/uring.c). */
+	area = nvmefs_uring_payload(&cap);
+	if (area && size <= cap && !(((uint64_t)off | size) % NVMEFS_BLOCK)) {
+		nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
+		nvmefs_data_read_into(vol, in, area, size, (uint64_t)off, read_done, req);
+		return;
+	}
+	if (!(buf = take_buf(req)))
 		return;
 	nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
@@ -614,6 +625,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 	struct nvmefs_inode *in;
 	unsigned flags = 0;
 	void *buf;
+	size_t cap;
 
 	if (nvmefs_ns_read_only(vol)) {
 		fuse_reply_err(req, EROFS);
@@ -632,9 +644,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 			return;
 		}
 	}
-	buf = take_buf(req);
-	if (!buf)
-		return;
 	/* With the write-back cache the kernel has placed O_APPEND writes
 	 * itself, and its write-back uses any open file: ignore the flag. A
 	 * write-back request carries times the kernel owns and sends later. */
@@ -642,7 +651,16 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 		flags |= NVMEFS_WRITE_APPEND;
 	if (fi->writepage)
 		flags |= NVMEFS_WRITE_KEEP_TIMES;
-	nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off, flags, write_done, req);
+	/* On an io_uring queue the data lies page-aligned where the kernel put
+	 * it, ours until the reply: the devices write straight from it. */
+	if (nvmefs_uring_payload(&cap) == data) {
+		nvmefs_data_write_from(vol, in, data, size, (uint64_t)off, flags, write_done, req);
+		return;
+	}
+	buf = take_buf(req);
+	if (buf)
+		nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off, flags, write_done,
+					req);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

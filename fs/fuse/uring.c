@@ -21,13 +21,17 @@
  *  - FORGET, INTERRUPT and notifications stay on /dev/fuse, so the request
  *    loop (loop.c) goes on serving it beside the queues.
  *
- * Here the handlers stay libfuse's: a queue thread lays a request out in a
- * pool buffer as read(2) would have (the payload at NVMEFS_DATA_OFF, so a
- * WRITE's data is page-aligned for O_DIRECT as before) and hands it to
- * fuse_session_process_buf(). Its reply, from whichever thread makes it
+ * Here the handlers stay libfuse's: a queue thread copies the request's
+ * headers into the page just before its payload (ours, outside what the
+ * kernel was given), so that the request lies as read(2) would have laid
+ * it out, and hands it to fuse_session_process_buf(). A WRITE's data stays
+ * where the kernel put it, page-aligned: the devices write straight from
+ * it (nvmefs_uring_payload); a READ's devices read straight into the
+ * payload it is answered from. Its reply, from whichever thread makes it
  * (a READ's from an I/O completion), reaches loop.c's writev hook, which
  * gives it to nvmefs_uring_reply(): an answer to a ring request is copied
- * into its entry and committed; anything else goes to /dev/fuse.
+ * into its entry (nothing to copy when it is there already) and committed;
+ * anything else goes to /dev/fuse.
  *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
@@ -49,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -94,6 +99,8 @@ _Static_assert(sizeof(struct uring_cmd_req) == 24, "FUSE 7.42 layout");
 #define DEFAULT_DEPTH 8u
 /* The payload the kernel fills: max_write and max_pages (op_init) are 1 MiB. */
 #define PAYLOAD_SZ ((size_t)1 << 20)
+/* Before the payload: the fuse_in_header and the opcode's struct. */
+#define HEAD_ROOM ((size_t)4096)
 
 struct queue;
 
@@ -101,10 +108,12 @@ struct queue;
 struct ent {
 	struct queue *q;
 	struct uring_req_header *hdr;
-	void *payload;
+	char *area;    /* a page for the request's headers, then the payload */
+	char *payload; /* area + HEAD_ROOM: what the kernel fills */
 	struct iovec iov[2];
 	_Atomic uint64_t unique; /* the request being served (0: none) */
 	uint64_t commit_id;
+	struct ent *next; /* on its queue's handoff list */
 };
 
 struct queue {
@@ -112,12 +121,20 @@ struct queue {
 	unsigned qid;
 	pthread_t thread;
 	bool started;
-	struct io_uring ring;
+	struct io_uring ring; /* submitted to by the queue thread alone */
 	bool ring_ok;
-	pthread_mutex_t sq_lock; /* the ring's submission side: any replier */
 	struct ent *ents;
-	void *buf;     /* the pool buffer the next request is laid out in */
-	unsigned live; /* entries the kernel holds (queue thread) */
+	struct ent *cur; /* the request its handler is serving (queue thread) */
+	unsigned live;	 /* entries the kernel holds (queue thread) */
+	/* Replies made on other threads (I/O completions) are handed over
+	 * here and committed by the queue thread: a command's completion runs
+	 * as task work of the thread that submitted it, which should be one
+	 * that waits on this ring, not an I/O thread. */
+	pthread_mutex_t lock;
+	struct ent *handoff; /* lock: entries to commit */
+	bool woken;	     /* lock: efd written since the thread last looked */
+	int efd;	     /* an eventfd the thread keeps a read on */
+	uint64_t efd_val;
 };
 
 struct nvmefs_uring {
@@ -191,25 +208,29 @@ static void free_queue(struct queue *q)
 	if (q->ents) {
 		for (unsigned i = 0; i < q->u->depth; i++) {
 			free(q->ents[i].hdr);
-			free(q->ents[i].payload);
+			free(q->ents[i].area);
 		}
 		free(q->ents);
 	}
 	if (q->ring_ok)
 		io_uring_queue_exit(&q->ring);
-	if (q->buf)
-		nvmefs_bufpool_put(q->u->vol->pool, q->buf);
-	pthread_mutex_destroy(&q->sq_lock);
+	if (q->efd >= 0)
+		close(q->efd);
+	pthread_mutex_destroy(&q->lock);
 }
 
 static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 {
 	struct io_uring_params p = {.flags = IORING_SETUP_SQE128};
+	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
 	int ret;
 
 	q->u = u;
 	q->qid = qid;
-	pthread_mutex_init(&q->sq_lock, NULL);
+	pthread_mutex_init(&q->lock, NULL);
+	q->efd = eventfd(0, EFD_CLOEXEC);
+	if (q->efd < 0)
+		return -errno;
 	/* Room for every entry's command and a wake-up at once. */
 	ret = io_uring_queue_init_params(2 * u->depth + 2, &q->ring, &p);
 	if (ret)
@@ -223,11 +244,16 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 
 		e->q = q;
 		e->hdr = alloc_locked(sizeof(*e->hdr));
-		e->payload = alloc_locked(PAYLOAD_SZ);
-		if (!e->hdr || !e->payload)
+		e->area = alloc_locked(HEAD_ROOM + PAYLOAD_SZ);
+		if (!e->hdr || !e->area)
 			return -ENOMEM;
+		e->payload = e->area + HEAD_ROOM;
 		e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
 		e->iov[1] = (struct iovec){e->payload, PAYLOAD_SZ};
+		/* tests/test_uring.sh: a payload the kernel refuses at REGISTER,
+		 * after INIT, the one failure that would leave requests waiting. */
+		if (short_payload)
+			e->iov[1].iov_len = 4096;
 	}
 	return 0;
 }
@@ -292,15 +318,21 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
 }
 
-/* Queue e's command (q->sq_lock held): REGISTER, or COMMIT_AND_FETCH. */
+static void queue_fail(struct queue *q, const char *what, int err);
+
+/* Queue e's command (the queue thread): REGISTER, or COMMIT_AND_FETCH.
+ * Submitted when the thread next waits. */
 static int queue_cmd(struct ent *e, uint32_t op)
 {
 	struct queue *q = e->q;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 	struct uring_cmd_req *req;
 
-	if (!sqe)
-		return -EBUSY; /* cannot be: the ring holds twice the entries */
+	if (!sqe) { /* cannot be: the ring holds twice the entries */
+		io_uring_submit(&q->ring);
+		if (!(sqe = io_uring_get_sqe(&q->ring)))
+			return -EBUSY;
+	}
 	memset(sqe, 0, 128);
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->fd = q->u->fd;
@@ -314,19 +346,68 @@ static int queue_cmd(struct ent *e, uint32_t op)
 	return 0;
 }
 
-static int submit_cmd(struct ent *e, uint32_t op)
+/* Keep a read on q's eventfd: its completion is a wake-up (user data q). */
+static int arm_wake(struct queue *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (!sqe)
+		return -EBUSY;
+	memset(sqe, 0, 128);
+	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
+	io_uring_sqe_set_data(sqe, q);
+	return 0;
+}
+
+/* Wake q's thread to look at its handoff list and its stop flag. */
+static void wake(struct queue *q)
+{
+	bool write_it;
+
+	pthread_mutex_lock(&q->lock);
+	write_it = !q->woken;
+	q->woken = true;
+	pthread_mutex_unlock(&q->lock);
+	if (write_it)
+		(void)eventfd_write(q->efd, 1);
+}
+
+/* Commit e's reply: at once on its queue's thread, else handed over. */
+static void commit(struct ent *e)
 {
 	struct queue *q = e->q;
-	int ret;
+	bool write_it;
 
-	pthread_mutex_lock(&q->sq_lock);
-	ret = queue_cmd(e, op);
-	if (!ret) {
-		ret = io_uring_submit(&q->ring);
-		ret = ret < 0 ? ret : 0;
+	if (cur_queue == q) {
+		if (queue_cmd(e, URING_CMD_COMMIT_AND_FETCH))
+			queue_fail(q, "queueing a reply", -EBUSY);
+		return;
 	}
-	pthread_mutex_unlock(&q->sq_lock);
-	return ret;
+	pthread_mutex_lock(&q->lock);
+	e->next = q->handoff;
+	q->handoff = e;
+	write_it = !q->woken;
+	q->woken = true;
+	pthread_mutex_unlock(&q->lock);
+	if (write_it)
+		(void)eventfd_write(q->efd, 1);
+}
+
+/* The queue thread, woken: commit what was handed over, read on. */
+static void take_handoff(struct queue *q)
+{
+	struct ent *e;
+
+	pthread_mutex_lock(&q->lock);
+	e = q->handoff;
+	q->handoff = NULL;
+	q->woken = false;
+	pthread_mutex_unlock(&q->lock);
+	for (; e; e = e->next)
+		if (queue_cmd(e, URING_CMD_COMMIT_AND_FETCH))
+			queue_fail(q, "queueing a reply", -EBUSY);
+	if (arm_wake(q))
+		queue_fail(q, "waiting for replies", -EBUSY);
 }
 
 /* The entry serving request unique, or NULL (a request of /dev/fuse). */
@@ -357,7 +438,6 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 	struct nvmefs_uring *u;
 	struct ent *e;
 	size_t len = 0;
-	int ret;
 
 	if (iov[0].iov_len < sizeof(*out) || !out->unique)
 		return false; /* a notification: /dev/fuse's */
@@ -391,33 +471,26 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 	}
 	e->hdr->ent.payload_sz = (uint32_t)len;
 	atomic_store_explicit(&e->unique, 0, memory_order_release);
-	ret = submit_cmd(e, URING_CMD_COMMIT_AND_FETCH);
+	commit(e);
 	pthread_rwlock_unlock(&active_lock);
-	if (ret) {
-		errno = -ret;
-		*res = -1;
-	} else {
-		*res = (ssize_t)(sizeof(*out) + len);
-	}
+	*res = (ssize_t)(sizeof(*out) + len);
 	return true;
 }
 
-void *nvmefs_uring_take_buf(void)
+void *nvmefs_uring_payload(size_t *cap)
 {
 	struct queue *q = cur_queue;
-	void *buf;
 
-	if (!q)
+	if (!q || !q->cur)
 		return NULL;
-	buf = q->buf;
-	q->buf = NULL;
-	return buf;
+	*cap = PAYLOAD_SZ;
+	return q->cur->payload;
 }
 
 /*
- * Lay e's request out in q->buf as /dev/fuse would have delivered it (the
- * payload at NVMEFS_DATA_OFF) and serve it. False when the request is not
- * one the protocol can send.
+ * Lay e's request out as /dev/fuse would have delivered it, its headers
+ * just before its payload, and serve it. False when the request is not one
+ * the protocol can send.
  */
 static bool serve(struct queue *q, struct ent *e)
 {
@@ -428,18 +501,18 @@ static bool serve(struct queue *q, struct ent *e)
 	char *start;
 
 	if (in->len < sizeof(*in) + psz || psz > PAYLOAD_SZ ||
-	    (op_len = in->len - sizeof(*in) - psz) > URING_OP_IN_OUT_SZ ||
-	    NVMEFS_DATA_OFF + (size_t)psz > u->vol->buf_size)
+	    (op_len = in->len - sizeof(*in) - psz) > URING_OP_IN_OUT_SZ)
 		return false;
 	head = sizeof(*in) + op_len;
-	start = (char *)q->buf + NVMEFS_DATA_OFF - head;
+	start = e->payload - head;
 	memcpy(start, in, sizeof(*in));
 	memcpy(start + sizeof(*in), e->hdr->op_in, op_len);
-	memcpy((char *)q->buf + NVMEFS_DATA_OFF, e->payload, psz);
 	e->commit_id = e->hdr->ent.commit_id;
 	atomic_store_explicit(&e->unique, in->unique, memory_order_release);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
+	q->cur = e;
 	nvmefs_loop_serve(u->se, u->vol, start, in->len);
+	q->cur = NULL;
 	return true;
 }
 
@@ -454,10 +527,45 @@ static void queue_fail(struct queue *q, const char *what, int err)
 	u->fail(u->fail_arg, err);
 }
 
+/* What a CQE of q brought: a request in an entry, an entry ended, or a
+ * wake-up. False when the queue is done. */
+static bool on_cqe(struct queue *q, void *data, int res)
+{
+	struct nvmefs_uring *u = q->u;
+	struct ent *e = data;
+
+	if (data == q) {
+		take_handoff(q);
+		return !atomic_load(&u->stopping);
+	}
+	if (res < 0) {
+		/* -ENOTCONN, -ECONNABORTED: unmounted or aborted. */
+		q->live--;
+		if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV)
+			queue_fail(q, "the kernel refused an entry", res);
+		return q->live > 0;
+	}
+	if (!serve(q, e)) {
+		const struct fuse_in_header *in = (const void *)e->hdr->in_out;
+		struct fuse_out_header err = {
+			.len = sizeof(err), .error = -EIO, .unique = in->unique};
+		struct iovec iov = {&err, sizeof(err)};
+		ssize_t r;
+
+		nvmefs_err("FUSE over io_uring: a malformed request (opcode %u, %u bytes)",
+			   in->opcode, in->len);
+		e->commit_id = e->hdr->ent.commit_id;
+		atomic_store(&e->unique, in->unique);
+		nvmefs_uring_reply(&iov, 1, &r);
+	}
+	return true;
+}
+
 static void *queue_main(void *arg)
 {
 	struct queue *q = arg;
 	struct nvmefs_uring *u = q->u;
+	bool go = true;
 	cpu_set_t one;
 	int ret = 0;
 
@@ -466,60 +574,34 @@ static void *queue_main(void *arg)
 	CPU_ZERO(&one);
 	CPU_SET(q->qid, &one);
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-	pthread_mutex_lock(&q->sq_lock);
 	for (unsigned i = 0; i < u->depth && !ret; i++)
 		ret = queue_cmd(&q->ents[i], URING_CMD_REGISTER);
-	if (!ret) {
-		ret = io_uring_submit(&q->ring);
-		ret = ret < 0 ? ret : 0;
-	}
-	pthread_mutex_unlock(&q->sq_lock);
+	if (!ret)
+		ret = arm_wake(q);
 	if (ret) {
 		queue_fail(q, "registering its entries", ret);
 		goto out;
 	}
 	q->live = u->depth;
-	while (q->live && !atomic_load(&u->stopping)) {
+	while (go && !atomic_load(&u->stopping)) {
 		struct io_uring_cqe *cqe;
-		struct ent *e;
-		int res;
+		unsigned head, n = 0;
 
-		ret = io_uring_wait_cqe(&q->ring, &cqe);
+		/* The commits queued since, then wait for the next CQE. */
+		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (ret == -EINTR)
 			continue;
-		if (ret) {
+		if (ret < 0) {
 			queue_fail(q, "waiting for a request", ret);
 			break;
 		}
-		e = io_uring_cqe_get_data(cqe);
-		res = cqe->res;
-		io_uring_cqe_seen(&q->ring, cqe);
-		if (!e)
-			continue; /* the wake-up of nvmefs_uring_stop */
-		if (res < 0) {
-			/* -ENOTCONN, -ECONNABORTED: unmounted or aborted. */
-			q->live--;
-			if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV)
-				queue_fail(q, "the kernel refused an entry", res);
-			continue;
+		io_uring_for_each_cqe(&q->ring, head, cqe)
+		{
+			n++;
+			if (go)
+				go = on_cqe(q, io_uring_cqe_get_data(cqe), cqe->res);
 		}
-		if (!q->buf && !(q->buf = nvmefs_bufpool_get(u->vol->pool))) {
-			queue_fail(q, "a buffer", -ENOMEM);
-			break;
-		}
-		if (!serve(q, e)) {
-			const struct fuse_in_header *in = (const void *)e->hdr->in_out;
-			struct fuse_out_header err = {
-				.len = sizeof(err), .error = -EIO, .unique = in->unique};
-			struct iovec iov = {&err, sizeof(err)};
-			ssize_t r;
-
-			nvmefs_err("FUSE over io_uring: a malformed request (opcode %u, %u bytes)",
-				   in->opcode, in->len);
-			e->commit_id = e->hdr->ent.commit_id;
-			atomic_store(&e->unique, in->unique);
-			nvmefs_uring_reply(&iov, 1, &r);
-		}
+		io_uring_cq_advance(&q->ring, n);
 	}
 out:
 	cur_queue = NULL;
@@ -570,19 +652,10 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 	atomic_store(&u->stopping, true);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct queue *q = &u->q[i];
-		struct io_uring_sqe *sqe;
 
 		if (!q->started)
 			continue;
-		pthread_mutex_lock(&q->sq_lock);
-		sqe = io_uring_get_sqe(&q->ring);
-		if (sqe) {
-			memset(sqe, 0, 128);
-			io_uring_prep_nop(sqe);
-			io_uring_sqe_set_data(sqe, NULL);
-			io_uring_submit(&q->ring);
-		}
-		pthread_mutex_unlock(&q->sq_lock);
+		wake(q);
 		pthread_join(q->thread, NULL);
 		q->started = false;
 	}

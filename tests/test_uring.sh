@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# FUSE over io_uring (fs/fuse/uring.c, issue 33): negotiation that never
+# hangs a mount, and the transport each mount reports.
+#  - enable_uring off: -o uring refuses at once with a message that says how
+#    to enable it, and mounts nothing; -o uring=auto mounts on /dev/fuse
+#    with one line saying why;
+#  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
+#    .nvmefs/stats, nvmefs-stat say so), files read back as written;
+#  - a queue the kernel refuses after INIT (a payload buffer too small,
+#    NVMEFS_TEST_URING_SHORT_PAYLOAD), when every request would wait for
+#    the queues: the daemon stops and unmounts, and a stat on the mount
+#    point fails within seconds instead of hanging.
+# The test sets the fuse module's enable_uring as an administrator would and
+# puts back the value it found, whatever happens. Skipped on kernels without
+# FUSE over io_uring (before 6.14).
+# usage: test_uring.sh BUILD_DIR
+set -euo pipefail
+# shellcheck source=lib_mount.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/lib_mount.sh"
+mnt_time_limit 120 "$0" "$@"
+build=$1
+param=/sys/module/fuse/parameters/enable_uring
+[ -w "$param" ] || mnt_skip "no $param (Linux 6.14+ with CONFIG_FUSE_IO_URING, as root)"
+was=$(cat "$param")
+mnt_setup "$build" 2 256M
+trap 'echo "$was" >"$param"; _mnt_cleanup' EXIT
+unset NVMEFS_TEST_TRANSPORT # this test says which transport it wants
+
+transport() { # the config's transport line
+	sed -n 's/^transport = //p' "$MNT/.nvmefs/config"
+}
+
+echo N >"$param"
+start=$SECONDS
+if "$build/nvmefs" "$MNT_DEVS" "$MNT" -o uring >"$MNT_TMP/refuse.log" 2>&1; then
+	check "-o uring with enable_uring off is refused" false
+	mnt_umount
+fi
+check "the refusal is at once" test $((SECONDS - start)) -le 5
+check "the refusal says how to enable it" grep -q "enable_uring" "$MNT_TMP/refuse.log"
+check "nothing is mounted after the refusal" sh -c "! mountpoint -q '$MNT'"
+
+MNT_FOREGROUND=1
+mnt_mount uring=auto
+check "uring=auto with enable_uring off serves /dev/fuse" test "$(transport)" = /dev/fuse
+check "uring=auto says why, in one line" \
+	test "$(grep -c 'io_uring' "$MNT_TMP/nvmefs.log")" = 1
+mnt_umount
+
+echo Y >"$param"
+mnt_mount uring
+check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
+head -c $((3 << 20)) /dev/urandom >"$MNT_TMP/data"
+cp "$MNT_TMP/data" "$MNT/data"
+for i in $(seq 1 50); do echo "file $i" >"$MNT/small.$i"; done
+check "a file reads back through the queues" cmp "$MNT_TMP/data" "$MNT/data"
+check "small files read back" test "$(cat "$MNT/small.17")" = "file 17"
+check "requests came through the queues" \
+	test "$(jq .transport.uring_requests "$MNT/.nvmefs/stats")" -gt 100
+check "nvmefs-stat names the transport" sh -c "'$build/nvmefs-stat' '$MNT' | grep -q 'transport: io_uring'"
+mnt_umount
+check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
+
+# Refused after INIT: the mount must end, not hang.
+NVMEFS_TEST_URING_SHORT_PAYLOAD=1 "$build/nvmefs" "$MNT_DEVS" "$MNT" -o uring -f \
+	</dev/null >>"$MNT_TMP/nvmefs.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 50); do
+	mountpoint -q "$MNT" || ! kill -0 "$pid" 2>/dev/null && break
+	sleep 0.1
+done
+start=$SECONDS
+timeout 20 stat "$MNT/data" >/dev/null 2>&1 || true
+check "a refused queue does not hang the mount (stat returned in $((SECONDS - start)) s)" \
+	test $((SECONDS - start)) -le 10
+for _ in $(seq 1 100); do
+	kill -0 "$pid" 2>/dev/null || break
+	sleep 0.1
+done
+check "the daemon unmounted after its queue was refused" sh -c "! mountpoint -q '$MNT'"
+check "the daemon exited" sh -c "! kill -0 $pid 2>/dev/null"
+check "the daemon said why" grep -q "the kernel refused an entry" "$MNT_TMP/nvmefs.log"
+check "fsck clean after the refused mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
+mnt_result
