@@ -68,10 +68,13 @@ done
 work=${work:-/var/tmp/nvmefs-xfstests-$mode}
 [ $# -gt 0 ] || set -- -g quick
 
-# Debian's packages for xfstests' build and its tests (xfstests' README).
+# Debian's packages for xfstests' build and its tests (xfstests' README,
+# less lvm2 and the kernel headers; acl's chacl and xfsdump are used by
+# tests of the generic group).
 xfs_pkgs=(xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc libuuid1 quota attr make
 	libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk fio dbench uuid-runtime python3
-	sqlite3 libcap-dev bc psmisc)
+	sqlite3 libcap-dev bc psmisc acl dump indent libtool liburing-dev libgdbm-compat-dev
+	xfsdump)
 
 prepare_xfstests() {
 	local missing=() p
@@ -98,14 +101,7 @@ prepare_xfstests() {
 # pids of processes with a file open under the work directory: the daemons
 # of our volumes (mkfs and fsck are not left running).
 holders() {
-	local fd pid
-	for fd in /proc/[0-9]*/fd/*; do
-		case $(readlink "$fd" 2>/dev/null) in "$work"/*)
-			pid=${fd#/proc/}
-			echo "${pid%%/*}"
-			;;
-		esac
-	done | sort -u
+	find /proc/[0-9]*/fd -maxdepth 1 -lname "$work/*" 2>/dev/null | cut -d/ -f3 | sort -u
 }
 
 cleanup() {
