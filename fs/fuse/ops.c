@@ -645,11 +645,17 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 		}
 	}
 	/* With the write-back cache the kernel has placed O_APPEND writes
-	 * itself, and its write-back uses any open file: ignore the flag. A
-	 * write-back request carries times the kernel owns and sends later. */
+	 * itself, and its write-back uses any open file: ignore the flag.
+	 * Only with the write-back cache does the kernel own mtime and ctime
+	 * (and send them later in a SETATTR). Without it, a write-back request
+	 * is the write-back of pages dirtied through a shared mmap (in both
+	 * modes: direct mode maps through the page cache too), whose times
+	 * the kernel does not keep (its FUSE inodes are S_NOCMTIME): they are
+	 * ours to set, as for any write (generic/080, generic/215). The kernel
+	 * forgets its cached times when that write-back completes. */
 	if ((fi->flags & O_APPEND) && !vol->writeback)
 		flags |= NVMEFS_WRITE_APPEND;
-	if (fi->writepage)
+	if (fi->writepage && vol->writeback)
 		flags |= NVMEFS_WRITE_KEEP_TIMES;
 	/* On an io_uring queue the data lies page-aligned where the kernel put
 	 * it, ours until the reply: the devices write straight from it. */
