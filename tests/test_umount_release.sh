@@ -11,7 +11,7 @@
 #  - between the rounds a file is written, and every file written so far is
 #    read back after the next mount: the last commit and flush that follow
 #    the unmount lose nothing.
-# The daemon lets go of the members a few milliseconds after umount(2)
+# The daemon lets go of the members tens of milliseconds after umount(2)
 # returns (a plain FUSE unmount does not wait for it: docs/RELIABILITY.md,
 # "Unmounting"); the program that comes next waits for that silently.
 #

@@ -36,7 +36,7 @@ struct nvmefs_dev {
  * The busy_quiet_ms of the tools (nvmefs, fsck.nvmefs, mkfs.nvmefs): a
  * plain FUSE unmount does not wait for the daemon (the kernel sends it
  * nothing: FUSE_DESTROY goes to fuseblk mounts only), which makes its last
- * commit and flush and lets go of the members a few milliseconds after
+ * commit and flush and lets go of the members tens of milliseconds after
  * umount(2) has returned. A program run right after the umount waits for
  * that silently; only a wait longer than this is worth a line.
  */
