@@ -387,8 +387,24 @@ mnt_umount() {
 	fi
 	if ! _mnt_wait_daemon 30; then
 		_mnt_log_tail
+		_mnt_dump_daemons
 		mnt_die "nvmefs daemon (pid $(_mnt_daemon_pids | xargs)) still running 30 s after unmounting"
 	fi
+}
+
+# Where each thread of a daemon that does not exit waits (kernel wait
+# channel, and the stacks when gdb is installed): a hang says where it is.
+_mnt_dump_daemons() {
+	local pid t
+	for pid in $(_mnt_daemon_pids); do
+		for t in /proc/"$pid"/task/*; do
+			echo "thread $(cat "$t/comm" 2>/dev/null): waits in $(cat "$t/wchan" 2>/dev/null)"
+		done
+		if command -v gdb >/dev/null; then
+			timeout 30 gdb -p "$pid" -batch -ex "thread apply all bt" 2>/dev/null |
+				grep -E '^(Thread|#)' || true
+		fi
+	done
 }
 
 mnt_remount() { # [OPTS]
