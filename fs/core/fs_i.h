@@ -199,6 +199,7 @@ struct nvmefs_vol_opts {
 	bool read_only;
 	bool direct;	/* direct mode: no page cache for file data */
 	bool writeback; /* cached mode: the kernel's write-back cache */
+	unsigned atime; /* NVMEFS_ATIME_*: which reads update atime */
 	/* fsck: load what is on disk and stop there; overlapping extents,
 	 * dangling entries and orphans are left for the checker to find. */
 	bool check;
@@ -220,6 +221,17 @@ struct nvmefs_vol_opts {
 	unsigned statahead;   /* entries read ahead of a directory walk (0: off) */
 	unsigned uring;	      /* NVMEFS_URING_*: FUSE over io_uring (fs/fuse/uring.c) */
 	unsigned uring_depth; /* its entries per queue (0: the default) */
+};
+
+/*
+ * -o relatime (the default, as for Linux's own filesystems), noatime,
+ * strictatime. The kernel never updates a FUSE file's atime (its inodes are
+ * S_NOATIME), so its mount flags do not act: the daemon keeps the policy.
+ */
+enum {
+	NVMEFS_ATIME_RELATIME,	  /* when atime <= mtime or ctime, or a day old */
+	NVMEFS_ATIME_NOATIME,	  /* never on a read */
+	NVMEFS_ATIME_STRICTATIME, /* on every read */
 };
 
 /* The transport of -o uring, uring=auto, uring=off. */

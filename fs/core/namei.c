@@ -412,18 +412,22 @@ static bool ts_le(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
 }
 
-/* relatime: FUSE leaves atime to us. Update it when it is not newer than
- * mtime or ctime, or a day old, so reads rarely dirty the inode. */
+/* FUSE leaves atime to us, under the mount's policy (vol->opts.atime):
+ * relatime updates it when it is not newer than mtime or ctime, or a day
+ * old, so reads rarely dirty the inode; strictatime on every read; noatime
+ * never (generic/120). */
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
+	bool strict = vol->opts.atime == NVMEFS_ATIME_STRICTATIME;
 	struct timespec now;
 
-	if (vol->opts.read_only)
+	if (vol->opts.read_only || vol->opts.atime == NVMEFS_ATIME_NOATIME)
 		return;
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	if (!in->dead && (ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
-			  now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
+	if (!in->dead &&
+	    (strict || ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
+	     now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
 		in->atime = now;
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -436,8 +440,12 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	uint64_t gen = atomic_load_explicit(&in->attr_gen, memory_order_acquire) + 1;
 	struct timespec now;
 
+	if (vol->opts.atime == NVMEFS_ATIME_NOATIME)
+		return;
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	if (gen == atomic_load_explicit(&note->gen, memory_order_relaxed) &&
+	/* strictatime: every read (the note's shortcut is relatime's). */
+	if (vol->opts.atime != NVMEFS_ATIME_STRICTATIME &&
+	    gen == atomic_load_explicit(&note->gen, memory_order_relaxed) &&
 	    now.tv_sec - atomic_load_explicit(&note->sec, memory_order_relaxed) < 24 * 3600)
 		return;
 	nvmefs_ns_touch_atime(vol, in);

@@ -145,8 +145,9 @@ void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino);
  */
 int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			 const struct nvmefs_cred *cred);
-/* relatime: note a read of in (atime, when not newer than mtime or ctime,
- * or a day old). */
+/* Note a read of in: atime as the mount's policy says (vol->opts.atime:
+ * relatime, when not newer than mtime or ctime, or a day old; strictatime,
+ * always; noatime, never). */
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /*
@@ -186,7 +187,7 @@ struct nvmefs_read_note {
  * A read of in through a reader that keeps note: relatime's check (see
  * nvmefs_ns_touch_atime), made only when an attribute changed since the
  * reader's last look or a day went by, so that a stream of reads takes no
- * volume-wide lock.
+ * volume-wide lock (under strictatime every read, under noatime none).
  */
 void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			 struct nvmefs_read_note *note);

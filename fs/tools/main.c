@@ -60,7 +60,11 @@ struct cfg {
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
 		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth;
 	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
+	unsigned atime; /* NVMEFS_ATIME_*: the last of relatime, noatime, strictatime */
 };
+
+/* opt_proc's keys for the atime options: KEY_ATIME + NVMEFS_ATIME_*. */
+#define KEY_ATIME 100
 
 #define OPT(t, p)                                                                                  \
 	{                                                                                          \
@@ -94,6 +98,12 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("-V", version),
 	OPT("--version", version),
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("relatime", KEY_ATIME + NVMEFS_ATIME_RELATIME),
+	FUSE_OPT_KEY("noatime", KEY_ATIME + NVMEFS_ATIME_NOATIME),
+	FUSE_OPT_KEY("strictatime", KEY_ATIME + NVMEFS_ATIME_STRICTATIME),
+	/* A directory's atime is never moved by a readdir here: nodiratime is
+	 * what every policy does already (libfuse 3.14 refuses the option). */
+	FUSE_OPT_KEY("nodiratime", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_END,
 };
 
@@ -136,6 +146,9 @@ static void usage(FILE *f)
 		   "  -o search=DIR[:DIR]  with UUID=/LABEL=: also look at the image files\n"
 		   "                       in these directories\n"
 		   "  -o ro                mount read-only\n"
+		   "  -o relatime, noatime, strictatime  which reads update atime (default\n"
+		   "                       relatime: when not newer than mtime or ctime, or\n"
+		   "                       a day old; a directory's atime never moves)\n"
 		   "  -o noallow_other     only the mounting user may access (root mounts\n"
 		   "                       allow other users by default)\n"
 		   "  other -o options are passed to FUSE (see mount.fuse3(8))\n"
@@ -149,6 +162,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
 	struct cfg *c = data;
 
+	/* The kernel leaves a FUSE file's atime to us: the policy is ours.
+	 * noatime still goes on to the mount's flags, where findmnt shows it;
+	 * libfuse 3.14 refuses relatime and strictatime ("unknown option"). */
+	if (key >= KEY_ATIME && key <= KEY_ATIME + NVMEFS_ATIME_STRICTATIME) {
+		c->atime = (unsigned)(key - KEY_ATIME);
+		return c->atime == NVMEFS_ATIME_NOATIME;
+	}
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	if (!c->devs) {
@@ -639,6 +659,7 @@ int main(int argc, char **argv)
 	/* "umount; mount" must work: the last daemon may still be making its
 	 * last flush, holding the members, for a moment after umount. */
 	vopts.busy_wait_ms = NVMEFS_BUSY_WAIT_MS;
+	vopts.atime = c.atime;
 	vopts.threads = threads;
 	vopts.readahead = bdi.readahead;
 	vopts.mountpoint = c.mountpoint;
