@@ -7,12 +7,13 @@
 #                running the file (xfstests generic/120);
 #   relatime     (the default) a read moves an atime not newer than mtime
 #                or ctime, and the next read does not;
-#   strictatime  every read moves it;
+#   strictatime  every read moves it, and every cat in cached mode too
+#                (each open then starts with an empty page cache);
 #   nodiratime   (here with relatime) mounts: generic/003 remounts with it.
 # libfuse 3.14 itself refuses relatime, strictatime and nodiratime: nvmefs
 # must take them, as mount(8) passes them on to it.
-# Reads that must reach the daemon are O_DIRECT: in cached mode a read
-# served from the page cache reaches no FUSE server, whatever the option.
+# The other reads that must reach the daemon are O_DIRECT: in cached mode a
+# read served from the page cache reaches no FUSE server.
 # usage: test_atime.sh BUILD [cached|direct]
 set -euo pipefail
 # shellcheck source=lib_mount.sh source-path=SCRIPTDIR
@@ -59,6 +60,13 @@ for opts in noatime relatime,nodiratime strictatime; do
 	strictatime)
 		check "strictatime: a read moves atime" later "$f" "$a0"
 		check "strictatime: the next read moves it again" later "$f" "$a1"
+		# In cached mode too for cat, whose pages the last cat left in
+		# the page cache (generic/003): each open starts afresh.
+		cat "$f" >/dev/null
+		a2=$(atime "$f")
+		sleep 1.1
+		cat "$f" >/dev/null
+		check "strictatime: a second cat moves it again" later "$f" "$a2"
 		;;
 	esac
 	rm "$f" "$MNT/prog"

@@ -338,6 +338,8 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			  struct fuse_file_info *fi)
 {
 	bool wronly_direct = vol->wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY;
+	bool strict_read =
+		vol->opts.atime == NVMEFS_ATIME_STRICTATIME && (fi->flags & O_ACCMODE) != O_WRONLY;
 	struct handle *h = calloc(1, sizeof(*h));
 
 	if (!h)
@@ -345,8 +347,10 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) || wronly_direct ||
 			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
 	/* Its writes invalidate what they overwrite: the rest of the file's
-	 * cache stays. */
-	fi->keep_cache = !fi->direct_io || wronly_direct;
+	 * cache stays. Under strictatime a read open starts from an empty
+	 * cache, so that each open's reads reach us and move atime (a read
+	 * from the page cache reaches no FUSE server; generic/003). */
+	fi->keep_cache = (!fi->direct_io || wronly_direct) && !strict_read;
 	h->in = in;
 	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
