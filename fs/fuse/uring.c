@@ -359,12 +359,17 @@ static int arm_wake(struct queue *q)
 	return 0;
 }
 
-/* Wake q's thread to look at its handoff list and its stop flag. */
-static void wake(struct queue *q)
+/* Hand e (NULL: nothing) to q's thread and wake it, to look at its
+ * handoff list and its stop flag. One eventfd write until it looks. */
+static void hand_over(struct queue *q, struct ent *e)
 {
 	bool write_it;
 
 	pthread_mutex_lock(&q->lock);
+	if (e) {
+		e->next = q->handoff;
+		q->handoff = e;
+	}
 	write_it = !q->woken;
 	q->woken = true;
 	pthread_mutex_unlock(&q->lock);
@@ -376,21 +381,13 @@ static void wake(struct queue *q)
 static void commit(struct ent *e)
 {
 	struct queue *q = e->q;
-	bool write_it;
 
-	if (cur_queue == q) {
-		if (queue_cmd(e, URING_CMD_COMMIT_AND_FETCH))
-			queue_fail(q, "queueing a reply", -EBUSY);
+	if (cur_queue != q) {
+		hand_over(q, e);
 		return;
 	}
-	pthread_mutex_lock(&q->lock);
-	e->next = q->handoff;
-	q->handoff = e;
-	write_it = !q->woken;
-	q->woken = true;
-	pthread_mutex_unlock(&q->lock);
-	if (write_it)
-		(void)eventfd_write(q->efd, 1);
+	if (queue_cmd(e, URING_CMD_COMMIT_AND_FETCH))
+		queue_fail(q, "queueing a reply", -EBUSY);
 }
 
 /* The queue thread, woken: commit what was handed over, read on. */
@@ -655,7 +652,7 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 
 		if (!q->started)
 			continue;
-		wake(q);
+		hand_over(q, NULL);
 		pthread_join(q->thread, NULL);
 		q->started = false;
 	}
