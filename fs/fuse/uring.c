@@ -653,7 +653,18 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 		if (!q->started)
 			continue;
 		hand_over(q, NULL);
-		pthread_join(q->thread, NULL);
+		/* A thread held up in a handler (a buffer, a lock) must not keep
+		 * the daemon from its last flush: say so and leave it. */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 5;
+		if (pthread_timedjoin_np(q->thread, NULL, &until)) {
+			nvmefs_warn("FUSE over io_uring: queue %u's thread does not stop (serving "
+				    "request %llu); leaving it",
+				    q->qid,
+				    q->cur ? (unsigned long long)atomic_load(&q->cur->unique)
+					   : 0ULL);
+			continue; /* started stays: nothing of the queue is freed */
+		}
 		q->started = false;
 	}
 	/* Replies from here on (I/O completions still draining) find no
@@ -667,7 +678,7 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 bool nvmefs_uring_idle(const struct nvmefs_uring *u)
 {
 	for (unsigned i = 0; u && i < u->nq; i++)
-		if (u->q[i].live)
+		if (u->q[i].live || u->q[i].started)
 			return false;
 	return true;
 }
