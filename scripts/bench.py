@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 """bench.py: nvmefs (cached and direct mode, and its native client) against
 btrfs raid0 and against the raw devices (fio), on the same emulated drives in
-one run (issues 5 and 21). Run it as scripts/bench.sh (a wrapper that execs
-this program).
+one run (issues 5 and 21); --only transport: /dev/fuse against FUSE over
+io_uring (issue 33). Run it as scripts/bench.sh (a wrapper that execs this
+program).
 
-Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only]
+Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale|transport] [--native-only]
                 [--quick] [--check] [--pool SIZE] [--no-warm] [--aio-config FILE]
                 [--files N[,N...]] [-h]
   -b BUILD      build directory with nvmefs, mkfs.nvmefs and nvmefs-bench
@@ -15,7 +16,9 @@ Usage: bench.sh [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native
   --only SET    run only the RAM setup (ram) or only the capped ones (capped);
                 deepnvme: only issue 22's comparison (below; never part of
                 the default run); scale: only issue 23's scale benchmark
-                (scripts/bench_scale.py; never part of the default run)
+                (scripts/bench_scale.py; never part of the default run);
+                transport: only issue 33's comparison of the FUSE
+                transports (below; never part of the default run)
   --native-only only what the native client's targets (issue 21) compare:
                 RAM: fio raw, dd and fio through the mount (cached, direct)
                 and the native client; capped: fio raw and the native
@@ -196,6 +199,40 @@ the daemon's peak RSS, mount, unmount and fsck times, and issue 23's
 targets at the largest N. The method, its tables and targets are in
 scripts/bench_scale.py's docstring; report.md holds them only.
 
+--only transport (issue 33; about 12 minutes, --quick about 4): /dev/fuse
+against FUSE over io_uring, btrfs raid0 beside. One RAM setup as above (4
+drives of 3 GiB, 1 GiB with --quick, the unmeasured warm-up pass), fio raw
+once, then, each freshly made, in this order: btrfs raid0, nvmefs direct,
+direct on io_uring, cached, cached on io_uring (-o mode=MODE,pool=POOL,
+plus uring for the io_uring ones: demanded, so a kernel that does not
+offer it fails that mount rather than falling back to /dev/fuse). Each
+nvmefs mount first records the transport its .nvmefs/config names
+(results.tsv row "transport"); one that says otherwise than asked is an
+error. Workloads on each: 1 (dd), 2 (fio sequential: its read is issue
+33's "fio libaio O_DIRECT 1 MiB QD32 read of a 4 GiB file"), a new one,
+fio 4 KiB random O_DIRECT reads at QD32 (libaio; a file of 4 GiB, 512 MiB
+with --quick, written first with 1 MiB O_DIRECT writes, not measured,
+caches dropped, then --runtime 20 s, 5 with --quick, --time_based: IOPS in
+row rand4k_read), 5 (small files: one process, each phase timed whole,
+nothing per call: issue 33's throughput figure) and 6 (torch). The kernel
+offers the transport only when /sys/module/fuse/parameters/enable_uring
+is Y; nvmefs never sets it, the benchmark does, as the administrator: Y
+just before each io_uring file system is made and mounted, put back to
+the value it found once that file system is unmounted (the kernel checks
+it on every ring command, so not earlier), and by the cleanup on every
+failure and signal path (after unmounting). Without that file (a kernel
+without FUSE over io_uring) the io_uring file systems are skipped and the
+report says why. tests/fuse_null has no io_uring transport: the report
+says so and gives no figures for it. report.md: a table with a row per
+figure and a column per file system, the ratios io_uring / /dev/fuse per
+mode and each against btrfs raid0, which transport wins where, and issue
+33's must-show as PASS/FAIL lines: every nvmefs mount's small-file
+create+write >= 0.5 x and read >= 0.7 x btrfs raid0 and its 1 MiB QD32
+O_DIRECT read >= 1.0 x; per mode, io_uring's 4 KiB random reads >= 1.5 x
+/dev/fuse and its dd write and read, torch.save and torch.load >= 1.0 x
+/dev/fuse (the same run's /dev/fuse loop is "today's"). The native client
+(no FUSE in its path) is not run.
+
 Output, in DIR and the report on stdout: report.md (machine, sizes, a
 markdown table per setup and workload: fio raw, btrfs, nvmefs cached,
 nvmefs direct, the ratios nvmefs/btrfs, nvmefs/fio raw for the
@@ -295,6 +332,8 @@ WL_ROWS = {
     "small": ["small_create", "small_stat", "small_read", "small_delete", "small_total"],
     "torch": ["torch_save", "torch_load"],
     "native": ["native_write", "native_read", "native_copied"],
+    "randread": ["rand4k_read"],
+    "transport": ["transport"],
 }
 SEQ = ("dd_write", "dd_read", "fio_write", "fio_read")
 NATIVE = ("native_write", "native_read")
@@ -313,6 +352,69 @@ def ram_plan(native_only):
     # The FUSE ceiling last: the same transport, no devices (Report.ceiling).
     return ([(fs, ALL_WL) for fs in ("btrfs", "cached", "direct")] + native
             + [(fs, ["dd", "fioseq"]) for fs in ("null-cached", "null-direct")])
+
+
+# --only transport (issue 33): the file systems in order, the workloads,
+# and the kernel's switch for FUSE over io_uring (module docstring).
+TR_SETUP = "transport"
+TR_FS = ("btrfs", "direct", "direct+uring", "cached", "cached+uring")
+TR_WL = ["dd", "fioseq", "randread", "small", "torch"]
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+
+
+def transport_plan(have_uring):
+    """--only transport's file systems in order, each with its workloads;
+    the io_uring ones only when HAVE_URING (the kernel has the switch).
+    An nvmefs mount first records the transport it reports."""
+    return [(fs, TR_WL if fs == "btrfs" else ["transport"] + TR_WL)
+            for fs in TR_FS if have_uring or not fs.endswith("+uring")]
+
+
+def nvmefs_mode(fs):
+    """(mode, uring) of the nvmefs mount FS (cached, direct, direct+uring,
+    native.2, ...), or None when FS is not nvmefs (btrfs, fuse_null, fio)."""
+    mode, _, extra = base_fs(fs).partition("+")
+    if extra not in ("", "uring"):
+        return None
+    if mode == "native" and not extra:
+        # The native client's runs are on the default mode, direct.
+        return ("direct", False)
+    return (mode, extra == "uring") if mode in ("cached", "direct") else None
+
+
+def nvmefs_opts(fs, pool):
+    """The -o options nvmefs is mounted with for FS: mode=MODE,pool=POOL,
+    plus uring (demanded: the mount refuses rather than falling back) for
+    MODE+uring."""
+    mode, uring = nvmefs_mode(fs)
+    return "mode=%s,pool=%s%s" % (mode, pool, ",uring" if uring else "")
+
+
+def rss_fs(fs):
+    """Whether the daemon's peak RSS is recorded for FS: the mount's nvmefs
+    (cached, direct, either on io_uring), not the native client's."""
+    return fs in ("cached", "direct") or fs.endswith("+uring")
+
+
+def config_transport(text):
+    """The transport a mount's .nvmefs/config TEXT names ('io_uring' or
+    '/dev/fuse'), or None."""
+    m = re.search(r"^transport = (\S+)$", text, re.M)
+    return m.group(1) if m else None
+
+
+def fio_iops(text, op):
+    """IOPS of OP (rounded to a whole number, as a string) from fio's JSON
+    TEXT; emu.ParseError when there is none."""
+    job = emu.fio_job(text)
+    try:
+        iops = float(job[op]["iops"])
+        ios = int(job[op]["total_ios"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise emu.ParseError("fio's JSON has no %s IOPS: %s" % (op, e)) from None
+    if iops <= 0 or ios <= 0:
+        raise emu.ParseError("fio did no %s I/O" % op)
+    return str(emu.round_half_up(iops))
 
 
 def round_fs(fs, k):
@@ -365,11 +467,14 @@ class Sizes:
             self.ram_dd = self.ram_fio = 512 * MIB
             self.ram_w4, self.small_n, self.torch_mib = 128 * MIB, 1000, 128
             self.cap_dev, self.cap_per_drive = GIB, 256 * MIB
+            self.rand_size, self.rand_secs = 512 * MIB, 5
         else:
             self.ram_dev, self.ram_raw_loops = 3 * GIB, 2
             self.ram_dd = self.ram_fio = 4 * GIB
             self.ram_w4, self.small_n, self.torch_mib = GIB, 10000, 1024
             self.cap_dev, self.cap_per_drive = 3 * GIB, 2 * GIB
+            # --only transport's random reads: a file of 4 GiB, 20 s.
+            self.rand_size, self.rand_secs = 4 * GIB, 20
 
 
 def tlimit(nbytes):
@@ -1026,6 +1131,7 @@ class Bench:
         self.recorded = set()
         self.sz_dd = self.sz_fio = self.sz_w4 = 0
         self.umount_secs = None  # the last fs_umount's time
+        self.uring_found = None  # enable_uring's value before we set it (to put back)
 
     # ---------------------------------------------------------- running --
     def error(self, msg):
@@ -1166,7 +1272,8 @@ class Bench:
 
     # ------------------------------------------------------ filesystems --
     def fs_mount(self, fs):
-        """Make FS (btrfs, cached, direct, native, null-cached, null-direct)
+        """Make FS (btrfs, cached, direct, native, cached+uring, direct+uring,
+        null-cached, null-direct)
         on the devices and mount it; False on a failure."""
         devs = self.drives.devs
         build = self.a.build
@@ -1174,7 +1281,7 @@ class Bench:
             if self.run(300, self.newlog("mkfs-btrfs"), ["mkfs.btrfs", "-f", "-K", "-d", "raid0", "-m", "raid0"] + devs):
                 return False
             return self.mount_made(fs)
-        if base_fs(fs) in ("cached", "direct", "native"):
+        if nvmefs_mode(fs) is not None:
             if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
                 return False
             return self.mount_made(fs)
@@ -1192,7 +1299,7 @@ class Bench:
         return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
 
     def mount_made(self, fs):
-        """Mount FS (btrfs, cached, direct, native), already made on the
+        """Mount FS (btrfs, cached, direct, native, MODE+uring), already made on the
         devices, and wait until the mount point answers statfs; False on a
         failure. (--only scale times this: its remount.)"""
         devs = self.drives.devs
@@ -1202,11 +1309,9 @@ class Bench:
             if self.run(120, self.newlog("mount-btrfs"), ["mount", "-t", "btrfs", "-o", opts, devs[0], self.mnt]):
                 return False
         else:
-            # The native client's runs are on the default mode, direct.
-            mode = "direct" if base_fs(fs) == "native" else fs
             if not self.start_daemon(fs, self.newlog("nvmefs-" + fs), [
                     self.a.build + "/nvmefs", ",".join(devs), self.mnt, "-o",
-                    "mode=%s,pool=%s" % (mode, self.a.pool), "-f"]):
+                    nvmefs_opts(fs, self.a.pool), "-f"]):
                 return False
         return self.run(30, self.misc, ["stat", "-f", self.mnt]) == 0
 
@@ -1238,7 +1343,7 @@ class Bench:
             for d in self.drives.devs:
                 emu.quiet_run(["btrfs", "device", "scan", "--forget", d])
         else:
-            if fs in ("cached", "direct"):
+            if rss_fs(fs):
                 hwm = self.daemon.peak_rss_mib() if self.daemon else None
                 self.record(setup, n, fs, rss_row, hwm or "ERR")
             lg = self.newlog("umount-" + fs)
@@ -1323,6 +1428,54 @@ class Bench:
                 return False
             self.record(s, n, fs, "fio_" + op, v)
         return self.remove(f)
+
+    def wl_randread(self, s, n, fs):
+        """4 KiB random O_DIRECT reads at QD32 (fio, libaio) for rand_secs
+        over a file of rand_size written first (1 MiB O_DIRECT, not
+        measured), caches dropped in between: IOPS."""
+        f = self.mnt + "/fio-rand.bin"
+        size, secs = self.sz.rand_size, self.sz.rand_secs
+        self.warm_memory(size)
+        if self.run(tlimit(size), self.newlog("%s-x%d-%s-rand-layout" % (s, n, fs)), [
+                "fio", "--name=layout", "--filename=" + f, "--size=%d" % size, "--bs=1M",
+                "--rw=write", "--ioengine=libaio", "--direct=1", "--iodepth=32"]):
+            return False
+        if not self.drop_caches(0):
+            return False
+        lg = self.newlog("%s-x%d-%s-rand-read" % (s, n, fs))
+        if self.run(120 + 2 * secs, lg, [
+                "fio", "--output-format=json", "--output=%s.json" % lg, "--name=rand",
+                "--filename=" + f, "--size=%d" % size, "--bs=4k", "--rw=randread",
+                "--ioengine=libaio", "--direct=1", "--iodepth=32", "--runtime=%d" % secs,
+                "--time_based"]):
+            return False
+        try:
+            with open(lg + ".json", errors="replace") as j:
+                v = fio_iops(j.read(), "read")
+        except (OSError, emu.ParseError) as e:
+            with open(lg, "a") as o:
+                o.write("%s: %s\n" % (PROG, e))
+            return False
+        self.record(s, n, fs, "rand4k_read", v)
+        return self.remove(f)
+
+    def wl_transport(self, s, n, fs):
+        """Record the transport the mount reports (.nvmefs/config); False
+        when it is not the one FS asks for."""
+        try:
+            with open(self.mnt + "/.nvmefs/config") as f:
+                t = config_transport(f.read())
+        except OSError as e:
+            self.last_fail = "cannot read %s/.nvmefs/config: %s" % (self.mnt, e)
+            return False
+        if t is None:
+            self.last_fail = "no transport line in .nvmefs/config"
+            return False
+        self.record(s, n, fs, "transport", t)
+        if nvmefs_mode(fs)[1] and t != "io_uring":
+            self.last_fail = "mounted with uring but .nvmefs/config says transport = %s" % t
+            return False
+        return True
 
     def wl_files4(self, s, n, fs):
         d = self.mnt + "/files4"
@@ -1426,7 +1579,7 @@ class Bench:
         """Make, mount, run the workloads, unmount."""
         t0 = time.monotonic()
         rows = [r for w in workloads for r in WL_ROWS[w]]
-        if fs in ("cached", "direct"):
+        if rss_fs(fs):
             rows.append("rss")
         log("== %s x%d: %s (%s)" % (s, n, fs, " ".join(workloads)))
         if not self.fs_mount(fs):
@@ -1489,11 +1642,77 @@ class Bench:
         self.drives.teardown()
         log("=== capped x%d: %d s" % (n, time.monotonic() - t0))
 
+    def uring_enable(self):
+        """Set the kernel's enable_uring to Y for an io_uring mount,
+        remembering what it was (uring_restore puts it back); False (an
+        error logged) when it cannot be set."""
+        try:
+            with open(ENABLE_URING) as f:
+                cur = f.read().strip()
+            if self.uring_found is None:
+                self.uring_found = cur
+            if cur != "Y":
+                with open(ENABLE_URING, "w") as f:
+                    f.write("Y\n")
+                log("%s: %s -> Y (put back after the io_uring mount)" % (ENABLE_URING, cur))
+                self.runner.log_line("echo Y > %s  # was %s" % (ENABLE_URING, cur))
+        except OSError as e:
+            self.error("cannot set %s to Y: %s" % (ENABLE_URING, e))
+            return False
+        return True
+
+    def uring_restore(self):
+        """Put enable_uring back as uring_enable found it (after the
+        io_uring mount is gone: the kernel checks it on every ring
+        command, so it must stay Y while one serves)."""
+        if self.uring_found is None:
+            return
+        try:
+            with open(ENABLE_URING) as f:
+                cur = f.read().strip()
+            if cur != self.uring_found:
+                with open(ENABLE_URING, "w") as f:
+                    f.write(self.uring_found + "\n")
+                log("%s: put back to %s" % (ENABLE_URING, self.uring_found))
+                self.runner.log_line("echo %s > %s  # put back" % (self.uring_found, ENABLE_URING))
+            self.uring_found = None
+        except OSError as e:
+            log("warning: cannot put %s back to %s: %s" % (ENABLE_URING, self.uring_found, e))
+
+    def run_transport(self):
+        """--only transport (issue 33): 4 RAM drives, fio raw once, then
+        btrfs and nvmefs in each mode on both transports (TR_FS), each
+        freshly made, with TR_WL; enable_uring is Y only while an io_uring
+        mount is made, used and unmounted."""
+        t0 = time.monotonic()
+        sz = self.sz
+        have = os.path.exists(ENABLE_URING)
+        if not have:
+            log("no %s (kernel without FUSE over io_uring): the io_uring file systems are skipped" % ENABLE_URING)
+        log("=== transport: %d drives of %d MiB, no cap" % (RAM_NDEV, sz.ram_dev // MIB))
+        self.runner.log_line("# setup: transport, %d drives, no cap" % RAM_NDEV)
+        self.setup_devices(RAM_NDEV, sz.ram_dev)
+        self.fio_raw(TR_SETUP, sz.ram_dev, sz.ram_raw_loops)
+        self.sz_dd, self.sz_fio, self.sz_w4 = sz.ram_dd, sz.ram_fio, sz.ram_w4
+        for fs, workloads in transport_plan(have):
+            uring = fs.endswith("+uring")
+            if uring and not self.uring_enable():
+                self.mark_err(TR_SETUP, RAM_NDEV, fs, [r for w in workloads for r in WL_ROWS[w]] + ["rss"])
+                continue
+            # run_fs returns with FS unmounted; on a signal or an exception
+            # cleanup() unmounts first, then puts enable_uring back.
+            self.run_fs(TR_SETUP, RAM_NDEV, fs, workloads)
+            if uring:
+                self.uring_restore()
+        self.drives.teardown()
+        log("=== transport: %d s" % (time.monotonic() - t0))
+
     def cleanup(self):
-        """Stop what is running, unmount, remove devices and the work
-        directory."""
+        """Stop what is running, unmount, put enable_uring back, remove
+        devices and the work directory."""
         self.runner.stop_current(on_stuck=self.on_limit)
         self.force_umount()
+        self.uring_restore()
         self.drives.teardown()
         if emu.is_mounted(self.mnt):
             log("warning: leaving %s (%s still mounted)" % (self.work, self.mnt))
@@ -1588,6 +1807,48 @@ class Bench:
         self.finish_report(r, targets, ["Plot: %s/capped.png" % self.out] if ran_capped else [])
         return rep.nfail
 
+    def write_transport_report(self, header):
+        """--only transport's report.md and targets.txt; the count of missed
+        targets."""
+        a, sz, h = self.a, self.sz, emu.human_iec
+        have = os.path.exists(ENABLE_URING)
+        rep = TrReport(load_results(self.results), sz, a.pool, have)
+        targets = rep.targets()
+        r = header + [
+            "",
+            "The transports (issue 33): %d RAM drives of %s (image files in /dev/shm on loop devices, no cap);"
+            % (RAM_NDEV, h(sz.ram_dev)),
+            "fio raw once, then btrfs raid0 (mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard) and nvmefs",
+            "(mkfs.nvmefs -f -K) in direct and cached mode, each on /dev/fuse (-o mode=MODE,pool=%s) and on FUSE"
+            % a.pool,
+            "over io_uring (-o mode=MODE,pool=%s,uring: demanded, so a kernel that does not offer it fails the mount"
+            % a.pool,
+            "instead of falling back), each freshly made, in that order: %s." % ", ".join(TR_NAME[fs] for fs in TR_FS),
+            "%s is set to Y only while an io_uring mount is made, used and unmounted, and put back" % ENABLE_URING,
+            "to what it was after each (and on every failure or signal).",
+            "Small files: one Python process (os calls) per run; each phase (create+write then syncfs; stat; read after",
+            "dropping caches; unlink then syncfs) is timed as a whole, nothing is timed per call: files/s = files / phase.",
+            "4 KiB random reads: the file is written first (1 MiB O_DIRECT, not measured), caches dropped, then fio",
+            "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
+            "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
+            "Memory warmed before every measured pass (\"Cold memory\" in bench.py)." if a.warm else "--no-warm: cold memory.",
+            "tests/fuse_null (the FUSE ceiling of the default run) has no io_uring transport: no figures for it here;",
+            "its /dev/fuse figures are in the default run (--only ram).",
+        ]
+        if not have:
+            r.append("**No %s**: this kernel has no FUSE over io_uring, so the io_uring file systems were skipped"
+                     % ENABLE_URING)
+            r.append("(no figures for them, their targets failed as not run).")
+        r += ["", "Transport each nvmefs mount reported (.nvmefs/config): %s." % rep.transports(), ""]
+        r += rep.table() + ["", "Which transport wins where (io_uring / /dev/fuse, same mode, same run):", ""]
+        r += rep.wins()
+        r += ["", "Targets (issue 33's must-show; small files at %d files%s):" % (
+                  sz.small_n, ", --quick sizes" if a.quick else ""), "", "```"] + targets + ["```", "",
+              "Not judged here: the native client (it does not go through FUSE: bench.sh --only ram measures it),",
+              "and whether the default transport is the faster one (the lines above say which wins where)."]
+        self.finish_report(r, targets)
+        return rep.nfail
+
     def finish_report(self, lines, targets, tail=()):
         """targets.txt (the PASS/FAIL lines TARGETS), and report.md: LINES,
         then this run's own failures, where the commands and logs are, and
@@ -1622,6 +1883,9 @@ class Bench:
             dn = DeepNVMe(self)
             dn.run()
             nfail = dn.report(self.header(nvmefs_id, repo_head))
+        elif self.a.only == "transport":
+            self.run_transport()
+            nfail = self.write_transport_report(self.header(nvmefs_id, repo_head))
         elif self.a.only == "scale":
             sc = bench_scale.Scale(self, self.a.files, log)
             why = sc.room_problem()
@@ -2011,9 +2275,149 @@ class DeepNVMe:
         return rep.nfail
 
 
+# ------------------------------------------ transports (issue 33) --
+# --only transport: /dev/fuse against FUSE over io_uring, nvmefs in each
+# mode, btrfs raid0 beside (Bench.run_transport runs it).
+
+TR_NAME = {"btrfs": "btrfs raid0", "direct": "direct", "direct+uring": "direct io_uring",
+           "cached": "cached", "cached+uring": "cached io_uring"}
+# What the issue-33 targets compare: (row, label, ratio to btrfs raid0)
+# for every nvmefs mount; (row, label, ratio to /dev/fuse in the same mode)
+# for each mode's io_uring mount ("no lower than today": the /dev/fuse
+# loop measured in the same run).
+TR_VS_BTRFS = (("small_create", "small files create+write (+syncfs)", 0.5),
+               ("small_read", "small files read, cold cache", 0.7),
+               ("fio_read", "fio 1 MiB QD32 O_DIRECT read", 1.0))
+TR_VS_FUSE = (("rand4k_read", "fio 4 KiB random O_DIRECT read QD32", 1.5),
+              ("dd_write", "dd write", 1.0), ("dd_read", "dd read", 1.0),
+              ("torch_save", "torch.save", 1.0), ("torch_load", "torch.load", 1.0))
+
+
+def tr_ratio(a, b):
+    """A / B as a float, or None unless both are numbers and B > 0."""
+    if isnum(a) and isnum(b) and float(b) > 0:
+        return float(a) / float(b)
+    return None
+
+
+def tr_wins(pairs):
+    """Which transport wins where: PAIRS [(row, io_uring, /dev/fuse)] ->
+    (rows io_uring wins, rows /dev/fuse wins, rows without both figures),
+    each row as 'ROW RATIO' (io_uring / /dev/fuse, 2 decimals); a tie
+    (1.00) counts for neither and is listed with io_uring's."""
+    uring, fuse, none = [], [], []
+    for row, u, f in pairs:
+        r = tr_ratio(u, f)
+        if r is None:
+            none.append(row)
+        elif r >= 1.0:
+            uring.append("%s %.2f" % (row, r))
+        else:
+            fuse.append("%s %.2f" % (row, r))
+    return uring, fuse, none
+
+
+class TrReport:
+    """--only transport's table, targets and notes from RES {(setup, n,
+    fs, row): value}; SZ the run's Sizes; HAVE_URING whether the kernel
+    has the enable_uring switch (else the io_uring mounts were skipped)."""
+
+    def __init__(self, res, sz, pool, have_uring):
+        self.res = res
+        self.sz = sz
+        self.pool = pool
+        self.have_uring = have_uring
+        self.nfail = 0
+
+    def get(self, fs, row):
+        return self.res.get((TR_SETUP, str(RAM_NDEV), fs, row), "")
+
+    def specs(self):
+        """(row, label, unit, fio raw row or None) per table line."""
+        sz, h = self.sz, emu.human_iec
+        sm = "%d x 4 KiB files, one process, each phase timed whole" % sz.small_n
+        return [
+            ("dd_write", "dd write %s, bs=1M conv=fsync" % h(sz.ram_dd), "MB/s", "raw_write"),
+            ("dd_read", "dd read, bs=1M, cold cache", "MB/s", "raw_read"),
+            ("fio_write", "fio seq write of a %s file, 1 MiB, libaio QD32 O_DIRECT" % h(sz.ram_fio), "MB/s", "raw_write"),
+            ("fio_read", "fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache", "MB/s", "raw_read"),
+            ("rand4k_read", "fio 4 KiB random read, libaio QD32 O_DIRECT, %s file, %d s"
+             % (h(sz.rand_size), sz.rand_secs), "IOPS", None),
+            ("small_create", "%s: create+write (+syncfs)" % sm, "files/s", None),
+            ("small_stat", "%s: stat" % sm, "files/s", None),
+            ("small_read", "%s: read, cold cache" % sm, "files/s", None),
+            ("small_delete", "%s: unlink (+syncfs)" % sm, "files/s", None),
+            ("small_total", "%s: all four phases" % sm, "files/s", None),
+            ("torch_save", "torch.save %d MiB state dict (+fsync)" % sz.torch_mib, "GB/s", None),
+            ("torch_load", "torch.load, cold cache", "GB/s", None),
+            ("rss", "nvmefs daemon peak RSS (VmHWM), pool=%s" % self.pool, "MiB", None)]
+
+    def table(self):
+        g = self.get
+        head = ["workload", "unit", "fio raw"] + [TR_NAME[fs] for fs in TR_FS] + [
+            "direct: io_uring / /dev/fuse", "cached: io_uring / /dev/fuse"] + [
+            "%s / btrfs" % TR_NAME[fs] for fs in TR_FS[1:]]
+        out = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+        for row, label, unit, raw in self.specs():
+            v = {fs: g(fs, row) for fs in TR_FS}
+            b = "" if row == "rss" else v["btrfs"]
+            cells = [label, unit, fmt(g("fio", raw), unit) if raw else "-"]
+            cells += [fmt(b if fs == "btrfs" else v[fs], unit) for fs in TR_FS]
+            cells += [div(v[m + "+uring"], v[m], 2) for m in ("direct", "cached")]
+            cells += [div(v[fs], b, 2) for fs in TR_FS[1:]]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def transports(self):
+        """What each nvmefs mount reported (.nvmefs/config)."""
+        return "; ".join("%s: %s" % (TR_NAME[fs], self.get(fs, "transport") or "not run")
+                         for fs in TR_FS[1:])
+
+    def wins(self):
+        """A line per mode: which transport wins where."""
+        out = []
+        for mode in ("direct", "cached"):
+            u, f, none = tr_wins([(row, self.get(mode + "+uring", row), self.get(mode, row))
+                                  for row, _l, unit, _r in self.specs() if row != "rss"])
+            line = "- %s: io_uring faster or equal in %s; /dev/fuse faster in %s" % (
+                mode, ", ".join(u) or "nothing", ", ".join(f) or "nothing")
+            if none:
+                line += "; no figures for %s" % ", ".join(none)
+            out.append(line + " (io_uring / /dev/fuse).")
+        return out
+
+    def target(self, ok, line, out):
+        out.append(("PASS " if ok else "FAIL ") + line)
+        if not ok:
+            self.nfail += 1
+
+    def ratio_target(self, what, v, unit, base, b, want, out):
+        r = tr_ratio(v, b)
+        if r is None:
+            self.target(False, "%s: no figure (%s, %s %s); target >= %s x %s"
+                        % (what, v or "not run", base, b or "not run", want, base), out)
+        else:
+            self.target(float(v) >= calc(want * float(b)), "%s: %s %s = %.2f x %s (%s); target >= %s"
+                        % (what, fmt(v, unit), unit, r, base, fmt(b, unit), want), out)
+
+    def targets(self):
+        """Issue 33's must-show, as PASS/FAIL lines."""
+        units = {row: unit for row, _l, unit, _r in self.specs()}
+        out = []
+        for fs in TR_FS[1:]:
+            for row, label, want in TR_VS_BTRFS:
+                self.ratio_target("transport %s %s" % (TR_NAME[fs], label), self.get(fs, row), units[row],
+                                  "btrfs raid0", self.get("btrfs", row), want, out)
+        for mode in ("direct", "cached"):
+            for row, label, want in TR_VS_FUSE:
+                self.ratio_target("transport %s io_uring %s" % (mode, label), self.get(mode + "+uring", row),
+                                  units[row], "/dev/fuse " + mode, self.get(mode, row), want, out)
+        return out
+
+
 # ---------------------------------------------------------------- checks --
 
-USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale] [--native-only] [--quick]
+USAGE = """Usage: {prog} [-b BUILD] [-o DIR] [--only ram|capped|deepnvme|scale|transport] [--native-only] [--quick]
        [--check] [--pool SIZE] [--no-warm] [--aio-config FILE] [--files N[,N...]]
 Benchmark nvmefs (cached, direct and its native client) against btrfs raid0
 and fio on the raw devices, on 4 RAM drives and on 1, 2 and 4 drives capped
@@ -2024,7 +2428,11 @@ at {cap} MiB/s.
   --only SET    ram or capped: run only those setups; deepnvme: only issue 22's
                 comparison; scale: only issue 23's scale benchmark (N files
                 created, stat'ed cold after a remount, read and deleted, against
-                btrfs raid0). Neither is part of the default run.
+                btrfs raid0); transport: only issue 33's /dev/fuse against
+                FUSE over io_uring (nvmefs direct and cached on each, btrfs
+                raid0 beside; sets enable_uring to Y while an io_uring
+                mount is up, then puts it back). None is part of the
+                default run.
   --native-only only what the native client's targets compare (RAM: fio raw,
                 dd and fio through the mount, the client; capped: fio raw,
                 the client)
@@ -2069,8 +2477,10 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.help:
         return a
-    if a.only not in ("all", "ram", "capped", "deepnvme", "scale"):
-        raise BadArg("bad --only '%s' (want ram, capped, deepnvme or scale)" % a.only)
+    if a.only not in ("all", "ram", "capped", "deepnvme", "scale", "transport"):
+        raise BadArg("bad --only '%s' (want ram, capped, deepnvme, scale or transport)" % a.only)
+    if a.only == "transport" and a.native_only:
+        raise BadArg("--native-only does not go with --only transport")
     if a.files is not None and a.only != "scale":
         raise BadArg("--files goes with --only scale")
     if a.only == "scale":

@@ -429,8 +429,101 @@ class BenchFigures(unittest.TestCase):
         # --native-only: the main table keeps the sequential rows only.
         self.assertEqual(len(rep.table()), 2 + 4 + 3 * 4)
 
+    def test_transport_helpers(self):
+        self.assertEqual([fs for fs, _ in bench.transport_plan(True)],
+                         ["btrfs", "direct", "direct+uring", "cached", "cached+uring"])
+        self.assertEqual([fs for fs, _ in bench.transport_plan(False)], ["btrfs", "direct", "cached"])
+        plan = dict(bench.transport_plan(True))
+        self.assertEqual(plan["btrfs"], ["dd", "fioseq", "randread", "small", "torch"])
+        self.assertEqual(plan["cached+uring"], ["transport", "dd", "fioseq", "randread", "small", "torch"])
+        for fs, wls in bench.transport_plan(True):
+            self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
+        for fs, want in (("direct", ("direct", False)), ("cached+uring", ("cached", True)),
+                         ("direct+uring", ("direct", True)), ("native", ("direct", False)),
+                         ("native.3", ("direct", False)), ("btrfs", None), ("null-cached", None),
+                         ("fio-again.2", None), ("direct+bogus", None), ("native+uring", None)):
+            self.assertEqual(bench.nvmefs_mode(fs), want, fs)
+        self.assertEqual(bench.nvmefs_opts("direct", "64M"), "mode=direct,pool=64M")
+        self.assertEqual(bench.nvmefs_opts("cached+uring", "1G"), "mode=cached,pool=1G,uring")
+        self.assertEqual(bench.nvmefs_opts("native.2", "64M"), "mode=direct,pool=64M")
+        self.assertEqual([fs for fs in bench.TR_FS + ("native", "btrfs") if bench.rss_fs(fs)],
+                         ["direct", "direct+uring", "cached", "cached+uring"])
+        self.assertEqual(bench.config_transport("mode = direct\ntransport = io_uring\nuring_queues = 2\n"),
+                         "io_uring")
+        self.assertEqual(bench.config_transport("transport = /dev/fuse\n"), "/dev/fuse")
+        self.assertIsNone(bench.config_transport("mode = direct\n"))
+        rand = json.dumps({"jobs": [{"jobname": "rand", "error": 0,
+                                     "read": {"iops": 21345.6, "total_ios": 106728, "io_bytes": 437157888}}]})
+        self.assertEqual(bench.fio_iops("note: x\n" + rand, "read"), "21346")
+        for bad in (fio_json("read", 4096, 1000), fio_json("read", 4096, 1000, error=5),
+                    json.dumps({"jobs": [{"error": 0, "read": {"iops": 0, "total_ios": 0}}]}), "nothing"):
+            with self.assertRaises(emu.ParseError):
+                bench.fio_iops(bad, "read")
+        self.assertEqual(bench.tr_wins([("a", "110", "100"), ("b", "90", "100"), ("c", "100", "100"),
+                                        ("d", "ERR", "100"), ("e", "", "")]),
+                         (["a 1.10", "c 1.00"], ["b 0.90"], ["d", "e"]))
+
+    def transport_res(self):
+        n = str(bench.RAM_NDEV)
+        res = {("transport", n, "fio", "raw_write"): "4000", ("transport", n, "fio", "raw_read"): "5000"}
+        figs = {"dd_write": 1000, "dd_read": 1200, "fio_write": 900, "fio_read": 1000, "rand4k_read": 20000,
+                "small_create": 20000, "small_stat": 100000, "small_read": 20000, "small_delete": 30000,
+                "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5}
+        for fs, f in (("btrfs", 1.0), ("direct", 0.5), ("direct+uring", 0.8), ("cached", 0.4),
+                      ("cached+uring", 0.35)):
+            for row, v in figs.items():
+                res[("transport", n, fs, row)] = "%.3f" % (v * f) if row.startswith("torch") else "%.1f" % (v * f)
+            if fs != "btrfs":
+                res[("transport", n, fs, "rss")] = "80.5"
+                res[("transport", n, fs, "transport")] = "io_uring" if "+" in fs else "/dev/fuse"
+        return res
+
+    def test_transport_report(self):
+        res = self.transport_res()
+        rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
+        t = rep.table()
+        self.assertEqual(len(t), 2 + 13)
+        self.assertTrue(all(l.count(" | ") == 13 for l in t), t)
+        self.assertEqual(t[5], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
+                         "| 1000 | 500 | 800 | 400 | 350 | 1.60 | 0.88 | 0.50 | 0.80 | 0.40 | 0.35 |")
+        self.assertEqual(t[6].split(" | ")[1:3], ["IOPS", "-"])
+        self.assertTrue(t[-1].startswith("| nvmefs daemon peak RSS (VmHWM), pool=64M | MiB | - | - | 80.5 |"), t[-1])
+        self.assertEqual(rep.transports(), "direct: /dev/fuse; direct io_uring: io_uring; cached: /dev/fuse; "
+                         "cached io_uring: io_uring")
+        w = rep.wins()
+        self.assertTrue(w[0].startswith("- direct: io_uring faster or equal in dd_write 1.60, "), w[0])
+        self.assertIn("/dev/fuse faster in nothing", w[0])
+        self.assertIn("- cached: io_uring faster or equal in nothing; /dev/fuse faster in dd_write 0.88", w[1])
+        out = rep.targets()
+        # 3 per nvmefs mount, 5 per mode.
+        self.assertEqual(len(out), 4 * 3 + 2 * 5)
+        self.assertIn("PASS transport direct small files create+write (+syncfs): 10000 files/s = 0.50 x "
+                      "btrfs raid0 (20000); target >= 0.5", out)
+        self.assertIn("FAIL transport direct small files read, cold cache: 10000 files/s = 0.50 x "
+                      "btrfs raid0 (20000); target >= 0.7", out)
+        self.assertIn("PASS transport direct io_uring small files read, cold cache: 16000 files/s = 0.80 x "
+                      "btrfs raid0 (20000); target >= 0.7", out)
+        self.assertIn("PASS transport direct io_uring fio 4 KiB random O_DIRECT read QD32: 16000 IOPS = 1.60 x "
+                      "/dev/fuse direct (10000); target >= 1.5", out)
+        self.assertIn("FAIL transport cached io_uring torch.load: 0.53 GB/s = 0.88 x /dev/fuse cached (0.60); "
+                      "target >= 1.0", out)
+        self.assertEqual(rep.nfail, sum(l.startswith("FAIL ") for l in out))
+        # No io_uring mounts (a kernel without the switch): their targets fail as not run.
+        for k in [k for k in res if k[2].endswith("+uring")]:
+            del res[k]
+        rep = bench.TrReport(res, bench.Sizes(True), "64M", False)
+        out = rep.targets()
+        self.assertIn("FAIL transport cached io_uring dd write: no figure (not run, /dev/fuse cached 400.0); "
+                      "target >= 1.0 x /dev/fuse cached", out)
+        self.assertIn("cached io_uring: not run", rep.transports())
+        self.assertTrue(rep.table()[2].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
+                        rep.table()[2])
+
     def test_args(self):
         self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")
+        self.assertEqual(bench.parse_args(["--only", "transport", "-o", "/x"]).only, "transport")
+        with self.assertRaisesRegex(bench.BadArg, "--native-only does not go with --only transport"):
+            bench.parse_args(["--only", "transport", "--native-only"])
         self.assertTrue(bench.parse_args(["--native-only", "-o", "/x"]).native_only)
         self.assertFalse(bench.parse_args(["-o", "/x"]).native_only)
         for argv, msg in ((["--only", "x"], "bad --only 'x'"), (["--pool", "1T"], "bad --pool '1T'"),
