@@ -199,7 +199,8 @@ the daemon's peak RSS, mount, unmount and fsck times, and issue 23's
 targets at the largest N. The method, its tables and targets are in
 scripts/bench_scale.py's docstring; report.md holds them only.
 
---only transport (issue 33; about 12 minutes, --quick about 4): /dev/fuse
+--only transport (issue 33; --quick 155 s on a loaded 2-core host, a full
+run not timed yet: its passes are 8 times longer): /dev/fuse
 against FUSE over io_uring, btrfs raid0 beside. One RAM setup as above (4
 drives of 3 GiB, 1 GiB with --quick, the unmeasured warm-up pass), fio raw
 once, then, each freshly made, in this order: btrfs raid0, nvmefs direct,
@@ -1697,6 +1698,7 @@ class Bench:
         for fs, workloads in transport_plan(have):
             uring = fs.endswith("+uring")
             if uring and not self.uring_enable():
+                self.uring_restore()
                 self.mark_err(TR_SETUP, RAM_NDEV, fs, [r for w in workloads for r in WL_ROWS[w]] + ["rss"])
                 continue
             # run_fs returns with FS unmounted; on a signal or an exception

@@ -463,6 +463,51 @@ class BenchFigures(unittest.TestCase):
                                         ("d", "ERR", "100"), ("e", "", "")]),
                          (["a 1.10", "c 1.00"], ["b 0.90"], ["d", "e"]))
 
+    def test_enable_uring(self):
+        """Bench.uring_enable sets the switch to Y and remembers what it
+        found once; uring_restore puts that back (on a file standing in for
+        /sys/module/fuse/parameters/enable_uring)."""
+        class Stub:
+            uring_found = None
+            errors = []
+            lines = []
+
+            def error(self, msg):
+                self.errors.append(msg)
+
+        stub = Stub()
+        stub.runner = type("R", (), {"log_line": lambda _self, line: stub.lines.append(line)})()
+        saved_path, saved_log = bench.ENABLE_URING, bench.log
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                bench.ENABLE_URING = os.path.join(d, "enable_uring")
+                bench.log = lambda msg: None
+                with open(bench.ENABLE_URING, "w") as f:
+                    f.write("N\n")
+                self.assertTrue(bench.Bench.uring_enable(stub))
+                self.assertTrue(bench.Bench.uring_enable(stub))  # a second io_uring mount
+                self.assertEqual(open(bench.ENABLE_URING).read(), "Y\n")
+                self.assertEqual(stub.uring_found, "N")
+                bench.Bench.uring_restore(stub)
+                self.assertEqual(open(bench.ENABLE_URING).read(), "N\n")
+                self.assertIsNone(stub.uring_found)
+                bench.Bench.uring_restore(stub)  # cleanup after a normal end: nothing to do
+                self.assertEqual(open(bench.ENABLE_URING).read(), "N\n")
+                # Found Y: left alone, nothing written.
+                with open(bench.ENABLE_URING, "w") as f:
+                    f.write("Y\n")
+                n = len(stub.lines)
+                self.assertTrue(bench.Bench.uring_enable(stub))
+                bench.Bench.uring_restore(stub)
+                self.assertEqual((open(bench.ENABLE_URING).read(), len(stub.lines)), ("Y\n", n))
+                # No switch: an error, no value remembered.
+                os.unlink(bench.ENABLE_URING)
+                self.assertFalse(bench.Bench.uring_enable(stub))
+                self.assertEqual(len(stub.errors), 1)
+                self.assertIsNone(stub.uring_found)
+            finally:
+                bench.ENABLE_URING, bench.log = saved_path, saved_log
+
     def transport_res(self):
         n = str(bench.RAM_NDEV)
         res = {("transport", n, "fio", "raw_write"): "4000", ("transport", n, "fio", "raw_read"): "5000"}
