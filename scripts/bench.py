@@ -1752,8 +1752,9 @@ class Bench:
             "%s; nproc %d, %.0f GiB RAM, kernel %s; %s, %s, torch %s" % (
                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(os.sched_getaffinity(0)),
                 emu.meminfo_kib("MemTotal") / 1048576, os.uname().release, fio, btrfs, torch),
-            "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s; this script from %s at HEAD %s%s"
-            % (a.build, nvmefs_id, a.pool, TOP, repo_head, "; --quick sizes" if a.quick else ""),
+            "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s%s; this script from %s at HEAD %s%s"
+            % (a.build, nvmefs_id, a.pool, "[,uring]" if a.only == "transport" else "", TOP, repo_head,
+               "; --quick sizes" if a.quick else ""),
         ]
 
     def write_report(self, nvmefs_id, repo_head):
@@ -2480,7 +2481,7 @@ def parse_args(argv):
     if a.help:
         return a
     if a.only not in ("all", "ram", "capped", "deepnvme", "scale", "transport"):
-        raise BadArg("bad --only '%s' (want ram, capped, deepnvme, scale or transport)" % a.only)
+        raise BadArg("bad --only '%s' (want ram, capped, deepnvme or scale, or transport)" % a.only)
     if a.only == "transport" and a.native_only:
         raise BadArg("--native-only does not go with --only transport")
     if a.files is not None and a.only != "scale":
