@@ -395,7 +395,13 @@ mnt_umount() {
 # Where each thread of a daemon that does not exit waits (kernel wait
 # channel, and the stacks when gdb is installed): a hang says where it is.
 _mnt_dump_daemons() {
-	local pid t
+	local pid t c
+	# Whether the kernel still has the connection (a superblock that
+	# outlived the mount: another mount of it, a clone), and its waiters.
+	for c in /sys/fs/fuse/connections/*; do
+		[ -e "$c/waiting" ] && echo "fuse connection ${c##*/}: $(cat "$c/waiting") waiting"
+	done
+	grep -h ' fuse' /proc/[0-9]*/mountinfo 2>/dev/null | sort -u || true
 	for pid in $(_mnt_daemon_pids); do
 		for t in /proc/"$pid"/task/*; do
 			echo "thread $(cat "$t/comm" 2>/dev/null): waits in $(cat "$t/wchan" 2>/dev/null)"
