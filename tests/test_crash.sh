@@ -244,7 +244,9 @@ class Writer:
         except OSError as e:
             print('writer: stopped by %s after %.1f s; done: %s; %d files, %d dirs' %
                   (e, time.time() - t0, self.ops, len(self.st.files), len(self.st.dirs)))
-            if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+            # ECANCELED: a request the io_uring transport held (FUSE over
+            # io_uring) when the daemon died.
+            if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED):
                 print('writer: unexpected error %s' % errno.errorcode.get(e.errno, e.errno))
                 sys.exit(3)
 

@@ -124,7 +124,8 @@ MAX_OPS = int(os.environ.get('TORTURE_MAX_OPS', '100000'))
 MAX_SECONDS = float(os.environ.get('TORTURE_MAX_SECONDS', '120'))
 SYNCS = ('fsync', 'fdatasync', 'fsyncdir', 'fsyncroot')
 DATA_OPS = ('write', 'trunc')
-CRASH_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED)
+# ECANCELED: a request the io_uring transport held when the daemon died.
+CRASH_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED)
 
 
 def piece(seed, nid, gen, off):

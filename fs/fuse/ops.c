@@ -605,9 +605,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	in = fh_of(fi)->in;
 	if (!rw_check(req, in, off))
 		return;
-	/* On an io_uring queue an aligned READ is read straight into the
-	 * payload it is answered from: no copy (fs/fuse/uring.c). */
-	area = nvmefs_uring_payload(&cap);
+	/* On an io_uring queue an aligned READ of a handle that is not read
+	 * ahead is read straight into the payload it is answered from: no
+	 * copy (fs/fuse/uring.c). Read-ahead handles keep their windows. */
+	area = fh_of(fi)->pf ? NULL : nvmefs_uring_payload(&cap);
 	if (area && size <= cap && !(((uint64_t)off | size) % NVMEFS_BLOCK)) {
 		nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
 		nvmefs_data_read_into(vol, in, area, size, (uint64_t)off, read_done, req);
