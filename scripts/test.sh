@@ -57,13 +57,8 @@ fi
 echo "== build (ASan + UBSan)"
 bash scripts/build.sh "$top/build-asan" -DNVMEFS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== unit tests under ASan + UBSan"
-# Not test_posix_tmpfs: it checks test_posix's expectations against the
-# kernel's tmpfs, no nvmefs code, and built with ASan the program sees
-# tmpfs keep a file's mtime after a write through a shared mapping
-# (openfile_mmap_times; not explained yet), where the plain build, run
-# in the first pass, sees it move.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	ctest --test-dir build-asan --output-on-failure --timeout 600 -L unit -E '^test_posix_tmpfs$'
+	ctest --test-dir build-asan --output-on-failure --timeout 600 -L unit
 
 # The daemon under ASan+UBSan on a few mounted workloads: it runs in the
 # background with stderr closed, so reports go to files, and any file fails.

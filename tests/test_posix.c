@@ -2388,7 +2388,11 @@ static void openfile_mmap_times(void)
 			close(fd);
 			break;
 		}
-		p[len - 1] ^= 0xff;
+		/* A store alone: a load first would map the page for reading,
+		 * and Linux's tmpfs moves the times only at a write fault, not at
+		 * the write-protect fault of a page already mapped (built with -O0,
+		 * "^=" is a load and a store). */
+		p[len - 1] = (unsigned char)(data[len - 1] ^ 0xff);
 		if (close_first) {
 			munmap(p, len);
 			close(fd);
