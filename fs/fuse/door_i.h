@@ -7,6 +7,7 @@
 #ifndef NVMEFS_DOOR_I_H
 #define NVMEFS_DOOR_I_H
 
+#include <linux/fuse.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -79,7 +80,51 @@ void nvmefs_loop_inval_attr(uint64_t ino);
  * Serve the request of len bytes at req (laid out as read(2) from /dev/fuse
  * gives it) on the calling thread: counted, then libfuse's handlers.
  */
-void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len);
+typedef void nvmefs_serve_fn(struct fuse_session *se, struct nvmefs_vol *vol, void *req,
+			     size_t len);
+nvmefs_serve_fn nvmefs_loop_serve;
+
+/*
+ * Requests a leader (of the /dev/fuse loop, or of an io_uring queue)
+ * serves itself: they wait for nothing but memory (READ and WRITE leave
+ * for the devices; where they might wait, for a range lock or a buffer,
+ * the leader hands over first). Before any other it hands over.
+ */
+static inline bool nvmefs_serve_inline(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_GETATTR:
+	case FUSE_ACCESS:
+	case FUSE_OPEN:
+	case FUSE_OPENDIR:
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+	case FUSE_RELEASEDIR:
+	case FUSE_STATFS:
+	case FUSE_GETXATTR:
+	case FUSE_LISTXATTR:
+	case FUSE_READLINK:
+	case FUSE_CREATE:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_SYMLINK:
+	case FUSE_LINK:
+	case FUSE_UNLINK:
+	case FUSE_RMDIR:
+	case FUSE_RENAME:
+	case FUSE_RENAME2:
+	case FUSE_FLUSH:
+	case FUSE_READ:
+	case FUSE_WRITE:
+	case FUSE_RELEASE:
+		return true;
+	default:
+		return false;
+	}
+}
 
 /* ---- uring.c: FUSE over io_uring (Linux 6.14+) ---- */
 struct nvmefs_uring;
@@ -89,11 +134,12 @@ struct iovec;
 int nvmefs_uring_offered(void);
 /*
  * Before the INIT reply: make a queue per possible CPU (an SQE128 ring and
- * depth entries of locked header and payload buffers; 0: the default). 0
- * with *out, or -errno (nothing made): the mount then serves /dev/fuse.
+ * depth entries of locked header and payload buffers; 0: the default),
+ * whose requests serve() will serve. 0 with *out, or -errno (nothing
+ * made): the mount then serves /dev/fuse.
  */
 int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
-			 struct nvmefs_uring **out);
+			 nvmefs_serve_fn *serve, struct nvmefs_uring **out);
 /* The INIT flag (FUSE_OVER_IO_URING) that asks the kernel for it. */
 uint64_t nvmefs_uring_init_flag(void);
 /* After the INIT reply: a thread per queue registers its entries and

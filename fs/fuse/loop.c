@@ -272,45 +272,6 @@ static bool wait_for_request(struct loop *lp)
 	return r > 0;
 }
 
-/* Requests the leader serves itself: they wait for nothing but memory
- * (READ and WRITE leave for the devices; where they might wait, for a
- * range lock or a buffer, the leader hands over first). */
-static bool serve_inline(uint32_t opcode)
-{
-	switch (opcode) {
-	case FUSE_LOOKUP:
-	case FUSE_FORGET:
-	case FUSE_BATCH_FORGET:
-	case FUSE_GETATTR:
-	case FUSE_ACCESS:
-	case FUSE_OPEN:
-	case FUSE_OPENDIR:
-	case FUSE_READDIR:
-	case FUSE_READDIRPLUS:
-	case FUSE_RELEASEDIR:
-	case FUSE_STATFS:
-	case FUSE_GETXATTR:
-	case FUSE_LISTXATTR:
-	case FUSE_READLINK:
-	case FUSE_CREATE:
-	case FUSE_MKNOD:
-	case FUSE_MKDIR:
-	case FUSE_SYMLINK:
-	case FUSE_LINK:
-	case FUSE_UNLINK:
-	case FUSE_RMDIR:
-	case FUSE_RENAME:
-	case FUSE_RENAME2:
-	case FUSE_FLUSH:
-	case FUSE_READ:
-	case FUSE_WRITE:
-	case FUSE_RELEASE:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* The INIT request: where its reply goes, and whether the kernel offers
  * FUSE over io_uring (flags2, read only with FUSE_INIT_EXT). */
 static void note_init(struct loop *lp, const struct fuse_in_header *in, size_t len)
@@ -429,7 +390,7 @@ static void *worker_main(void *arg)
 			break;
 		}
 		if ((fb.flags & FUSE_BUF_IS_FD) ||
-		    !serve_inline(((const struct fuse_in_header *)fb.mem)->opcode))
+		    !nvmefs_serve_inline(((const struct fuse_in_header *)fb.mem)->opcode))
 			resign(w);
 		serve_one(w, &fb);
 	}
@@ -514,7 +475,8 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 		return ret < 0 ? ret : -EINVAL;
 	atomic_store(&serving, se);
 	if (vol->opts.uring != NVMEFS_URING_OFF) {
-		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth, &lp.uring);
+		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth, nvmefs_loop_serve,
+					   &lp.uring);
 		if (ret && vol->opts.uring == NVMEFS_URING_ON) {
 			nvmefs_err("FUSE over io_uring was asked for (-o uring) and cannot be set "
 				   "up: %s",

@@ -21,10 +21,14 @@
  *  - FORGET, INTERRUPT and notifications stay on /dev/fuse, so the request
  *    loop (loop.c) goes on serving it beside the queues.
  *
- * Here the handlers stay libfuse's: a queue thread copies the request's
+ * Here the handlers stay libfuse's: a queue's leader copies the request's
  * headers into the page just before its payload (ours, outside what the
  * kernel was given), so that the request lies as read(2) would have laid
- * it out, and hands it to fuse_session_process_buf(). A WRITE's data stays
+ * it out, and hands it to the loop's serve function (libfuse's
+ * fuse_session_process_buf). A queue has several threads, one leading at
+ * a time, as the /dev/fuse loop's workers do: a leader about to wait
+ * hands the ring on (resign), so that one slow request holds up no other
+ * of its CPU. A WRITE's data stays
  * where the kernel put it, page-aligned: the devices write straight from
  * it (nvmefs_uring_payload); a READ's devices read straight into the
  * payload it is answered from. Its reply, from whichever thread makes it
@@ -119,22 +123,31 @@ struct ent {
 struct queue {
 	struct nvmefs_uring *u;
 	unsigned qid;
-	pthread_t thread;
-	bool started;
-	struct io_uring ring; /* submitted to by the queue thread alone */
+	struct io_uring ring; /* submitted to by its leader alone */
 	bool ring_ok;
 	struct ent *ents;
-	struct ent *cur; /* the request its handler is serving (queue thread) */
-	unsigned live;	 /* entries the kernel holds (queue thread) */
+	unsigned live; /* entries the kernel holds (the leader) */
 	/* Replies made on other threads (I/O completions) are handed over
-	 * here and committed by the queue thread: a command's completion runs
-	 * as task work of the thread that submitted it, which should be one
-	 * that waits on this ring, not an I/O thread. */
+	 * here and committed by the leader: a command's completion runs as
+	 * task work of the thread that submitted it, which should be one of
+	 * the queue's, not an I/O thread. */
 	pthread_mutex_t lock;
 	struct ent *handoff; /* lock: entries to commit */
-	bool woken;	     /* lock: efd written since the thread last looked */
-	int efd;	     /* an eventfd the thread keeps a read on */
+	bool woken;	     /* lock: efd written since the leader last looked */
+	int efd;	     /* an eventfd the leader keeps a read on */
 	uint64_t efd_val;
+	/* The queue's threads, all on its CPU; one at a time leads (waits on
+	 * the ring and serves what it brings). A leader about to wait for
+	 * another thread (a range lock, a buffer) or to serve a request that
+	 * may (fsync, truncate) resigns first, and an idle thread, or a new
+	 * one, leads on: the queue's other requests are not held up. */
+	pthread_cond_t follow; /* lock: the ring has no leader, or q is done */
+	bool led;	       /* lock: a thread leads */
+	bool done;	       /* lock: the queue serves no more */
+	unsigned nthreads;     /* lock: threads started (at most depth + 1) */
+	unsigned idle;	       /* lock: threads waiting to lead */
+	unsigned joined;       /* threads joined (nvmefs_uring_stop) */
+	pthread_t *tids;       /* depth + 1 */
 };
 
 struct nvmefs_uring {
@@ -144,6 +157,7 @@ struct nvmefs_uring {
 	unsigned nq, depth;
 	struct queue *q;
 	atomic_bool stopping;
+	nvmefs_serve_fn *serve;
 	void (*fail)(void *arg, int err);
 	void *fail_arg;
 	_Atomic uint64_t served; /* requests that came through the queues */
@@ -154,6 +168,8 @@ struct nvmefs_uring {
 static pthread_rwlock_t active_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct nvmefs_uring *active;
 static __thread struct queue *cur_queue; /* a queue thread's own */
+static __thread bool leading;		 /* this queue thread leads */
+static __thread struct ent *cur_ent;	 /* the request its handler serves */
 
 int nvmefs_uring_offered(void)
 {
@@ -216,6 +232,8 @@ static void free_queue(struct queue *q)
 		io_uring_queue_exit(&q->ring);
 	if (q->efd >= 0)
 		close(q->efd);
+	free(q->tids);
+	pthread_cond_destroy(&q->follow);
 	pthread_mutex_destroy(&q->lock);
 }
 
@@ -228,9 +246,13 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 	q->u = u;
 	q->qid = qid;
 	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->follow, NULL);
 	q->efd = eventfd(0, EFD_CLOEXEC);
 	if (q->efd < 0)
 		return -errno;
+	q->tids = calloc(u->depth + 1, sizeof(*q->tids));
+	if (!q->tids)
+		return -ENOMEM;
 	/* Room for every entry's command and a wake-up at once. */
 	ret = io_uring_queue_init_params(2 * u->depth + 2, &q->ring, &p);
 	if (ret)
@@ -269,7 +291,7 @@ void nvmefs_uring_free(struct nvmefs_uring *u)
 }
 
 int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
-			 struct nvmefs_uring **out)
+			 nvmefs_serve_fn *serve, struct nvmefs_uring **out)
 {
 	struct nvmefs_uring *u;
 	int ret;
@@ -283,6 +305,7 @@ int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsign
 		return -ENOMEM;
 	u->se = se;
 	u->vol = vol;
+	u->serve = serve;
 	u->fd = fuse_session_fd(se);
 	u->depth = depth ? depth : DEFAULT_DEPTH;
 	u->nq = possible_cpus();
@@ -320,7 +343,7 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 
 static void queue_fail(struct queue *q, const char *what, int err);
 
-/* Queue e's command (the queue thread): REGISTER, or COMMIT_AND_FETCH.
+/* Queue e's command (q's leader): REGISTER, or COMMIT_AND_FETCH.
  * Submitted when the thread next waits. */
 static int queue_cmd(struct ent *e, uint32_t op)
 {
@@ -377,12 +400,12 @@ static void hand_over(struct queue *q, struct ent *e)
 		(void)eventfd_write(q->efd, 1);
 }
 
-/* Commit e's reply: at once on its queue's thread, else handed over. */
+/* Commit e's reply: at once on its queue's leader, else handed over. */
 static void commit(struct ent *e)
 {
 	struct queue *q = e->q;
 
-	if (cur_queue != q) {
+	if (cur_queue != q || !leading) {
 		hand_over(q, e);
 		return;
 	}
@@ -390,7 +413,7 @@ static void commit(struct ent *e)
 		queue_fail(q, "queueing a reply", -EBUSY);
 }
 
-/* The queue thread, woken: commit what was handed over, read on. */
+/* The leader, woken: commit what was handed over, read on. */
 static void take_handoff(struct queue *q)
 {
 	struct ent *e;
@@ -476,12 +499,68 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 
 void *nvmefs_uring_payload(size_t *cap)
 {
-	struct queue *q = cur_queue;
-
-	if (!q || !q->cur)
+	if (!cur_ent)
 		return NULL;
 	*cap = PAYLOAD_SZ;
-	return q->cur->payload;
+	return cur_ent->payload;
+}
+
+/* ---- Leading: one thread of a queue at a time waits on its ring ---- */
+
+static void *follower_main(void *arg);
+
+/* Wait until the calling thread leads q: false when q is done. */
+static bool lead(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	while (q->led && !q->done && !atomic_load(&q->u->stopping)) {
+		q->idle++;
+		pthread_cond_wait(&q->follow, &q->lock);
+		q->idle--;
+	}
+	if (!q->done && !atomic_load(&q->u->stopping))
+		leading = q->led = true;
+	pthread_mutex_unlock(&q->lock);
+	return leading;
+}
+
+/*
+ * The leader of q, about to wait for another thread or to serve a request
+ * that may: an idle thread of q leads on, or a new one. With every thread
+ * busy (depth + 1: each entry's handler and one more), none is needed: no
+ * request can come before a handler finishes, and that thread leads on.
+ */
+static void resign(struct queue *q)
+{
+	if (!leading)
+		return;
+	leading = false;
+	pthread_mutex_lock(&q->lock);
+	q->led = false;
+	if (q->idle)
+		pthread_cond_signal(&q->follow);
+	else if (!q->done && q->nthreads < q->u->depth + 1 &&
+		 !pthread_create(&q->tids[q->nthreads], NULL, follower_main, q))
+		q->nthreads++;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* nvmefs_wait_hook of the queue threads (a range lock, a buffer). */
+static void before_wait(void)
+{
+	if (cur_queue)
+		resign(cur_queue);
+}
+
+/* q serves no more: its leader says so, and the idle threads leave. */
+static void finish(struct queue *q)
+{
+	leading = false;
+	pthread_mutex_lock(&q->lock);
+	q->led = false;
+	q->done = true;
+	pthread_cond_broadcast(&q->follow);
+	pthread_mutex_unlock(&q->lock);
 }
 
 /*
@@ -507,9 +586,11 @@ static bool serve(struct queue *q, struct ent *e)
 	e->commit_id = e->hdr->ent.commit_id;
 	atomic_store_explicit(&e->unique, in->unique, memory_order_release);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
-	q->cur = e;
-	nvmefs_loop_serve(u->se, u->vol, start, in->len);
-	q->cur = NULL;
+	if (!nvmefs_serve_inline(in->opcode))
+		resign(q);
+	cur_ent = e;
+	u->serve(u->se, u->vol, start, in->len);
+	cur_ent = NULL;
 	return true;
 }
 
@@ -558,50 +639,102 @@ static bool on_cqe(struct queue *q, void *data, int res)
 	return true;
 }
 
-static void *queue_main(void *arg)
+/* Lead q: wait on its ring and serve what it brings, until the calling
+ * thread resigns (true) or the queue is done (false). */
+static bool lead_ring(struct queue *q)
 {
-	struct queue *q = arg;
 	struct nvmefs_uring *u = q->u;
-	bool go = true;
-	cpu_set_t one;
-	int ret = 0;
 
-	cur_queue = q;
-	/* Each queue serves its CPU's requests: run there. */
-	CPU_ZERO(&one);
-	CPU_SET(q->qid, &one);
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-	for (unsigned i = 0; i < u->depth && !ret; i++)
-		ret = queue_cmd(&q->ents[i], URING_CMD_REGISTER);
-	if (!ret)
-		ret = arm_wake(q);
-	if (ret) {
-		queue_fail(q, "registering its entries", ret);
-		goto out;
-	}
-	q->live = u->depth;
-	while (go && !atomic_load(&u->stopping)) {
+	while (leading) {
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
+		int ret;
 
+		if (atomic_load(&u->stopping))
+			return false;
 		/* The commits queued since, then wait for the next CQE. */
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (ret == -EINTR)
 			continue;
 		if (ret < 0) {
 			queue_fail(q, "waiting for a request", ret);
+			return false;
+		}
+		/* Each CQE is consumed before it is served: a thread that leads
+		 * on from inside a handler starts at the next. */
+		while (leading && !io_uring_peek_cqe(&q->ring, &cqe)) {
+			void *data = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+
+			io_uring_cqe_seen(&q->ring, cqe);
+			if (!on_cqe(q, data, res))
+				return false;
+		}
+	}
+	return true;
+}
+
+/* The calling thread becomes one of q's, on its CPU. */
+static void enter(struct queue *q)
+{
+	cpu_set_t one;
+
+	cur_queue = q;
+	nvmefs_wait_hook = before_wait;
+	/* Each queue serves its CPU's requests: run there. */
+	CPU_ZERO(&one);
+	CPU_SET(q->qid, &one);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+}
+
+/* A thread of q: leads by turns until q is done, then leaves it. */
+static void serve_queue(struct queue *q)
+{
+	while (leading || lead(q)) {
+		if (!lead_ring(q)) {
+			finish(q);
 			break;
 		}
-		io_uring_for_each_cqe(&q->ring, head, cqe)
-		{
-			n++;
-			if (go)
-				go = on_cqe(q, io_uring_cqe_get_data(cqe), cqe->res);
-		}
-		io_uring_cq_advance(&q->ring, n);
 	}
-out:
+	nvmefs_wait_hook = NULL;
 	cur_queue = NULL;
+}
+
+/* The first thread of q: registers its entries, then serves. */
+static void *queue_main(void *arg)
+{
+	struct queue *q = arg;
+	struct nvmefs_uring *u = q->u;
+	int ret = 0;
+
+	enter(q);
+	if (!lead(q)) {
+		serve_queue(q); /* stopped before it began: leaves */
+		return NULL;
+	}
+	for (unsigned i = 0; i < u->depth && !ret; i++)
+		ret = queue_cmd(&q->ents[i], URING_CMD_REGISTER);
+	if (!ret)
+		ret = arm_wake(q);
+	if (ret) {
+		queue_fail(q, "registering its entries", ret);
+		finish(q);
+	} else {
+		q->live = u->depth;
+	}
+	serve_queue(q);
+	return NULL;
+}
+
+/* A later thread of q, made when its leader resigned with none idle. */
+static void *follower_main(void *arg)
+{
+	struct queue *q = arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "nvmefs-q%u", q->qid % 1000);
+	pthread_setname_np(pthread_self(), name);
+	enter(q);
+	serve_queue(q);
 	return NULL;
 }
 
@@ -619,17 +752,39 @@ int nvmefs_uring_start(struct nvmefs_uring *u, void (*fail)(void *arg, int err),
 	for (unsigned i = 0; i < u->nq; i++) {
 		char name[16];
 
-		ret = -pthread_create(&u->q[i].thread, &attr, queue_main, &u->q[i]);
+		struct queue *q = &u->q[i];
+
+		pthread_mutex_lock(&q->lock);
+		ret = -pthread_create(&q->tids[0], &attr, queue_main, q);
+		if (!ret)
+			q->nthreads = 1;
+		pthread_mutex_unlock(&q->lock);
 		if (ret) {
-			queue_fail(&u->q[i], "starting its thread", ret);
+			queue_fail(q, "starting its thread", ret);
 			break;
 		}
 		snprintf(name, sizeof(name), "nvmefs-q%u", i % 1000);
-		pthread_setname_np(u->q[i].thread, name);
-		u->q[i].started = true;
+		pthread_setname_np(q->tids[0], name);
 	}
 	pthread_attr_destroy(&attr);
 	return ret;
+}
+
+/* Join q's threads by until: true when every one has left. */
+static bool join_threads(struct queue *q, const struct timespec *until)
+{
+	for (;;) {
+		unsigned n;
+
+		pthread_mutex_lock(&q->lock);
+		n = q->nthreads;
+		pthread_mutex_unlock(&q->lock);
+		if (q->joined == n)
+			return true;
+		if (pthread_timedjoin_np(q->tids[q->joined], NULL, until))
+			return false;
+		q->joined++;
+	}
 }
 
 void nvmefs_uring_stop(struct nvmefs_uring *u)
@@ -639,33 +794,28 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 	if (!u)
 		return;
 	/* At an unmount the kernel ends every entry (-ENOTCONN) and each
-	 * queue thread leaves by itself, the kernel holding none of our
+	 * queue's threads leave by themselves, the kernel holding none of our
 	 * buffers: wait a moment for that before waking them. */
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 2;
 	for (unsigned i = 0; i < u->nq; i++)
-		if (u->q[i].started && !pthread_timedjoin_np(u->q[i].thread, NULL, &until))
-			u->q[i].started = false;
+		(void)join_threads(&u->q[i], &until);
 	atomic_store(&u->stopping, true);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct queue *q = &u->q[i];
 
-		if (!q->started)
-			continue;
-		hand_over(q, NULL);
+		hand_over(q, NULL); /* the leader, waiting on its ring */
+		pthread_mutex_lock(&q->lock);
+		pthread_cond_broadcast(&q->follow); /* the idle ones */
+		pthread_mutex_unlock(&q->lock);
 		/* A thread held up in a handler (a buffer, a lock) must not keep
 		 * the daemon from its last flush: say so and leave it. */
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 5;
-		if (pthread_timedjoin_np(q->thread, NULL, &until)) {
-			nvmefs_warn("FUSE over io_uring: queue %u's thread does not stop (serving "
-				    "request %llu); leaving it",
-				    q->qid,
-				    q->cur ? (unsigned long long)atomic_load(&q->cur->unique)
-					   : 0ULL);
-			continue; /* started stays: nothing of the queue is freed */
-		}
-		q->started = false;
+		if (!join_threads(q, &until))
+			nvmefs_warn("FUSE over io_uring: a thread of queue %u does not stop; "
+				    "leaving it",
+				    q->qid); /* nothing of the queue is freed */
 	}
 	/* Replies from here on (I/O completions still draining) find no
 	 * entry and go to /dev/fuse, which has ended too. */
@@ -677,8 +827,15 @@ void nvmefs_uring_stop(struct nvmefs_uring *u)
 
 bool nvmefs_uring_idle(const struct nvmefs_uring *u)
 {
-	for (unsigned i = 0; u && i < u->nq; i++)
-		if (u->q[i].live || u->q[i].started)
+	for (unsigned i = 0; u && i < u->nq; i++) {
+		struct queue *q = (struct queue *)&u->q[i]; /* its lock */
+		bool busy;
+
+		pthread_mutex_lock(&q->lock);
+		busy = q->live || q->joined < q->nthreads;
+		pthread_mutex_unlock(&q->lock);
+		if (busy)
 			return false;
+	}
 	return true;
 }
