@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # The sources of fs/, relative to this directory, for the main build
 # (fs/CMakeLists.txt) and the fuzz build (tests/fuzz), so that a new file
-# reaches both:
+# reaches both (one file per line):
 #  - FS_CORE_SOURCES (core/): the filesystem with no transport: on-disk
 #    format, metadata, extent maps, allocator, journal, volume, data path,
 #    read-ahead, the namespace API (core/namei.h), layouts, member discovery.
@@ -10,10 +10,40 @@
 #    request loop and the control files.
 #  - FS_NATIVE_SOURCES (native/): the native door, libnvmefs's daemon side,
 #    and the protocol's checks (native/wire.c, also in libnvmefs).
-set(FS_CORE_SOURCES core/util.c core/format.c core/meta.c core/extmap.c core/alloc.c
-                    core/journal.c core/volume.c core/rangelock.c core/data.c core/prefetch.c
-                    core/namei.c core/icache.c core/lookups.c core/xlayout.c core/holder.c
-                    core/discover.c core/sorted.c core/runfmt.c core/runs.c core/memtable.c
-                    core/store.c core/values.c core/shadow.c core/kv.c)
-set(FS_FUSE_SOURCES fuse/ops.c fuse/loop.c fuse/uring.c fuse/ctl.c fuse/statahead.c)
-set(FS_NATIVE_SOURCES native/server.c native/wire.c)
+set(FS_CORE_SOURCES
+    core/util.c
+    core/format.c
+    core/meta.c
+    core/extmap.c
+    core/alloc.c
+    core/journal.c
+    core/volume.c
+    core/rangelock.c
+    core/data.c
+    core/prefetch.c
+    core/namei.c
+    core/icache.c
+    core/lookups.c
+    core/xlayout.c
+    core/holder.c
+    core/discover.c)
+# The key/value store (sorted runs, memtable, compaction), part of the core
+# for the builds above.
+list(APPEND FS_CORE_SOURCES
+    core/sorted.c
+    core/runfmt.c
+    core/runs.c
+    core/memtable.c
+    core/store.c
+    core/values.c
+    core/shadow.c
+    core/kv.c)
+set(FS_FUSE_SOURCES
+    fuse/ops.c
+    fuse/loop.c
+    fuse/uring.c
+    fuse/ctl.c
+    fuse/statahead.c)
+set(FS_NATIVE_SOURCES
+    native/server.c
+    native/wire.c)
