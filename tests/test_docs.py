@@ -9,9 +9,10 @@ or directory that exists and lies inside the repository: a clone holds
 nothing else (README.md once sent readers to ../shared/DESIGN.md, outside
 it). Links into README.md's own sections (#anchor) must name a heading.
 
-README.md's C example (its ```c block) must be client/examples/roundtrip.c
-byte for byte: that file is the one built (nvmefs-example-roundtrip) and
-tested (test_readme_example), so the README shows what was compiled.
+The user guide's C example (the ```c block of docs/USER-GUIDE.md) must be
+client/examples/roundtrip.c byte for byte: that file is the one built
+(nvmefs-example-roundtrip) and tested (test_readme_example), so the guide
+shows what was compiled.
 
 usage: test_docs.py SOURCE_DIR    (exit 0 pass, 1 fail)
 """
@@ -71,23 +72,24 @@ def check(top, rel, problems):
 
 
 EXAMPLE = os.path.join("client", "examples", "roundtrip.c")
+GUIDE = os.path.join("docs", "USER-GUIDE.md")
 C_BLOCK = re.compile(r"^```c\n(.*?)^```$", re.S | re.M)
 
 
 def check_example(top, problems):
-    """README.md's ```c block is EXAMPLE, byte for byte."""
-    with open(os.path.join(top, "README.md"), encoding="utf-8") as f:
+    """GUIDE's ```c block is EXAMPLE, byte for byte."""
+    with open(os.path.join(top, GUIDE), encoding="utf-8") as f:
         blocks = C_BLOCK.findall(f.read())
     with open(os.path.join(top, EXAMPLE), encoding="utf-8") as f:
         want = f.read()
     if want in blocks:
         return
     if not blocks:
-        problems.append(f"README.md: no ```c block showing {EXAMPLE}")
+        problems.append(f"{GUIDE}: no ```c block showing {EXAMPLE}")
         return
     diff = difflib.unified_diff(blocks[0].splitlines(), want.splitlines(),
-                                "README.md ```c block", EXAMPLE, lineterm="")
-    problems.append(f"README.md: its ```c block differs from {EXAMPLE}:\n"
+                                f"{GUIDE} ```c block", EXAMPLE, lineterm="")
+    problems.append(f"{GUIDE}: its ```c block differs from {EXAMPLE}:\n"
                     + "\n".join(list(diff)[:40]))
 
 
@@ -106,7 +108,7 @@ def main():
     if problems:
         return 1
     print(f"{len(docs)} documents, every reference inside the repository; "
-          f"README.md shows {EXAMPLE} as it is")
+          f"{GUIDE} shows {EXAMPLE} as it is")
     return 0
 
 

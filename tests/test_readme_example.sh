@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The README's native client example, built and run as the README says
+# The user guide's native client example (docs/USER-GUIDE.md, section 8),
+# built and run as the guide says
 # (test_docs checks that its code block is client/examples/roundtrip.c):
 #  - cmake --install into a scratch prefix puts the header, the shared and
 #    static library, the .pc and the man page there, and the .pc names that
 #    prefix (not the one configured);
-#  - the README's compile line, taken from the README and run as printed
+#  - the user guide's compile line, taken from the user guide and run as printed
 #    with PKG_CONFIG_PATH naming the prefix, builds the example; run against
-#    a mounted volume (LD_LIBRARY_PATH standing in for the README's
+#    a mounted volume (LD_LIBRARY_PATH standing in for the user guide's
 #    ldconfig, which would change the machine), it exits 0, in direct and
 #    cached mode; through the mount the file then holds exactly the bytes
 #    it wrote (the native write is visible to the mount's readers), and the
 #    daemon copied none of them (aligned: zero copy);
-#  - the README's static line (pkg-config --static: Libs.private -lnuma)
+#  - the user guide's static line (pkg-config --static: Libs.private -lnuma)
 #    links libnvmefs.a into a program that needs no libnvmefs.so and runs;
 #  - no argument: usage, exit 2; a path outside nvmefs: exit 1, said so.
 # usage: test_readme_example.sh BUILD_DIR SOURCE_DIR
@@ -34,13 +35,13 @@ mnt_need cmake
 mnt_need python3
 mnt_setup "$build" 2 256M
 
-# The README's lines: "$ cc -o roundtrip ..." (shared) and "$ cc -static ..." (static).
-readme_line() { # PATTERN: the first README line matching it, prompt removed
-	grep -m 1 -E "^ *\\\$ $1" "$src/README.md" | sed -E 's/^ *\$ //'
+# The user guide's lines: "$ cc -o roundtrip ..." (shared) and "$ cc -static ..." (static).
+readme_line() { # PATTERN: the first user guide line matching it, prompt removed
+	grep -m 1 -E "^ *\\\$ $1" "$src/docs/USER-GUIDE.md" | sed -E 's/^ *\$ //'
 }
-line=$(readme_line 'cc -o roundtrip roundtrip\.c ') || mnt_die "README: no '\$ cc -o roundtrip roundtrip.c' line"
+line=$(readme_line 'cc -o roundtrip roundtrip\.c ') || mnt_die "user guide: no '\$ cc -o roundtrip roundtrip.c' line"
 static_line=$(readme_line 'cc -static -o roundtrip roundtrip\.c ') || static_line=""
-echo "README: $line"
+echo "user guide: $line"
 
 prefix=$MNT_TMP/prefix
 cmake --install "$build" --prefix "$prefix" >"$MNT_TMP/install.log" 2>&1 ||
@@ -55,7 +56,7 @@ check "the .pc names the install prefix" grep -qx "prefix=$prefix" "$prefix/lib/
 ex=$MNT_TMP/ex
 mkdir "$ex"
 cp "$src/client/examples/roundtrip.c" "$ex/roundtrip.c"
-(cd "$ex" && bash -c "$line") || mnt_die "the README's line failed: $line"
+(cd "$ex" && bash -c "$line") || mnt_die "the user guide's line failed: $line"
 check "linked against the installed libnvmefs.so.0" \
 	grep -q "libnvmefs.so.0 => $prefix/lib/" <<<"$(LD_LIBRARY_PATH=$prefix/lib ldd "$ex/roundtrip")"
 
@@ -101,10 +102,10 @@ check "outside nvmefs: exit 1 (got $rc), '$out'" test "$rc" = 1
 check "outside nvmefs: says so" grep -q "not on an nvmefs mount" <<<"$out"
 
 if [ -z "$static_line" ]; then
-	echo "FAIL: README: no '\$ cc -static -o roundtrip roundtrip.c' line" >&2
+	echo "FAIL: user guide: no '\$ cc -static -o roundtrip roundtrip.c' line" >&2
 	MNT_FAIL=$((MNT_FAIL + 1))
 elif pkg-config --static --libs libnvmefs >/dev/null; then
-	echo "README: $static_line"
+	echo "user guide: $static_line"
 	rm -f "$ex/roundtrip"
 	# libnuma.a warns that it uses getaddrinfo; the client never calls it.
 	if (cd "$ex" && bash -c "$static_line") >"$MNT_TMP/static.log" 2>&1; then
@@ -113,7 +114,7 @@ elif pkg-config --static --libs libnvmefs >/dev/null; then
 		run_example static "$ex/roundtrip"
 	else
 		cat "$MNT_TMP/static.log" >&2
-		echo "FAIL: the README's static line failed: $static_line" >&2
+		echo "FAIL: the user guide's static line failed: $static_line" >&2
 		MNT_FAIL=$((MNT_FAIL + 1))
 	fi
 else
