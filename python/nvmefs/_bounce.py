@@ -14,6 +14,8 @@ check the pipeline on a machine without a GPU).
 """
 import threading
 
+from ._op import Finishing
+
 CHUNK = 64 << 20  # bytes per bounce buffer (two of them per operation)
 
 
@@ -102,9 +104,9 @@ class HostCopier:
         pass
 
 
-class DeviceOp:
+class DeviceOp(Finishing):
     """One operation on a device tensor, run by a thread of its own that
-    drives the handle's threads chunk by chunk. Quacks like handle._Op for
+    drives the handle's threads chunk by chunk. Like handle._Op for
     wait(): done, finish()."""
 
     def __init__(self, handle, copier, read, tensor, name, fd, own_fd, validate, offset):
@@ -127,20 +129,10 @@ class DeviceOp:
         finally:
             self.done.set()
 
-    def finish(self):
-        import os
+    def release(self):
+        self.tensor = self.flat = None
 
-        try:
-            if self.own_fd:
-                os.close(self.fd)
-            if self.error is not None:
-                raise self.error
-            if self.validate:
-                self._validate()
-        finally:
-            self.tensor = self.flat = None
-
-    def _validate(self):
+    def check(self):
         import errno
 
         mine = bytes(self.flat.cpu().numpy().tobytes())

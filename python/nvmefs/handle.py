@@ -46,6 +46,7 @@ import sys
 import threading
 
 from . import _bounce
+from ._op import Finishing
 from ._buffer import buffer_view
 from ._pinned import MANAGER, is_pinned
 from .client import Client
@@ -53,7 +54,7 @@ from .client import Client
 ALIGN = 4096  # O_DIRECT alignment assumed for the fallback, and part boundaries
 
 
-class _Op:
+class _Op(Finishing):
     """One pread or pwrite of a buffer: its parts, their outcome, its file."""
 
     def __init__(self, read, addr, nbytes, keep, filename, fd, own_fd, validate, offset):
@@ -75,20 +76,14 @@ class _Op:
         if last:
             self.done.set()
 
-    def finish(self):
-        """After every part: close what the op opened, check, raise. Then
-        let go of the buffer: a worker still holds the op (its last task),
-        and a bytearray could not grow, nor an mmap close, while the op
-        holds an export of it."""
-        try:
-            if self.own_fd:
-                os.close(self.fd)
-            if self.error is not None:
-                raise self.error
-            if self.validate:
-                _validate(self)
-        finally:
-            self.keep = None
+    def check(self):
+        _validate(self)
+
+    def release(self):
+        """Let go of the buffer after finish(): a worker still holds the op
+        (its last task), and a bytearray could not grow, nor an mmap
+        close, while the op holds an export of it."""
+        self.keep = None
 
 
 def _validate(op):
