@@ -435,7 +435,11 @@ static struct ent *find_ent(struct nvmefs_uring *u, uint64_t unique)
 {
 	struct queue *q = cur_queue;
 
-	/* Most replies come from the queue thread that took the request. */
+	/* A metadata reply comes from the handler serving it. */
+	if (cur_ent && cur_ent->q->u == u &&
+	    atomic_load_explicit(&cur_ent->unique, memory_order_acquire) == unique)
+		return cur_ent;
+	/* Most others from a thread of the queue that took the request. */
 	if (q && q->u == u) {
 		for (unsigned i = 0; i < u->depth; i++)
 			if (atomic_load_explicit(&q->ents[i].unique, memory_order_acquire) ==
