@@ -360,7 +360,11 @@ struct nvmefs_vol {
 	/* The root holds a real ".nvmefs" (made before the control directory
 	 * existed): it stays visible and the control directory is not served. */
 	bool ctl_shadowed;
-	struct timespec mounted_at; /* the control files' times */
+	/* mount -o remount,ro (nvmefs_vol_remount): no change is taken and
+	 * nothing written to the members until read-write again. */
+	atomic_bool ro_remounted;
+	pthread_mutex_t remount_lock; /* one remount at a time */
+	struct timespec mounted_at;   /* the control files' times */
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over
 	 * the run area (fs/core/store.h). Every record applied is written

@@ -1118,7 +1118,12 @@ static void *committer(void *arg)
 int nvmefs_journal_start(struct nvmefs_vol *vol)
 {
 	struct nvmefs_journal *j = &vol->j;
-	int ret = pthread_create(&j->thread, NULL, committer, vol);
+	int ret;
+
+	/* Again after nvmefs_journal_stop: a remount read-write. */
+	j->stop = false;
+	atomic_store(&j->stop_compact, false);
+	ret = pthread_create(&j->thread, NULL, committer, vol);
 
 	if (ret)
 		return -ret;

@@ -51,7 +51,7 @@ void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st)
 
 bool nvmefs_ns_read_only(struct nvmefs_vol *vol)
 {
-	return vol->opts.read_only || nvmefs_journal_error(vol);
+	return vol->opts.read_only || atomic_load(&vol->ro_remounted) || nvmefs_journal_error(vol);
 }
 
 int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in)
@@ -418,10 +418,12 @@ static bool ts_le(const struct timespec *a, const struct timespec *b)
  * never (generic/120). */
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
-	bool strict = vol->opts.atime == NVMEFS_ATIME_STRICTATIME;
+	/* A remount may change the policy (nvmefs_vol_remount). */
+	unsigned policy = __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED);
+	bool strict = policy == NVMEFS_ATIME_STRICTATIME;
 	struct timespec now;
 
-	if (vol->opts.read_only || vol->opts.atime == NVMEFS_ATIME_NOATIME)
+	if (nvmefs_ns_read_only(vol) || policy == NVMEFS_ATIME_NOATIME)
 		return;
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
@@ -438,13 +440,14 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			 struct nvmefs_read_note *note)
 {
 	uint64_t gen = atomic_load_explicit(&in->attr_gen, memory_order_acquire) + 1;
+	unsigned policy = __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED);
 	struct timespec now;
 
-	if (vol->opts.atime == NVMEFS_ATIME_NOATIME)
+	if (policy == NVMEFS_ATIME_NOATIME)
 		return;
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
 	/* strictatime: every read (the note's shortcut is relatime's). */
-	if (vol->opts.atime != NVMEFS_ATIME_STRICTATIME &&
+	if (policy != NVMEFS_ATIME_STRICTATIME &&
 	    gen == atomic_load_explicit(&note->gen, memory_order_relaxed) &&
 	    now.tv_sec - atomic_load_explicit(&note->sec, memory_order_relaxed) < 24 * 3600)
 		return;

@@ -41,6 +41,7 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 		vol->opts = *opts;
 	pthread_mutex_init(&vol->lock, NULL);
 	pthread_mutex_init(&vol->dio_lock, NULL);
+	pthread_mutex_init(&vol->remount_lock, NULL);
 	pthread_cond_init(&vol->dio_cond, NULL);
 	pthread_cond_init(&vol->load_cond, NULL);
 	vol->resident = true; /* until a mount chooses otherwise (journal.c) */
@@ -65,6 +66,7 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 	pthread_cond_destroy(&vol->dio_cond);
 	pthread_cond_destroy(&vol->load_cond);
 	pthread_mutex_destroy(&vol->dio_lock);
+	pthread_mutex_destroy(&vol->remount_lock);
 	free(vol);
 }
 
@@ -351,7 +353,9 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	 * once the journal has stopped, nothing is submitted to the members. */
 	nvmefs_prefetch_forget_all(vol);
 	nvmefs_journal_stop(vol);
-	if (!vol->opts.read_only && !nvmefs_journal_error(vol)) {
+	/* Remounted read-only: flushed clean then, and changed nothing since. */
+	if (!vol->opts.read_only && !atomic_load(&vol->ro_remounted) &&
+	    !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);
 		if (ret)
 			nvmefs_err("final flush of the metadata failed: %s; the journal still "
@@ -368,6 +372,41 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	nvmefs_bufpool_destroy(vol->pool);
 	nvmefs_devset_close(vol->set);
 	nvmefs_vol_destroy(vol);
+	return ret;
+}
+
+int nvmefs_vol_remount(struct nvmefs_vol *vol, bool ro, int atime)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&vol->remount_lock);
+	if (vol->opts.read_only) {
+		/* Mounted -o ro: nothing runs that writes, nothing to start. */
+		ret = ro ? 0 : -EROFS;
+	} else if (ro && !atomic_load(&vol->ro_remounted)) {
+		/* Changes are refused from here on (nvmefs_ns_read_only); the
+		 * kernel, remounted first, sends none. Those logged so far go
+		 * out with one clean flush, after which the committer and the
+		 * compactor, stopped, write nothing more. */
+		atomic_store(&vol->ro_remounted, true);
+		nvmefs_journal_stop(vol);
+		ret = nvmefs_journal_checkpoint(vol, true);
+		if (ret)
+			nvmefs_err("remount read-only: flushing the metadata failed: %s",
+				   strerror(-ret));
+		else
+			nvmefs_info("remounted read-only: the metadata is flushed; nothing is "
+				    "written to the members until a remount read-write");
+	} else if (!ro && atomic_load(&vol->ro_remounted)) {
+		ret = nvmefs_journal_error(vol) ? -EROFS : nvmefs_journal_start(vol);
+		if (!ret) {
+			atomic_store(&vol->ro_remounted, false);
+			nvmefs_info("remounted read-write");
+		}
+	}
+	if (!ret && atime >= 0)
+		__atomic_store_n(&vol->opts.atime, (unsigned)atime, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&vol->remount_lock);
 	return ret;
 }
 

@@ -33,6 +33,14 @@ int nvmefs_vol_close(struct nvmefs_vol *vol);
  * every member, in label order. */
 int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labels, uint32_t uid,
 		      uint32_t gid);
+/*
+ * mount -o remount (fs/tools/remount.c, through the control directory):
+ * read-only (ro) stops the committer and the compactor after one clean
+ * flush, read-write starts them again (-EROFS on a volume mounted -o ro or
+ * made read-only by a metadata write error). atime: NVMEFS_ATIME_*, or -1
+ * to keep the policy.
+ */
+int nvmefs_vol_remount(struct nvmefs_vol *vol, bool ro, int atime);
 /* Release everything writing nothing: what a killed daemon leaves (tests). */
 void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 

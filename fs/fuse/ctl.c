@@ -19,6 +19,7 @@
 #include "door_i.h"
 #include "icache_i.h"
 #include "store.h"
+#include "volume_i.h"
 #include "xlayout_i.h"
 
 #include <errno.h>
@@ -409,7 +410,8 @@ static char *render_config(struct nvmefs_vol *vol)
 		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
-	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000, o->read_only);
+	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000,
+		o->read_only || atomic_load(&vol->ro_remounted));
 	fprintf(f, "meta_cache = %llu\n",
 		(unsigned long long)(o->meta_cache == 1 ? 0
 				     : o->meta_cache	? o->meta_cache
@@ -438,4 +440,21 @@ int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text)
 	else
 		return -EISDIR;
 	return *text ? 0 : -ENOMEM;
+}
+
+int nvmefs_ctl_ioctl(struct nvmefs_vol *vol, uint64_t ino, unsigned cmd, uid_t uid, const void *in,
+		     size_t in_len)
+{
+	struct nvmefs_remount_arg a;
+
+	if (ino != NVMEFS_CTL_DIR || cmd != NVMEFS_IOC_REMOUNT)
+		return -ENOTTY;
+	if (in_len < sizeof(a))
+		return -EINVAL;
+	memcpy(&a, in, sizeof(a));
+	if ((a.flags & ~NVMEFS_REMOUNT_RO) || a.atime > NVMEFS_ATIME_STRICTATIME + 1)
+		return -EINVAL;
+	if (uid != 0)
+		return -EPERM;
+	return nvmefs_vol_remount(vol, a.flags & NVMEFS_REMOUNT_RO, (int)a.atime - 1);
 }

@@ -8,6 +8,7 @@
 #define NVMEFS_DOOR_I_H
 
 #include <linux/fuse.h>
+#include <linux/ioctl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -16,6 +17,18 @@
 #include "fs_i.h"
 
 /* ---- ctl.c: the hidden control directory MOUNTPOINT/.nvmefs ---- */
+/*
+ * A remount (fs/tools/remount.c), told to the daemon: an ioctl on the
+ * control directory, root only. flags: NVMEFS_REMOUNT_RO or 0 (read-write);
+ * atime: NVMEFS_ATIME_* + 1, or 0 to keep the policy.
+ */
+struct nvmefs_remount_arg {
+	uint32_t flags;
+	uint32_t atime;
+};
+#define NVMEFS_REMOUNT_RO  1u
+#define NVMEFS_IOC_REMOUNT _IOW('N', 0x52, struct nvmefs_remount_arg)
+
 /* Count one FUSE request (the receive loop). */
 void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
 /* True for the control directory and its files. */
@@ -35,6 +48,10 @@ int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char 
 /* The control file's text, made now (malloc'ed, the caller frees): 0,
  * -EISDIR or -ENOMEM. */
 int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
+/* An ioctl on a control inode by uid: NVMEFS_IOC_REMOUNT on the control
+ * directory (root only), else -ENOTTY. */
+int nvmefs_ctl_ioctl(struct nvmefs_vol *vol, uint64_t ino, unsigned cmd, uid_t uid, const void *in,
+		     size_t in_len);
 /* The control directory's entries from offset off into buf (size bytes),
  * as FUSE's readdir(plus) replies hold them: the bytes used. */
 struct fuse_req;

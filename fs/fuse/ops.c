@@ -339,7 +339,8 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 {
 	bool wronly_direct = vol->wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY;
 	bool strict_read =
-		vol->opts.atime == NVMEFS_ATIME_STRICTATIME && (fi->flags & O_ACCMODE) != O_WRONLY;
+		__atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME &&
+		(fi->flags & O_ACCMODE) != O_WRONLY;
 	struct handle *h = calloc(1, sizeof(*h));
 
 	if (!h)
@@ -973,6 +974,28 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	atomic_store(&vol->init_done, true);
 }
 
+/* Only the control directory's remount (fs/tools/remount.c) is ours;
+ * everything else (a TCGETS from isatty(), ...) is not a tty: ENOTTY, what
+ * the kernel makes of libfuse's ENOSYS. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in, size_t in_len,
+		     size_t out_len)
+{
+	(void)arg;
+	(void)fi;
+	(void)out_len;
+	if (flags & FUSE_IOCTL_COMPAT) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	int err = nvmefs_ctl_ioctl(VOL(req), ino, cmd, fuse_req_ctx(req)->uid, in, in_len);
+
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
 const struct fuse_lowlevel_ops nvmefs_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -1012,4 +1035,5 @@ const struct fuse_lowlevel_ops nvmefs_ops = {
 	.create = op_create,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.ioctl = op_ioctl,
 };

@@ -3,6 +3,7 @@
  * nvmefs: mount an nvmefs volume.
  *
  *   nvmefs DEV[,DEV...]|UUID=uuid|LABEL=label MOUNTPOINT [-o OPTS] [-f] [-d]
+ *   nvmefs SOURCE MOUNTPOINT -o remount,ro|rw[,...]   (fs/tools/remount.c)
  *
  * Finds the members when named by tag (fs/core/discover.c), opens and checks the members and loads
  * the metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
@@ -34,6 +35,7 @@
 #include "meta_i.h"
 #include "native_i.h"
 #include "prefetch_i.h"
+#include "remount.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
 #ifdef NVMEFS_FAULT_INJECTION
@@ -109,53 +111,55 @@ static const struct fuse_opt opt_spec[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: nvmefs SOURCE MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
-		   "\n"
-		   "Mount an nvmefs volume. SOURCE names its members:\n"
-		   "  DEV[,DEV...]         by path, in any order\n"
-		   "  UUID=uuid, LABEL=l   by the volume's UUID or label, found on the block\n"
-		   "                       devices and in the -o search directories (write\n"
-		   "                       uuid=/label= in lower case in /etc/fstab: mount(8)\n"
-		   "                       resolves the upper-case tags itself and fails)\n"
-		   "\n"
-		   "  -h, --help           this text;  -V, --version: the version\n"
-		   "  -f                   stay in the foreground, log to stderr\n"
-		   "  -d, -o debug         foreground with debug logging (and FUSE's)\n"
-		   "  -o mode=direct|cached  direct: every read and write goes to the devices\n"
-		   "                       (default on Linux 6.6+, where mmap works in it);\n"
-		   "                       cached: the page cache (the default before 6.6,\n"
-		   "                       or with writeback, readahead= or dirty=)\n"
-		   "  -o queue_depth=N     I/Os in flight per device (default 32)\n"
-		   "  -o threads=N         FUSE worker threads (default 8)\n"
-		   "  -o spin=US           poll /dev/fuse up to US microseconds before\n"
-		   "                       sleeping in read (default 50, 0: never)\n"
-		   "  -o pool=SIZE         pinned buffer pool (default 64M)\n"
-		   "  -o meta_cache=SIZE   metadata kept in memory when not in use (default\n"
-		   "                       128M; 0: none, every unused inode is read again)\n"
-		   "  -o commit=SECONDS    group commit interval (default 5)\n"
-		   "  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
-		   "  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
-		   "                       reader, per file (default 2, 0: none)\n"
-		   "  -o statahead=N       entries of a directory read ahead of a program\n"
-		   "                       that looks them up in order (default 512, 0: none)\n"
-		   "  -o writeback         cached mode: the kernel's write-back cache; a full\n"
-		   "                       volume then shows at fsync or close (docs/DATAPATH.md)\n"
-		   "  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
-		   "                       before writers wait (default 1G, at most 1/8 of the\n"
-		   "                       volume)\n"
-		   "  -o search=DIR[:DIR]  with UUID=/LABEL=: also look at the image files\n"
-		   "                       in these directories\n"
-		   "  -o ro                mount read-only\n"
-		   "  -o relatime, noatime, strictatime  which reads update atime (default\n"
-		   "                       relatime: when not newer than mtime or ctime, or\n"
-		   "                       a day old; a directory's atime never moves)\n"
-		   "  -o noallow_other     only the mounting user may access (root mounts\n"
-		   "                       allow other users by default)\n"
-		   "  other -o options are passed to FUSE (see mount.fuse3(8))\n"
-		   "\n"
-		   "In the background, messages go to syslog (daemon facility); with -f or\n"
-		   "-d to stderr.\n"
-		   "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT)\n");
+	fprintf(f,
+		"usage: nvmefs SOURCE MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+		"       nvmefs SOURCE MOUNTPOINT -o remount,ro|rw  (what mount -o remount runs)\n"
+		"\n"
+		"Mount an nvmefs volume. SOURCE names its members:\n"
+		"  DEV[,DEV...]         by path, in any order\n"
+		"  UUID=uuid, LABEL=l   by the volume's UUID or label, found on the block\n"
+		"                       devices and in the -o search directories (write\n"
+		"                       uuid=/label= in lower case in /etc/fstab: mount(8)\n"
+		"                       resolves the upper-case tags itself and fails)\n"
+		"\n"
+		"  -h, --help           this text;  -V, --version: the version\n"
+		"  -f                   stay in the foreground, log to stderr\n"
+		"  -d, -o debug         foreground with debug logging (and FUSE's)\n"
+		"  -o mode=direct|cached  direct: every read and write goes to the devices\n"
+		"                       (default on Linux 6.6+, where mmap works in it);\n"
+		"                       cached: the page cache (the default before 6.6,\n"
+		"                       or with writeback, readahead= or dirty=)\n"
+		"  -o queue_depth=N     I/Os in flight per device (default 32)\n"
+		"  -o threads=N         FUSE worker threads (default 8)\n"
+		"  -o spin=US           poll /dev/fuse up to US microseconds before\n"
+		"                       sleeping in read (default 50, 0: never)\n"
+		"  -o pool=SIZE         pinned buffer pool (default 64M)\n"
+		"  -o meta_cache=SIZE   metadata kept in memory when not in use (default\n"
+		"                       128M; 0: none, every unused inode is read again)\n"
+		"  -o commit=SECONDS    group commit interval (default 5)\n"
+		"  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
+		"  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
+		"                       reader, per file (default 2, 0: none)\n"
+		"  -o statahead=N       entries of a directory read ahead of a program\n"
+		"                       that looks them up in order (default 512, 0: none)\n"
+		"  -o writeback         cached mode: the kernel's write-back cache; a full\n"
+		"                       volume then shows at fsync or close (docs/DATAPATH.md)\n"
+		"  -o dirty=SIZE        with writeback: dirty page cache this mount may hold\n"
+		"                       before writers wait (default 1G, at most 1/8 of the\n"
+		"                       volume)\n"
+		"  -o search=DIR[:DIR]  with UUID=/LABEL=: also look at the image files\n"
+		"                       in these directories\n"
+		"  -o ro                mount read-only\n"
+		"  -o relatime, noatime, strictatime  which reads update atime (default\n"
+		"                       relatime: when not newer than mtime or ctime, or\n"
+		"                       a day old; a directory's atime never moves)\n"
+		"  -o noallow_other     only the mounting user may access (root mounts\n"
+		"                       allow other users by default)\n"
+		"  other -o options are passed to FUSE (see mount.fuse3(8))\n"
+		"\n"
+		"In the background, messages go to syslog (daemon facility); with -f or\n"
+		"-d to stderr.\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT)\n");
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -608,6 +612,11 @@ int main(int argc, char **argv)
 	mallopt(M_ARENA_MAX, 1);
 
 	nvmefs_log_set_ident("nvmefs");
+	/* mount -o remount (through mount.fuse3): the running daemon's. */
+	if (nvmefs_remount_asked(argc, argv)) {
+		ret = nvmefs_remount_main(argc, argv);
+		goto out;
+	}
 	if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
 		goto out;
 	if (c.help) {
