@@ -501,6 +501,35 @@ static void test_lookups(struct nvmefs_vol *vol)
 	CHECK(vol->nlookups == n);
 }
 
+/* "." and "..", which the kernel looks up to open a file handle whose inode
+ * it dropped (FUSE_EXPORT_SUPPORT): the inode itself, a directory's parent,
+ * each with a reference; a freed inode is gone (the kernel's ESTALE). */
+static void test_dots(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "dots", S_IFDIR | 0755);
+	uint64_t e = mk(vol, &alice, d, "e", S_IFDIR | 0755);
+	uint64_t f = mk(vol, &alice, e, "f", S_IFREG | 0644);
+	size_t n = vol->nlookups;
+	struct stat st;
+
+	CHECK_ERR(nvmefs_ns_lookup(vol, f, ".", &st), 0);
+	CHECK(st.st_ino == f && S_ISREG(st.st_mode) && lookups_of(vol, f) == 1);
+	nvmefs_ns_forget(vol, f, 1);
+	CHECK_ERR(nvmefs_ns_lookup(vol, e, "..", &st), 0);
+	CHECK(st.st_ino == d && S_ISDIR(st.st_mode) && lookups_of(vol, d) == 1);
+	nvmefs_ns_forget(vol, d, 1);
+	CHECK_ERR(nvmefs_ns_lookup(vol, ROOT, "..", &st), 0);
+	CHECK(st.st_ino == ROOT);
+	nvmefs_ns_forget(vol, ROOT, 1);
+	CHECK_ERR(nvmefs_ns_lookup(vol, f, "..", &st), -ENOTDIR);
+	CHECK(vol->nlookups == n);
+	CHECK_ERR(nvmefs_ns_unlink(vol, e, "f"), 0);
+	CHECK_ERR(nvmefs_journal_commit(vol), 0);
+	CHECK_ERR(nvmefs_ns_lookup(vol, f, ".", &st), -ENOENT);
+	CHECK_ERR(nvmefs_ns_lookup(vol, 999999, ".", &st), -ENOENT);
+	CHECK(vol->nlookups == n);
+}
+
 /* The table itself, on numbers that need not be inodes: growth past half
  * full, deletion among collisions, shrinking, its bytes; and no growth
  * moving more than a small share of the entries (one table moved them all
@@ -686,6 +715,7 @@ int main(int argc, char **argv)
 		test_open_unlinked(vol);
 		test_refs(vol);
 		test_lookups(vol);
+		test_dots(vol);
 		test_lookups_table(vol);
 		test_enospc(vol);
 		test_crosscheck(vol);

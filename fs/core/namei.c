@@ -204,6 +204,34 @@ int nvmefs_ns_lookup(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 	return nvmefs_ns_lookup_cookie(vol, parent, name, st, NULL, NULL);
 }
 
+/*
+ * "." and "..": the kernel asks them only to open a file handle
+ * (FUSE_EXPORT_SUPPORT, fs/fuse/ops.c op_init): "." of an inode number it
+ * no longer caches, ".." of a directory to connect it to its path. An
+ * inode number is never reused (next_ino only grows), so a freed inode's
+ * -ENOENT is the kernel's ESTALE, never another file.
+ */
+static int lookup_dots(struct nvmefs_vol *vol, uint64_t ino, bool up, struct stat *st)
+{
+	struct nvmefs_inode *in = NULL, *p = NULL;
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE, &in);
+	if (!ret && up && !S_ISDIR(in->mode))
+		ret = -ENOTDIR;
+	if (!ret && up)
+		ret = nvmefs_inode_get(vol, in->parent, NVMEFS_IGET_LIVE, &p);
+	if (!ret)
+		ret = nvmefs_lookups_reserve(vol);
+	if (!ret)
+		give_entry(vol, up ? p : in, st);
+	nvmefs_inode_put(vol, p);
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
 int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 			    struct stat *st, uint64_t *cookie, uint64_t *entries)
 {
@@ -213,6 +241,8 @@ int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char 
 
 	if (strlen(name) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
+	if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+		return lookup_dots(vol, parent, name[1] == '.', st);
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
 	if (!ret && !S_ISDIR(p->mode))

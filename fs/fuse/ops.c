@@ -931,6 +931,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_DIRECT requests (aio or large) go out in parallel, not one by one. */
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* File handles (NFS export, open_by_handle_at) that outlive the
+	 * kernel's inode: it looks "." and ".." up (namei.c lookup_dots). */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* -o writeback (cached mode): writes land in the page cache and reach
 	 * us as large write-back requests, many at a time, instead of one
 	 * synchronous request per write(2). The kernel then owns size, mtime
