@@ -40,6 +40,7 @@ list(APPEND FS_CORE_SOURCES
     core/kv.c)
 set(FS_FUSE_SOURCES
     fuse/ops.c
+    fuse/ops_file.c
     fuse/loop.c
     fuse/uring.c
     fuse/ctl.c
