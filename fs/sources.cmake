@@ -47,4 +47,5 @@ set(FS_FUSE_SOURCES
     fuse/statahead.c)
 set(FS_NATIVE_SOURCES
     native/server.c
+    native/server_io.c
     native/wire.c)
