@@ -415,7 +415,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct nvmefs_vol *vol = userdata;
 
 	/* Let the kernel clear setuid/setgid on write, truncate and chown by
-	 * sending SETATTR; we do not second-guess it. */
+	 * sending SETATTR; where it leaves that to us (direct_io writes,
+	 * O_TRUNC opens, fallocate: kill_privs in ops_i.h), we do it. */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/* We do not implement splice-friendly buffers (yet): plain copies. */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);

@@ -194,7 +194,8 @@ static void print_native_interval(const struct native_stats *a, const struct nat
 	       d.copied_requests, d.refused, d.invalidations);
 }
 
-/* The totals since mount: header, device table, pool, requests, data path, native door. */
+/* The totals since mount: header, device table, pool, requests, data path, native door,
+ * transport. */
 static void print_totals(const struct sample *s)
 {
 	const struct data_stats *d = &s->data;
