@@ -10,12 +10,13 @@
  * A buffer outside every region goes through a bounce region of the
  * library's (a copy here, counted). Each request in flight has a slot;
  * its index is the wire's user_data, and the caller's comes back from it.
+ *
+ * This file holds the connection (messages, the receive pump, control
+ * calls), attach and detach, and the descriptors; client_buf.c the shared
+ * buffers and bounce regions, client_io.c the requests; client_i.h what
+ * they share.
  */
-/* The API is exported; everything else stays inside (-fvisibility=hidden). */
-#pragma GCC visibility push(default)
-#include "libnvmefs.h"
-#pragma GCC visibility pop
-#include "nvmefs/wire.h"
+#include "client_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,72 +40,12 @@
 #include <unistd.h>
 
 #define FUSE_SUPER_MAGIC 0x65735546
-#define BOUNCE_CAP	 (256ull << 20) /* bounce memory one client may hold */
-#define BOUNCE_MIN	 (1ull << 20)	/* smallest bounce region */
-#define SYNC_CHUNK	 (64ull << 20)	/* a synchronous bounced request, per piece */
-
-struct region {
-	uint8_t *base;
-	size_t size;
-	uint32_t id;	   /* the daemon's */
-	uint64_t serial;   /* the process's buffer (struct shbuf); 0: bounce */
-	int memfd;	   /* bounce: the client's own */
-	bool stale;	   /* its buffer was freed */
-	bool bounce;	   /* the library's own */
-	bool busy;	   /* bounce: lent to a request */
-	unsigned inflight; /* requests using it */
-};
-
-struct reg {
-	int fd;
-	uint32_t handle;
-	unsigned may; /* NVMEFS_WIRE_MAY_* */
-	unsigned inflight;
-};
-
-struct slot {
-	bool used, sync;
-	int op;
-	uint64_t user_data;
-	void *ubuf; /* the caller's buffer */
-	size_t len;
-	struct region *region; /* the one the daemon uses */
-	struct reg *reg;
-	uint32_t next_free;
-};
-
-struct nvmefs_client {
-	int sock;
-	bool dead;
-	dev_t dev;
-	struct nvmefs_wire_hello hello;
-	struct region **regions;
-	size_t nregions;
-	struct reg *regs;
-	size_t nregs;
-	struct slot *slots;	  /* hello.max_inflight */
-	uint32_t free_slot;	  /* head of the free list; max_inflight: none */
-	unsigned sent;		  /* requests at the daemon */
-	struct nvmefs_cqe *ready; /* completed, not yet reaped */
-	unsigned nready;
-	uint64_t bounce_held;
-	uint64_t gen; /* g_gen when the regions were last checked */
-	/* a control call's reply */
-	bool want_reply, got_reply;
-	int64_t reply_arg, reply_arg2;
-	/* a synchronous helper's completion */
-	bool sync_done;
-	int64_t sync_res;
-	uint8_t *rbuf; /* receive buffer */
-	struct nvmefs_client_stats st;
-	char err[512];
-};
 
 static __thread char attach_err[512];
 
 /* Say what failed (for nvmefs_client_error) and return ret. */
-__attribute__((format(printf, 3, 4))) static int fail(struct nvmefs_client *c, int ret,
-						      const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) int fail(struct nvmefs_client *c, int ret, const char *fmt,
+					       ...)
 {
 	va_list ap;
 
@@ -142,8 +83,8 @@ void nvmefs_client_stats(const struct nvmefs_client *c, struct nvmefs_client_sta
 /* ---- the connection ---- */
 
 /* Send one message, with fd attached when fd >= 0. */
-static int send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body,
-		    uint32_t cnt, size_t len, int fd)
+int send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body, uint32_t cnt,
+	     size_t len, int fd)
 {
 	struct nvmefs_wire_hdr h = {.magic = NVMEFS_WIRE_MAGIC,
 				    .version = NVMEFS_WIRE_VERSION,
@@ -213,7 +154,7 @@ static void finish(struct nvmefs_client *c, struct slot *s, int64_t res)
 }
 
 /* The daemon is gone: every request in flight fails. */
-static void lose(struct nvmefs_client *c)
+void lose(struct nvmefs_client *c)
 {
 	c->dead = true;
 	for (uint32_t i = 0; i < c->hello.max_inflight && c->slots; i++) {
@@ -245,7 +186,7 @@ static int on_complete(struct nvmefs_client *c, const struct nvmefs_wire_msg *m)
  * Returns 1 when one came, 0 at the timeout, -ENOTCONN when the daemon is
  * gone (or broke the protocol: the connection is then dropped).
  */
-static int pump(struct nvmefs_client *c, int timeout_ms)
+int pump(struct nvmefs_client *c, int timeout_ms)
 {
 	struct pollfd p = {.fd = c->sock, .events = POLLIN};
 	struct nvmefs_wire_msg m;
@@ -285,7 +226,7 @@ static int pump(struct nvmefs_client *c, int timeout_ms)
 
 /* A control call: send, then wait for its reply (completions may come
  * first). Returns the reply's arg (a count or -errno). */
-static int64_t control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd)
+int64_t control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd)
 {
 	int ret = send_msg(c, type, arg, NULL, 0, 0, fd);
 
@@ -516,314 +457,9 @@ err:
 	return ret;
 }
 
-/* ---- shared memory ---- */
-
-/*
- * The process's shared buffers (nvmefs_buf_alloc), for every client: a
- * client registers one with its daemon the first time a request of its
- * uses it. serial names a buffer for good (an address may come back after
- * a free); gen changes at every free, so that clients drop registrations
- * of freed buffers before they look an address up again.
- */
-struct shbuf {
-	struct shbuf *next;
-	uint8_t *base;
-	size_t size;
-	int memfd;
-	uint64_t serial;
-};
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct shbuf *g_bufs;   /* g_mu */
-static uint64_t g_serial;      /* g_mu */
-static _Atomic uint64_t g_gen; /* bumped under g_mu */
-
-static size_t page_round(size_t size)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-
-	return (size + pg - 1) & ~(pg - 1);
-}
-
-/* A sealed memfd of size bytes (a page multiple), mapped, placed on node
- * (-1: anywhere) and locked: 0 with *base and *memfd, or -errno. */
-static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **base, int *memfd)
-{
-	int fd = memfd_create("nvmefs-buf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	void *p;
-	int ret;
-
-	if (fd < 0 || ftruncate(fd, (off_t)size) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-		ret = -errno;
-		goto err;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		ret = -errno;
-		goto err;
-	}
-	/* Placed before it is touched; mlock then faults every page in. */
-	if (node >= 0)
-		numa_tonode_memory(p, size, node);
-	if (mlock(p, size)) {
-		ret = -errno;
-		munmap(p, size);
-		fail(c, ret, "cannot lock %zu bytes in RAM (RLIMIT_MEMLOCK, ulimit -l): %s", size,
-		     strerror(-ret));
-		if (fd >= 0)
-			close(fd);
-		return ret;
-	}
-	*base = p;
-	*memfd = fd;
-	return 0;
-err:
-	fail(c, ret, "cannot make %zu bytes of shared memory: %s", size, strerror(-ret));
-	if (fd >= 0)
-		close(fd);
-	return ret;
-}
-
-/* Register memfd (mapped here at base, size bytes) with c's daemon as a
- * region; serial 0 for the client's own bounce memory. */
-static int region_add(struct nvmefs_client *c, uint8_t *base, size_t size, int memfd,
-		      uint64_t serial, struct region **out)
-{
-	struct region *r = calloc(1, sizeof(*r)), **v;
-	int64_t id;
-
-	v = r ? realloc(c->regions, (c->nregions + 1) * sizeof(*v)) : NULL;
-	if (!v) {
-		free(r);
-		return fail(c, -ENOMEM, "out of memory");
-	}
-	c->regions = v;
-	id = control(c, NVMEFS_WIRE_REG_MEM, (int64_t)size, memfd);
-	if (id < 0) {
-		free(r);
-		return fail(c, (int)id, "the daemon refused %zu bytes of shared memory: %s", size,
-			    strerror((int)-id));
-	}
-	*r = (struct region){.base = base,
-			     .size = size,
-			     .id = (uint32_t)id,
-			     .serial = serial,
-			     .bounce = !serial};
-	c->regions[c->nregions++] = r;
-	c->st.shared_bytes += size;
-	*out = r;
-	return 0;
-}
-
-/* Forget region i: given back to the daemon; bounce memory unmapped. */
-static void region_drop(struct nvmefs_client *c, size_t i)
-{
-	struct region *r = c->regions[i];
-
-	if (!c->dead)
-		control(c, NVMEFS_WIRE_UNREG_MEM, r->id, -1);
-	if (r->bounce) {
-		munmap(r->base, r->size);
-		close(r->memfd);
-		c->bounce_held -= r->size;
-	}
-	c->st.shared_bytes -= r->size;
-	c->regions[i] = c->regions[--c->nregions];
-	free(r);
-}
-
-static struct shbuf *shbuf_find(uint64_t serial)
-{
-	for (struct shbuf *b = g_bufs; b; b = b->next)
-		if (b->serial == serial)
-			return b;
-	return NULL;
-}
-
-/* Drop the registrations of buffers freed since c last looked. */
-static void regions_sync(struct nvmefs_client *c)
-{
-	uint64_t gen = atomic_load(&g_gen);
-
-	if (gen == c->gen)
-		return;
-	pthread_mutex_lock(&g_mu);
-	for (size_t i = c->nregions; i-- > 0;)
-		if (!c->regions[i]->bounce && !c->regions[i]->inflight &&
-		    !shbuf_find(c->regions[i]->serial))
-			c->regions[i]->stale = true;
-	pthread_mutex_unlock(&g_mu);
-	for (size_t i = c->nregions; i-- > 0;)
-		if (c->regions[i]->stale)
-			region_drop(c, i);
-	c->gen = gen;
-}
-
-int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void **out)
-{
-	struct shbuf *b;
-	struct region *r;
-	int ret;
-
-	if (c)
-		c->err[0] = '\0';
-	if (!size || size > NVMEFS_WIRE_MAX_REGION)
-		return fail(c, -EINVAL, "buffer size %zu: give 1 byte to 1 TiB", size);
-	if (numa_node >= 0 && (numa_available() < 0 || numa_node > numa_max_node()))
-		return fail(c, -EINVAL, "NUMA node %d: no such node", numa_node);
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return fail(c, -ENOMEM, "out of memory");
-	b->size = page_round(size);
-	ret = shm_create(c, b->size, numa_node, &b->base, &b->memfd);
-	if (ret) {
-		free(b);
-		return ret;
-	}
-	pthread_mutex_lock(&g_mu);
-	b->serial = ++g_serial;
-	b->next = g_bufs;
-	g_bufs = b;
-	pthread_mutex_unlock(&g_mu);
-	/* Registered now with the client given, so that a refusal shows here. */
-	if (c) {
-		ret = region_add(c, b->base, b->size, b->memfd, b->serial, &r);
-		if (ret) {
-			nvmefs_buf_free(NULL, b->base);
-			return ret;
-		}
-	}
-	*out = b->base;
-	return 0;
-}
-
-int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
-{
-	struct shbuf **pp, *b = NULL;
-
-	if (c) {
-		for (size_t i = 0; i < c->nregions; i++) {
-			struct region *r = c->regions[i];
-
-			if (r->bounce || r->base != buf)
-				continue;
-			if (r->inflight)
-				return fail(c, -EBUSY, "buffer %p: a request in flight uses it",
-					    buf);
-			region_drop(c, i);
-			break;
-		}
-	}
-	pthread_mutex_lock(&g_mu);
-	for (pp = &g_bufs; *pp; pp = &(*pp)->next) {
-		if ((*pp)->base == buf) {
-			b = *pp;
-			*pp = b->next;
-			atomic_fetch_add(&g_gen, 1);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&g_mu);
-	if (!b)
-		return fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
-	munmap(b->base, b->size);
-	close(b->memfd);
-	free(b);
-	return 0;
-}
-
-/* c's region holding [buf, buf + len), registering a shared buffer of the
- * process on its first use by c; NULL when the range is in none. */
-static struct region *region_of(struct nvmefs_client *c, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	struct region *r = NULL;
-	uint8_t *base = NULL;
-	uint64_t serial = 0;
-	size_t size = 0;
-	int memfd = -1;
-
-	regions_sync(c);
-	for (size_t i = 0; i < c->nregions; i++) {
-		r = c->regions[i];
-		if (!r->bounce && p >= r->base && len <= r->size &&
-		    (size_t)(p - r->base) <= r->size - len)
-			return r;
-	}
-	pthread_mutex_lock(&g_mu);
-	for (struct shbuf *b = g_bufs; b; b = b->next) {
-		if (p >= b->base && len <= b->size && (size_t)(p - b->base) <= b->size - len) {
-			/* Another thread may free it meanwhile: our own descriptor. */
-			memfd = fcntl(b->memfd, F_DUPFD_CLOEXEC, 3);
-			base = b->base;
-			size = b->size;
-			serial = b->serial;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&g_mu);
-	if (memfd < 0)
-		return NULL;
-	if (region_add(c, base, size, memfd, serial, &r))
-		r = NULL;
-	close(memfd);
-	return r;
-}
-
-/* A free bounce region of at least len bytes: -EAGAIN when the cap is
- * reached while others are lent (they come back with completions). */
-static int bounce_new(struct nvmefs_client *c, size_t size, struct region **out)
-{
-	uint8_t *base;
-	int memfd, ret = shm_create(c, size, -1, &base, &memfd);
-
-	if (ret)
-		return ret;
-	ret = region_add(c, base, size, memfd, 0, out);
-	if (ret) {
-		munmap(base, size);
-		close(memfd);
-		return ret;
-	}
-	(*out)->memfd = memfd;
-	c->bounce_held += size;
-	return 0;
-}
-
-static int bounce_get(struct nvmefs_client *c, size_t len, struct region **out)
-{
-	struct region *best = NULL;
-	size_t size = BOUNCE_MIN;
-	int ret;
-
-	for (size_t i = 0; i < c->nregions; i++) {
-		struct region *r = c->regions[i];
-
-		if (r->bounce && !r->busy && r->size >= len && (!best || r->size < best->size))
-			best = r;
-	}
-	if (!best) {
-		while (size < len)
-			size *= 2;
-		/* Room for it: idle bounce regions go first. */
-		for (size_t i = c->nregions; i-- > 0 && c->bounce_held + size > BOUNCE_CAP;)
-			if (c->regions[i]->bounce && !c->regions[i]->busy)
-				region_drop(c, i);
-		if (c->bounce_held + size > BOUNCE_CAP && c->bounce_held)
-			return -EAGAIN;
-		ret = bounce_new(c, size, &best);
-		if (ret)
-			return ret;
-	}
-	best->busy = true;
-	*out = best;
-	return 0;
-}
-
 /* ---- descriptors ---- */
 
-static struct reg *reg_of(struct nvmefs_client *c, int fd)
+struct reg *reg_of(struct nvmefs_client *c, int fd)
 {
 	for (size_t i = 0; i < c->nregs; i++)
 		if (c->regs[i].fd == fd)
@@ -874,234 +510,6 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 	ret = control(c, NVMEFS_WIRE_UNREG_FD, r->handle, -1);
 	*r = c->regs[--c->nregs];
 	return ret < 0 && ret != -ENOTCONN ? (int)ret : 0;
-}
-
-/* ---- requests ---- */
-
-/*
- * Turn io into the wire entry e with its slot: 0, -errno for a request
- * that is wrong (it completes with it), or -EAGAIN when it cannot be
- * taken now.
- */
-static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool sync,
-		   struct nvmefs_wire_sqe *e)
-{
-	struct reg *reg = reg_of(c, io->fd);
-	struct region *r = NULL;
-	struct slot *s;
-
-	/* Room first: a wrong request taken completes at once, in ready. */
-	if (c->free_slot >= c->hello.max_inflight || c->sent + c->nready >= c->hello.max_inflight)
-		return -EAGAIN;
-	if (!reg)
-		return fail(c, -EBADF, "fd %d: not registered (nvmefs_reg_fd)", io->fd);
-	if (io->op != NVMEFS_OP_READ && io->op != NVMEFS_OP_WRITE && io->op != NVMEFS_OP_FSYNC)
-		return fail(c, -EINVAL, "op %d: not NVMEFS_OP_READ, _WRITE or _FSYNC", io->op);
-	if (io->op != NVMEFS_OP_FSYNC && io->len) {
-		r = region_of(c, io->buf, io->len);
-		if (!r) {
-			int ret;
-
-			if (io->len > BOUNCE_CAP)
-				return fail(c, -EINVAL,
-					    "%zu bytes outside shared memory: at most "
-					    "256 MiB per request (nvmefs_buf_alloc)",
-					    io->len);
-			ret = bounce_get(c, io->len, &r);
-			if (ret)
-				return ret;
-			c->st.bounced++;
-			if (io->op == NVMEFS_OP_WRITE) {
-				memcpy(r->base, io->buf, io->len);
-				c->st.bounce_bytes += io->len;
-			}
-		}
-	}
-	s = &c->slots[c->free_slot];
-	c->free_slot = s->next_free;
-	*s = (struct slot){.used = true,
-			   .sync = sync,
-			   .op = io->op,
-			   .user_data = io->user_data,
-			   .ubuf = io->buf,
-			   .len = io->len,
-			   .region = r,
-			   .reg = reg};
-	reg->inflight++;
-	if (r)
-		r->inflight++;
-	*e = (struct nvmefs_wire_sqe){.user_data = (uint64_t)(s - c->slots),
-				      .off = io->off,
-				      .len = io->op == NVMEFS_OP_FSYNC ? 0 : io->len,
-				      .mem_off = r ? (uint64_t)((uint8_t *)io->buf - r->base) : 0,
-				      .handle = reg->handle,
-				      .region = r ? r->id : 0,
-				      .op = (uint32_t)io->op};
-	if (r && r->bounce)
-		e->mem_off = 0;
-	c->st.requests++;
-	return 0;
-}
-
-static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned n, bool sync)
-{
-	struct nvmefs_wire_sqe batch[NVMEFS_WIRE_MAX_BATCH];
-	unsigned nb = 0, taken = 0;
-	int ret = 0;
-
-	if (c->dead)
-		return fail(c, -ENOTCONN, "the daemon is gone");
-	while (taken < n) {
-		ret = prepare(c, &ios[taken], sync, &batch[nb]);
-		if (ret == -EAGAIN)
-			break;
-		if (ret && !taken) /* the first is wrong: nothing taken */
-			break;
-		if (ret) /* taken, and completed with its error at once */
-			c->ready[c->nready++] =
-				(struct nvmefs_cqe){.user_data = ios[taken].user_data, .res = ret};
-		else
-			nb++;
-		taken++;
-		ret = 0;
-		if (nb == c->hello.max_batch || nb == NVMEFS_WIRE_MAX_BATCH || taken == n) {
-			if (nb && send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb,
-					   nb * sizeof(batch[0]), -1)) {
-				c->sent += nb;
-				lose(c);
-				return -ENOTCONN;
-			}
-			c->sent += nb;
-			nb = 0;
-		}
-	}
-	if (nb) {
-		if (send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb, nb * sizeof(batch[0]), -1)) {
-			c->sent += nb;
-			lose(c);
-			return -ENOTCONN;
-		}
-		c->sent += nb;
-	}
-	if (taken)
-		return (int)taken;
-	return ret ? ret : -EAGAIN;
-}
-
-int nvmefs_submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned n)
-{
-	c->err[0] = '\0';
-	if (!n)
-		return 0;
-	return submit(c, ios, n, false);
-}
-
-int nvmefs_wait(struct nvmefs_client *c, struct nvmefs_cqe *cqes, unsigned max, unsigned min,
-		int timeout_ms)
-{
-	struct timespec now;
-	int64_t deadline = -1;
-	unsigned n;
-
-	if (min > c->sent + c->nready)
-		min = c->sent + c->nready;
-	if (timeout_ms > 0) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		deadline = now.tv_sec * 1000 + now.tv_nsec / 1000000 + timeout_ms;
-	}
-	while (c->nready < min) {
-		int left = timeout_ms, ret;
-
-		if (deadline >= 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			left = (int)(deadline - (now.tv_sec * 1000 + now.tv_nsec / 1000000));
-			if (left < 0)
-				left = 0;
-		}
-		ret = pump(c, left);
-
-		if (ret == -ENOTCONN && c->nready)
-			break; /* the failed requests first */
-		if (ret < 0)
-			return ret;
-		if (!ret && left == 0)
-			break; /* the timeout */
-	}
-	n = c->nready < max ? c->nready : max;
-	memcpy(cqes, c->ready, n * sizeof(*cqes));
-	memmove(c->ready, c->ready + n, (c->nready - n) * sizeof(*cqes));
-	c->nready -= n;
-	return (int)n;
-}
-
-/* One synchronous request: its result. */
-static int64_t sync_io(struct nvmefs_client *c, int op, int fd, void *buf, size_t len, uint64_t off)
-{
-	struct nvmefs_io io = {.fd = fd, .op = op, .buf = buf, .len = len, .off = off};
-	int ret;
-
-	c->sync_done = false;
-	for (;;) {
-		ret = submit(c, &io, 1, true);
-		if (ret != -EAGAIN)
-			break;
-		/* Room comes with a completion, unless every slot holds one
-		 * already: then only the caller's nvmefs_wait makes room. */
-		if (!c->sent)
-			return fail(c, -EAGAIN,
-				    "%u completions wait to be reaped (nvmefs_wait): no room for "
-				    "a synchronous request",
-				    c->nready);
-		ret = pump(c, -1);
-		if (ret < 0)
-			return ret;
-	}
-	if (ret < 0)
-		return ret;
-	while (!c->sync_done) {
-		ret = pump(c, -1);
-		if (ret < 0 && !c->sync_done)
-			return ret;
-	}
-	return c->sync_res;
-}
-
-/* A synchronous read or write: in pieces when bounced (a bounce region
- * holds SYNC_CHUNK at most), whole when the buffer is shared. */
-static ssize_t sync_rw(struct nvmefs_client *c, int op, int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	c->err[0] = '\0';
-	if (region_of(c, buf, len) || len <= SYNC_CHUNK)
-		return (ssize_t)sync_io(c, op, fd, buf, len, off);
-	while (done < len) {
-		size_t n = len - done < SYNC_CHUNK ? len - done : SYNC_CHUNK;
-		int64_t ret = sync_io(c, op, fd, (uint8_t *)buf + done, n, off + done);
-
-		if (ret < 0)
-			return done ? (ssize_t)done : (ssize_t)ret;
-		done += (size_t)ret;
-		if ((size_t)ret < n)
-			break; /* the end of the file */
-	}
-	return (ssize_t)done;
-}
-
-ssize_t nvmefs_pread(struct nvmefs_client *c, int fd, void *buf, size_t len, uint64_t off)
-{
-	return sync_rw(c, NVMEFS_OP_READ, fd, buf, len, off);
-}
-
-ssize_t nvmefs_pwrite(struct nvmefs_client *c, int fd, const void *buf, size_t len, uint64_t off)
-{
-	return sync_rw(c, NVMEFS_OP_WRITE, fd, (void *)buf, len, off);
-}
-
-int nvmefs_fsync(struct nvmefs_client *c, int fd)
-{
-	c->err[0] = '\0';
-	return (int)sync_io(c, NVMEFS_OP_FSYNC, fd, NULL, 0, 0);
 }
 
 void nvmefs_detach(struct nvmefs_client *c)

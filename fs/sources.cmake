@@ -40,10 +40,12 @@ list(APPEND FS_CORE_SOURCES
     core/kv.c)
 set(FS_FUSE_SOURCES
     fuse/ops.c
+    fuse/ops_file.c
     fuse/loop.c
     fuse/uring.c
     fuse/ctl.c
     fuse/statahead.c)
 set(FS_NATIVE_SOURCES
     native/server.c
+    native/server_io.c
     native/wire.c)

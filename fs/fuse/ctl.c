@@ -257,7 +257,7 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
-/* The native door's counters (fs/native/server.c). */
+/* The native door's counters (fs/native/server.c, server_io.c). */
 static json_object *native_stats(struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object();

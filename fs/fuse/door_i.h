@@ -35,7 +35,16 @@ void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
 bool nvmefs_ctl_ino(uint64_t ino);
 /* Attributes of a control inode: 0 or -ENOENT. */
 int nvmefs_ctl_stat(const struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
-/* The attribute and entry cache time of every reply (fs/fuse/ops.c). */
+/*
+ * The attribute and entry cache time of every reply (fs/fuse/ops.c,
+ * ops_file.c): how long the kernel may trust a name or attributes we gave
+ * it. Every change reaches the volume through this daemon: the kernel
+ * updates or drops what it cached for the changes it sends, and the native
+ * door has it drop what its clients' writes change (nvmefs_loop_inval), so
+ * the cache may be kept long: 10,000 small files went from 3,868 to 5,198
+ * files/s when this went from 1 s to 60 s (fewer LOOKUP and GETATTR round
+ * trips).
+ */
 #define NVMEFS_ATTR_TIMEOUT 60.0
 /* An entry for a control inode (lookup and readdirplus alike). */
 struct fuse_entry_param;
@@ -204,7 +213,7 @@ struct nvmefs_sa_stats {
 };
 void nvmefs_sa_stats(struct nvmefs_sa_stats *st);
 
-/* ---- ops.c ---- */
+/* ---- ops.c, ops_file.c: the operations ---- */
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops nvmefs_ops;
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * native_i.h: the native door (fs/native/server.c), the daemon's side of
- * libnvmefs. It serves clients over the protocol of include/nvmefs/wire.h
- * with the core's own functions, as the FUSE door does; it includes no
- * FUSE header: what it needs of the kernel's caches it asks of the
- * caller through nvmefs_native_inval_fn.
+ * native_i.h: the native door (fs/native/server.c, server_io.c), the
+ * daemon's side of libnvmefs. It serves clients over the protocol of
+ * include/nvmefs/wire.h with the core's own functions, as the FUSE door
+ * does; it includes no FUSE header: what it needs of the kernel's caches
+ * it asks of the caller through nvmefs_native_inval_fn.
  */
 #ifndef NVMEFS_NATIVE_I_H
 #define NVMEFS_NATIVE_I_H
