@@ -44,8 +44,8 @@
 static __thread char attach_err[512];
 
 /* Say what failed (for nvmefs_client_error) and return ret. */
-__attribute__((format(printf, 3, 4))) int fail(struct nvmefs_client *c, int ret, const char *fmt,
-					       ...)
+__attribute__((format(printf, 3, 4))) int nvmefs_cl_fail(struct nvmefs_client *c, int ret,
+							 const char *fmt, ...)
 {
 	va_list ap;
 
@@ -83,8 +83,8 @@ void nvmefs_client_stats(const struct nvmefs_client *c, struct nvmefs_client_sta
 /* ---- the connection ---- */
 
 /* Send one message, with fd attached when fd >= 0. */
-int send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body, uint32_t cnt,
-	     size_t len, int fd)
+int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body,
+		       uint32_t cnt, size_t len, int fd)
 {
 	struct nvmefs_wire_hdr h = {.magic = NVMEFS_WIRE_MAGIC,
 				    .version = NVMEFS_WIRE_VERSION,
@@ -154,7 +154,7 @@ static void finish(struct nvmefs_client *c, struct slot *s, int64_t res)
 }
 
 /* The daemon is gone: every request in flight fails. */
-void lose(struct nvmefs_client *c)
+void nvmefs_cl_lose(struct nvmefs_client *c)
 {
 	c->dead = true;
 	for (uint32_t i = 0; i < c->hello.max_inflight && c->slots; i++) {
@@ -186,7 +186,7 @@ static int on_complete(struct nvmefs_client *c, const struct nvmefs_wire_msg *m)
  * Returns 1 when one came, 0 at the timeout, -ENOTCONN when the daemon is
  * gone (or broke the protocol: the connection is then dropped).
  */
-int pump(struct nvmefs_client *c, int timeout_ms)
+int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms)
 {
 	struct pollfd p = {.fd = c->sock, .events = POLLIN};
 	struct nvmefs_wire_msg m;
@@ -216,9 +216,10 @@ int pump(struct nvmefs_client *c, int timeout_ms)
 		ret = -EBADMSG; /* a reply nobody asked for */
 	}
 	if (ret) {
-		fail(c, -ENOTCONN, "the daemon closed the connection or broke the protocol (%s)",
-		     strerror(-ret));
-		lose(c);
+		nvmefs_cl_fail(c, -ENOTCONN,
+			       "the daemon closed the connection or broke the protocol (%s)",
+			       strerror(-ret));
+		nvmefs_cl_lose(c);
 		return -ENOTCONN;
 	}
 	return 1;
@@ -226,18 +227,18 @@ int pump(struct nvmefs_client *c, int timeout_ms)
 
 /* A control call: send, then wait for its reply (completions may come
  * first). Returns the reply's arg (a count or -errno). */
-int64_t control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd)
+int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd)
 {
-	int ret = send_msg(c, type, arg, NULL, 0, 0, fd);
+	int ret = nvmefs_cl_send_msg(c, type, arg, NULL, 0, 0, fd);
 
 	if (ret) {
-		lose(c);
+		nvmefs_cl_lose(c);
 		return ret;
 	}
 	c->want_reply = true;
 	c->got_reply = false;
 	while (!c->got_reply) {
-		ret = pump(c, -1);
+		ret = nvmefs_cl_pump(c, -1);
 		if (ret < 0)
 			break;
 	}
@@ -349,13 +350,14 @@ err:
 
 static int hello(struct nvmefs_client *c, const char *root)
 {
-	int64_t ret = control(c, NVMEFS_WIRE_HELLO, 0, -1);
+	int64_t ret = nvmefs_cl_control(c, NVMEFS_WIRE_HELLO, 0, -1);
 
 	if (ret < 0)
-		return fail(c, (int)ret, "%s: the daemon refused the connection: %s", root,
-			    strerror((int)-ret));
+		return nvmefs_cl_fail(c, (int)ret, "%s: the daemon refused the connection: %s",
+				      root, strerror((int)-ret));
 	if ((dev_t)c->hello.dev != c->dev || !c->hello.max_inflight || !c->hello.block)
-		return fail(c, -EPERM, "%s: the daemon's socket belongs to another mount", root);
+		return nvmefs_cl_fail(c, -EPERM, "%s: the daemon's socket belongs to another mount",
+				      root);
 	if (c->hello.max_inflight > NVMEFS_WIRE_MAX_INFLIGHT)
 		c->hello.max_inflight = NVMEFS_WIRE_MAX_INFLIGHT;
 	return 0;
@@ -409,38 +411,38 @@ int nvmefs_attach(const char *path, struct nvmefs_client **out)
 	attach_err[0] = '\0';
 	ret = look_at(path, &sf, dir, sizeof(dir));
 	if (ret)
-		return fail(NULL, ret, "%s: %s", path, strerror(-ret));
+		return nvmefs_cl_fail(NULL, ret, "%s: %s", path, strerror(-ret));
 	if (sf.f_type != FUSE_SUPER_MAGIC)
-		return fail(NULL, -ENOTSUP, "%s: not on an nvmefs mount", path);
+		return nvmefs_cl_fail(NULL, -ENOTSUP, "%s: not on an nvmefs mount", path);
 	path = dir;
 	c = calloc(1, sizeof(*c));
 	if (!c || client_alloc(c)) {
-		ret = fail(NULL, -ENOMEM, "out of memory");
+		ret = nvmefs_cl_fail(NULL, -ENOMEM, "out of memory");
 		goto err;
 	}
 	c->sock = -1;
 	ret = find_root(path, &c->dev, root);
 	if (ret) {
-		fail(NULL, ret, "%s: %s", path, strerror(-ret));
+		nvmefs_cl_fail(NULL, ret, "%s: %s", path, strerror(-ret));
 		goto err;
 	}
 	ret = read_config(root, &pid, sock, sizeof(sock));
 	if (ret == -ENOENT || (!ret && !sock[0]))
 		ret = -EPROTONOSUPPORT;
 	if (ret) {
-		fail(NULL, ret, "%s: not an nvmefs mount with a native client door (%s)", root,
-		     strerror(-ret));
+		nvmefs_cl_fail(NULL, ret, "%s: not an nvmefs mount with a native client door (%s)",
+			       root, strerror(-ret));
 		goto err;
 	}
 	ret = connect_door(sock, pid, &c->sock);
 	if (ret) {
-		fail(NULL, ret, "%s: cannot reach its daemon (pid %d) at %s: %s", root, (int)pid,
-		     sock, strerror(-ret));
+		nvmefs_cl_fail(NULL, ret, "%s: cannot reach its daemon (pid %d) at %s: %s", root,
+			       (int)pid, sock, strerror(-ret));
 		goto err;
 	}
 	ret = hello(c, root);
 	if (ret) {
-		fail(NULL, ret, "%s", c->err);
+		nvmefs_cl_fail(NULL, ret, "%s", c->err);
 		goto err;
 	}
 	*out = c;
@@ -459,7 +461,7 @@ err:
 
 /* ---- descriptors ---- */
 
-struct reg *reg_of(struct nvmefs_client *c, int fd)
+struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd)
 {
 	for (size_t i = 0; i < c->nregs; i++)
 		if (c->regs[i].fd == fd)
@@ -473,26 +475,27 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 	int64_t h;
 
 	c->err[0] = '\0';
-	if (reg_of(c, fd))
-		return fail(c, -EEXIST, "fd %d: already registered", fd);
+	if (nvmefs_cl_reg_of(c, fd))
+		return nvmefs_cl_fail(c, -EEXIST, "fd %d: already registered", fd);
 	if (fcntl(fd, F_GETFD) < 0)
-		return fail(c, -EBADF, "fd %d: not an open descriptor", fd);
+		return nvmefs_cl_fail(c, -EBADF, "fd %d: not an open descriptor", fd);
 	v = realloc(c->regs, (c->nregs + 1) * sizeof(*v));
 	if (!v)
-		return fail(c, -ENOMEM, "out of memory");
+		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
 	c->regs = v;
-	h = control(c, NVMEFS_WIRE_REG_FD, 0, fd);
+	h = nvmefs_cl_control(c, NVMEFS_WIRE_REG_FD, 0, fd);
 	if (h == -EXDEV)
-		return fail(c, -EXDEV,
-			    "fd %d: not a file of the nvmefs volume this client is "
-			    "attached to",
-			    fd);
+		return nvmefs_cl_fail(c, -EXDEV,
+				      "fd %d: not a file of the nvmefs volume this client is "
+				      "attached to",
+				      fd);
 	if (h < 0)
-		return fail(c, (int)h, "fd %d: refused: %s%s", fd, strerror((int)-h),
-			    h == -EOPNOTSUPP ? " (writing through a mount with -o writeback)"
-			    : h == -EINVAL   ? " (not a regular file)"
-			    : h == -EBADF    ? " (an O_PATH descriptor)"
-					     : "");
+		return nvmefs_cl_fail(c, (int)h, "fd %d: refused: %s%s", fd, strerror((int)-h),
+				      h == -EOPNOTSUPP
+					      ? " (writing through a mount with -o writeback)"
+				      : h == -EINVAL ? " (not a regular file)"
+				      : h == -EBADF  ? " (an O_PATH descriptor)"
+						     : "");
 	c->regs[c->nregs++] =
 		(struct reg){.fd = fd, .handle = (uint32_t)h, .may = (unsigned)c->reply_arg2};
 	return 0;
@@ -500,14 +503,14 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 
 int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 {
-	struct reg *r = reg_of(c, fd);
+	struct reg *r = nvmefs_cl_reg_of(c, fd);
 	int64_t ret;
 
 	if (!r)
-		return fail(c, -EBADF, "fd %d: not registered", fd);
+		return nvmefs_cl_fail(c, -EBADF, "fd %d: not registered", fd);
 	if (r->inflight)
-		return fail(c, -EBUSY, "fd %d: requests in flight name it", fd);
-	ret = control(c, NVMEFS_WIRE_UNREG_FD, r->handle, -1);
+		return nvmefs_cl_fail(c, -EBUSY, "fd %d: requests in flight name it", fd);
+	ret = nvmefs_cl_control(c, NVMEFS_WIRE_UNREG_FD, r->handle, -1);
 	*r = c->regs[--c->nregs];
 	return ret < 0 && ret != -ENOTCONN ? (int)ret : 0;
 }
@@ -516,7 +519,7 @@ void nvmefs_detach(struct nvmefs_client *c)
 {
 	if (!c)
 		return;
-	while (c->sent && pump(c, -1) >= 0)
+	while (c->sent && nvmefs_cl_pump(c, -1) >= 0)
 		;
 	/* Closing the connection gives back, in the daemon, every file and
 	 * region it holds for us: no message per registration. */

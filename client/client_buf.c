@@ -85,8 +85,9 @@ static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **
 	if (mlock(p, size)) {
 		ret = -errno;
 		munmap(p, size);
-		fail(c, ret, "cannot lock %zu bytes in RAM (RLIMIT_MEMLOCK, ulimit -l): %s", size,
-		     strerror(-ret));
+		nvmefs_cl_fail(c, ret,
+			       "cannot lock %zu bytes in RAM (RLIMIT_MEMLOCK, ulimit -l): %s", size,
+			       strerror(-ret));
 		if (fd >= 0)
 			close(fd);
 		return ret;
@@ -95,7 +96,7 @@ static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **
 	*memfd = fd;
 	return 0;
 err:
-	fail(c, ret, "cannot make %zu bytes of shared memory: %s", size, strerror(-ret));
+	nvmefs_cl_fail(c, ret, "cannot make %zu bytes of shared memory: %s", size, strerror(-ret));
 	if (fd >= 0)
 		close(fd);
 	return ret;
@@ -112,14 +113,15 @@ static int region_add(struct nvmefs_client *c, uint8_t *base, size_t size, int m
 	v = r ? realloc(c->regions, (c->nregions + 1) * sizeof(*v)) : NULL;
 	if (!v) {
 		free(r);
-		return fail(c, -ENOMEM, "out of memory");
+		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
 	}
 	c->regions = v;
-	id = control(c, NVMEFS_WIRE_REG_MEM, (int64_t)size, memfd);
+	id = nvmefs_cl_control(c, NVMEFS_WIRE_REG_MEM, (int64_t)size, memfd);
 	if (id < 0) {
 		free(r);
-		return fail(c, (int)id, "the daemon refused %zu bytes of shared memory: %s", size,
-			    strerror((int)-id));
+		return nvmefs_cl_fail(c, (int)id,
+				      "the daemon refused %zu bytes of shared memory: %s", size,
+				      strerror((int)-id));
 	}
 	*r = (struct region){.base = base,
 			     .size = size,
@@ -138,7 +140,7 @@ static void region_drop(struct nvmefs_client *c, size_t i)
 	struct region *r = c->regions[i];
 
 	if (!c->dead)
-		control(c, NVMEFS_WIRE_UNREG_MEM, r->id, -1);
+		nvmefs_cl_control(c, NVMEFS_WIRE_UNREG_MEM, r->id, -1);
 	if (r->bounce) {
 		munmap(r->base, r->size);
 		close(r->memfd);
@@ -185,12 +187,12 @@ int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void *
 	if (c)
 		c->err[0] = '\0';
 	if (!size || size > NVMEFS_WIRE_MAX_REGION)
-		return fail(c, -EINVAL, "buffer size %zu: give 1 byte to 1 TiB", size);
+		return nvmefs_cl_fail(c, -EINVAL, "buffer size %zu: give 1 byte to 1 TiB", size);
 	if (numa_node >= 0 && (numa_available() < 0 || numa_node > numa_max_node()))
-		return fail(c, -EINVAL, "NUMA node %d: no such node", numa_node);
+		return nvmefs_cl_fail(c, -EINVAL, "NUMA node %d: no such node", numa_node);
 	b = calloc(1, sizeof(*b));
 	if (!b)
-		return fail(c, -ENOMEM, "out of memory");
+		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
 	b->size = page_round(size);
 	ret = shm_create(c, b->size, numa_node, &b->base, &b->memfd);
 	if (ret) {
@@ -225,8 +227,8 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 			if (r->bounce || r->base != buf)
 				continue;
 			if (r->inflight)
-				return fail(c, -EBUSY, "buffer %p: a request in flight uses it",
-					    buf);
+				return nvmefs_cl_fail(
+					c, -EBUSY, "buffer %p: a request in flight uses it", buf);
 			region_drop(c, i);
 			break;
 		}
@@ -242,7 +244,7 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 	}
 	pthread_mutex_unlock(&g_mu);
 	if (!b)
-		return fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
+		return nvmefs_cl_fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
 	munmap(b->base, b->size);
 	close(b->memfd);
 	free(b);
@@ -251,7 +253,7 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 
 /* c's region holding [buf, buf + len), registering a shared buffer of the
  * process on its first use by c; NULL when the range is in none. */
-struct region *region_of(struct nvmefs_client *c, const void *buf, size_t len)
+struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
 	struct region *r = NULL;
@@ -309,7 +311,7 @@ static int bounce_new(struct nvmefs_client *c, size_t size, struct region **out)
 
 /* A free bounce region of at least len bytes: -EAGAIN when the cap is
  * reached while others are lent (they come back with completions). */
-int bounce_get(struct nvmefs_client *c, size_t len, struct region **out)
+int nvmefs_cl_bounce_get(struct nvmefs_client *c, size_t len, struct region **out)
 {
 	struct region *best = NULL;
 	size_t size = BOUNCE_MIN;

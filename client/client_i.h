@@ -6,9 +6,9 @@
  * regions' (client_buf.c), used by the requests (client_io.c).
  *
  * These calls are not the library's API: hidden in libnvmefs.so like
- * everything but the API, and named nvmefs_client_i_* in the objects (the
- * asm labels below), so that libnvmefs.a adds no short name such as
- * fail or control to a program it is linked into.
+ * everything but the API, and prefixed nvmefs_cl_, so that libnvmefs.a
+ * adds no short name such as fail or control to a program it is linked
+ * into.
  */
 #ifndef NVMEFS_CLIENT_I_H
 #define NVMEFS_CLIENT_I_H
@@ -89,34 +89,31 @@ struct nvmefs_client {
 
 /* ---- client.c: the connection ---- */
 /* Say what failed (for nvmefs_client_error) and return ret. */
-__attribute__((format(printf, 3, 4))) int fail(struct nvmefs_client *c, int ret, const char *fmt,
-					       ...) __asm__("nvmefs_client_i_fail");
+__attribute__((format(printf, 3, 4))) int nvmefs_cl_fail(struct nvmefs_client *c, int ret,
+							 const char *fmt, ...);
 /* Send one message, with fd attached when fd >= 0. */
-int send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body, uint32_t cnt,
-	     size_t len, int fd) __asm__("nvmefs_client_i_send_msg");
+int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body,
+		       uint32_t cnt, size_t len, int fd);
 /* The daemon is gone: every request in flight fails. */
-void lose(struct nvmefs_client *c) __asm__("nvmefs_client_i_lose");
+void nvmefs_cl_lose(struct nvmefs_client *c);
 /*
  * Receive and act on one message, waiting up to timeout_ms (-1: no limit).
  * Returns 1 when one came, 0 at the timeout, -ENOTCONN when the daemon is
  * gone.
  */
-int pump(struct nvmefs_client *c, int timeout_ms) __asm__("nvmefs_client_i_pump");
+int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms);
 /* A control call: send, then wait for its reply. Returns the reply's arg
  * (a count or -errno). */
-int64_t control(struct nvmefs_client *c, uint16_t type, int64_t arg,
-		int fd) __asm__("nvmefs_client_i_control");
+int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd);
 /* The registration of fd, or NULL. */
-struct reg *reg_of(struct nvmefs_client *c, int fd) __asm__("nvmefs_client_i_reg_of");
+struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd);
 
 /* ---- client_buf.c: shared memory ---- */
 /* c's region holding [buf, buf + len), registering a shared buffer of the
  * process on its first use by c; NULL when the range is in none. */
-struct region *region_of(struct nvmefs_client *c, const void *buf,
-			 size_t len) __asm__("nvmefs_client_i_region_of");
+struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, size_t len);
 /* A free bounce region of at least len bytes: 0 with *out, -EAGAIN when
  * the cap is reached while others are lent, or -errno. */
-int bounce_get(struct nvmefs_client *c, size_t len,
-	       struct region **out) __asm__("nvmefs_client_i_bounce_get");
+int nvmefs_cl_bounce_get(struct nvmefs_client *c, size_t len, struct region **out);
 
 #endif

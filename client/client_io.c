@@ -41,7 +41,7 @@
 static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool sync,
 		   struct nvmefs_wire_sqe *e)
 {
-	struct reg *reg = reg_of(c, io->fd);
+	struct reg *reg = nvmefs_cl_reg_of(c, io->fd);
 	struct region *r = NULL;
 	struct slot *s;
 
@@ -49,20 +49,21 @@ static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool syn
 	if (c->free_slot >= c->hello.max_inflight || c->sent + c->nready >= c->hello.max_inflight)
 		return -EAGAIN;
 	if (!reg)
-		return fail(c, -EBADF, "fd %d: not registered (nvmefs_reg_fd)", io->fd);
+		return nvmefs_cl_fail(c, -EBADF, "fd %d: not registered (nvmefs_reg_fd)", io->fd);
 	if (io->op != NVMEFS_OP_READ && io->op != NVMEFS_OP_WRITE && io->op != NVMEFS_OP_FSYNC)
-		return fail(c, -EINVAL, "op %d: not NVMEFS_OP_READ, _WRITE or _FSYNC", io->op);
+		return nvmefs_cl_fail(c, -EINVAL, "op %d: not NVMEFS_OP_READ, _WRITE or _FSYNC",
+				      io->op);
 	if (io->op != NVMEFS_OP_FSYNC && io->len) {
-		r = region_of(c, io->buf, io->len);
+		r = nvmefs_cl_region_of(c, io->buf, io->len);
 		if (!r) {
 			int ret;
 
 			if (io->len > BOUNCE_CAP)
-				return fail(c, -EINVAL,
-					    "%zu bytes outside shared memory: at most "
-					    "256 MiB per request (nvmefs_buf_alloc)",
-					    io->len);
-			ret = bounce_get(c, io->len, &r);
+				return nvmefs_cl_fail(c, -EINVAL,
+						      "%zu bytes outside shared memory: at most "
+						      "256 MiB per request (nvmefs_buf_alloc)",
+						      io->len);
+			ret = nvmefs_cl_bounce_get(c, io->len, &r);
 			if (ret)
 				return ret;
 			c->st.bounced++;
@@ -105,7 +106,7 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 	int ret = 0;
 
 	if (c->dead)
-		return fail(c, -ENOTCONN, "the daemon is gone");
+		return nvmefs_cl_fail(c, -ENOTCONN, "the daemon is gone");
 	while (taken < n) {
 		ret = prepare(c, &ios[taken], sync, &batch[nb]);
 		if (ret == -EAGAIN)
@@ -120,10 +121,10 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 		taken++;
 		ret = 0;
 		if (nb == c->hello.max_batch || nb == NVMEFS_WIRE_MAX_BATCH || taken == n) {
-			if (nb && send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb,
-					   nb * sizeof(batch[0]), -1)) {
+			if (nb && nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb,
+						     nb * sizeof(batch[0]), -1)) {
 				c->sent += nb;
-				lose(c);
+				nvmefs_cl_lose(c);
 				return -ENOTCONN;
 			}
 			c->sent += nb;
@@ -131,9 +132,10 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 		}
 	}
 	if (nb) {
-		if (send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb, nb * sizeof(batch[0]), -1)) {
+		if (nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb, nb * sizeof(batch[0]),
+				       -1)) {
 			c->sent += nb;
-			lose(c);
+			nvmefs_cl_lose(c);
 			return -ENOTCONN;
 		}
 		c->sent += nb;
@@ -173,7 +175,7 @@ int nvmefs_wait(struct nvmefs_client *c, struct nvmefs_cqe *cqes, unsigned max, 
 			if (left < 0)
 				left = 0;
 		}
-		ret = pump(c, left);
+		ret = nvmefs_cl_pump(c, left);
 
 		if (ret == -ENOTCONN && c->nready)
 			break; /* the failed requests first */
@@ -203,18 +205,19 @@ static int64_t sync_io(struct nvmefs_client *c, int op, int fd, void *buf, size_
 		/* Room comes with a completion, unless every slot holds one
 		 * already: then only the caller's nvmefs_wait makes room. */
 		if (!c->sent)
-			return fail(c, -EAGAIN,
-				    "%u completions wait to be reaped (nvmefs_wait): no room for "
-				    "a synchronous request",
-				    c->nready);
-		ret = pump(c, -1);
+			return nvmefs_cl_fail(
+				c, -EAGAIN,
+				"%u completions wait to be reaped (nvmefs_wait): no room for "
+				"a synchronous request",
+				c->nready);
+		ret = nvmefs_cl_pump(c, -1);
 		if (ret < 0)
 			return ret;
 	}
 	if (ret < 0)
 		return ret;
 	while (!c->sync_done) {
-		ret = pump(c, -1);
+		ret = nvmefs_cl_pump(c, -1);
 		if (ret < 0 && !c->sync_done)
 			return ret;
 	}
@@ -229,7 +232,7 @@ static ssize_t sync_rw(struct nvmefs_client *c, int op, int fd, void *buf, size_
 	size_t done = 0;
 
 	c->err[0] = '\0';
-	if (region_of(c, buf, len) || len <= SYNC_CHUNK)
+	if (nvmefs_cl_region_of(c, buf, len) || len <= SYNC_CHUNK)
 		return (ssize_t)sync_io(c, op, fd, buf, len, off);
 	while (done < len) {
 		size_t n = len - done < SYNC_CHUNK ? len - done : SYNC_CHUNK;
