@@ -17,6 +17,7 @@ set(FS_CORE_SOURCES
     core/extmap.c
     core/alloc.c
     core/journal.c
+    core/journal_load.c
     core/volume.c
     core/rangelock.c
     core/data.c
