@@ -21,6 +21,7 @@ set(FS_CORE_SOURCES
     core/volume.c
     core/rangelock.c
     core/data.c
+    core/data_io.c
     core/prefetch.c
     core/namei.c
     core/icache.c
