@@ -24,6 +24,7 @@ set(FS_CORE_SOURCES
     core/data_io.c
     core/prefetch.c
     core/namei.c
+    core/namei_attr.c
     core/icache.c
     core/lookups.c
     core/xlayout.c
