@@ -133,13 +133,15 @@ int nvmefs_data_read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			   const struct nvmefs_piece *p, void *ctx);
 int nvmefs_data_write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			    const struct nvmefs_piece *p, void *ctx);
-/* Plan [off, off + len) with fn under meta, reserving space for the holes
- * it fills; once more after a commit on ENOSPC while released space waits
- * for it. On failure nothing stays reserved. */
+/* Plan [off, off + len) with fn under meta (taken here: called without
+ * it), reserving space for the holes it fills; once more after a commit on
+ * ENOSPC while released space waits for it. On failure nothing stays
+ * reserved. */
 int nvmefs_data_plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
 			  uint64_t len, nvmefs_piece_fn fn, struct nvmefs_plan *pl);
-/* Plan a write that lands on written extents only, under map_lock alone;
- * -EAGAIN (the plan emptied) when it needs nvmefs_data_plan_walk. */
+/* Plan a write that lands on written extents only, under the inode's
+ * map_lock alone (taken here); -EAGAIN (the plan emptied) when it needs
+ * nvmefs_data_plan_walk. */
 int nvmefs_data_plan_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
 			       uint64_t len, struct nvmefs_plan *pl);
 /* Give back the space the plan reserved (its I/O failed; meta held). */
