@@ -17,11 +17,14 @@ set(FS_CORE_SOURCES
     core/extmap.c
     core/alloc.c
     core/journal.c
+    core/journal_load.c
     core/volume.c
     core/rangelock.c
     core/data.c
+    core/data_io.c
     core/prefetch.c
     core/namei.c
+    core/namei_attr.c
     core/icache.c
     core/lookups.c
     core/xlayout.c

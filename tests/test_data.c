@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * fs/core/data.c through the core, into and out of a caller's buffers
- * (nvmefs_data_pread / nvmefs_data_pwrite, over nvmefs_data_read_into and
+ * The data path (fs/core/data_io.c over data.c's plans) through the core,
+ * into and out of a caller's buffers (nvmefs_data_pread /
+ * nvmefs_data_pwrite, over nvmefs_data_read_into and
  * nvmefs_data_write_from), on a started volume of two image files with no
  * mount: block-aligned I/O goes between the devices and the caller's buffer
  * with no copy (the counters say so) and reads back; unaligned writes keep

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fs/core/journal.c and fs/core/meta.c through the library, on image files formatted
+ * fs/core/journal.c, journal_load.c and meta.c through the library, on image files formatted
  * by mkfs.nvmefs: committed records survive an abandoned (killed) volume,
  * uncommitted ones do not; a torn last transaction ends the log without
  * harm and later commits continue after it; enough commits to wrap the

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * The data path: file ranges mapped through the file's layout to slot
- * components, through the extent maps to device ranges, and moved by the
- * engine in one request per FUSE request (every device at once). I/O is in
- * 4 KiB blocks: unaligned writes read-modify-write their edge blocks, which
- * the caller's exclusive io_lock protects. New space is reserved in memory,
- * written, and only then recorded (EXTENT); fallocate records UNWRITTEN
- * extents that read as zeros. One invariant keeps truncate simple: bytes past
- * EOF inside an allocated block are always zero.
+ * The data path, its planning side: file ranges mapped through the file's
+ * layout to slot components, through the extent maps to device ranges
+ * (walk), gathered into a plan: the engine's segments and the EXTENT
+ * records to log once the data they reach is written. I/O is in 4 KiB
+ * blocks. New space is reserved in memory, written, and only then recorded
+ * (EXTENT); fallocate records UNWRITTEN extents that read as zeros. Also
+ * here, the calls that change a file's extents or size synchronously:
+ * truncate, fallocate, punch, and SEEK_DATA/SEEK_HOLE. One invariant keeps
+ * truncate simple: bytes past EOF inside an allocated block are always
+ * zero.
+ *
+ * Its sibling data_io.c moves the data: asynchronous reads and writes in
+ * one engine request each (every device at once), unaligned writes'
+ * edge blocks, the caller's buffers, and the synchronous pread/pwrite.
  */
 #include "fs_i.h"
 #include "alloc_i.h"
@@ -35,7 +41,7 @@
 
 enum piece_state { P_HOLE, P_UNWRITTEN, P_WRITTEN };
 
-struct piece {
+struct nvmefs_piece {
 	uint64_t buf_off; /* from the start of the walked range */
 	uint32_t slot, dev;
 	uint64_t comp_off, dev_off, len;
@@ -43,13 +49,10 @@ struct piece {
 	const struct nvmefs_ext *prev; /* the extent before a hole, if any */
 };
 
-typedef int (*piece_fn)(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-			void *ctx);
-
 /* Call fn for every piece of [off, off + len) in file order. meta held, or
- * (for fn that only reads, read_piece) in->map_lock. */
-static int walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
-		piece_fn fn, void *ctx)
+ * (for fn that only reads, nvmefs_data_read_piece) in->map_lock. */
+int nvmefs_data_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
+		     nvmefs_piece_fn fn, void *ctx)
 {
 	uint64_t n = nvmefs_layout_nsegs(&in->layout, off, len);
 	struct nvmefs_segment *segs = malloc(n * sizeof(*segs));
@@ -64,10 +67,11 @@ static int walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, u
 		size_t i = nvmefs_extmap_find(m, comp);
 
 		while (comp < end && !ret) {
-			struct piece p = {.buf_off = segs[k].buf_off + (comp - segs[k].comp_off),
-					  .slot = segs[k].slot,
-					  .dev = segs[k].dev,
-					  .comp_off = comp};
+			struct nvmefs_piece p = {.buf_off = segs[k].buf_off +
+							    (comp - segs[k].comp_off),
+						 .slot = segs[k].slot,
+						 .dev = segs[k].dev,
+						 .comp_off = comp};
 
 			if (i < m->n && m->v[i].comp_off <= comp) {
 				const struct nvmefs_ext *e = &m->v[i];
@@ -93,20 +97,8 @@ static int walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, u
 	return ret;
 }
 
-/* A growing list of engine segments. */
-struct plan {
-	uint8_t *buf;
-	struct nvmefs_io_seg *io;
-	size_t nio, io_cap;
-	struct nvmefs_rec *recs; /* EXTENT records to log after the I/O */
-	size_t nrecs, rec_cap;
-	uint64_t last_end[NVMEFS_MAX_DEVICES]; /* slot -> end of its last allocation */
-	bool zero_holes;
-	bool allocate;
-	uint32_t ext_flags; /* for new extents */
-};
-
-static int plan_io(struct plan *pl, uint32_t dev, uint64_t dev_off, uint64_t len, uint64_t buf_off)
+static int plan_io(struct nvmefs_plan *pl, uint32_t dev, uint64_t dev_off, uint64_t len,
+		   uint64_t buf_off)
 {
 	if (nvmefs_grow(&pl->io, &pl->io_cap, pl->nio + 1, sizeof(*pl->io)))
 		return -ENOMEM;
@@ -125,7 +117,7 @@ static int plan_io(struct plan *pl, uint32_t dev, uint64_t dev_off, uint64_t len
 	return 0;
 }
 
-static int plan_rec(struct plan *pl, uint64_t ino, uint32_t slot, uint64_t comp_off,
+static int plan_rec(struct nvmefs_plan *pl, uint64_t ino, uint32_t slot, uint64_t comp_off,
 		    uint64_t dev_off, uint64_t len, uint32_t flags)
 {
 	struct nvmefs_rec *r;
@@ -144,14 +136,15 @@ static int plan_rec(struct plan *pl, uint64_t ino, uint32_t slot, uint64_t comp_
 	return 0;
 }
 
-static void plan_free(struct plan *pl)
+void nvmefs_data_plan_free(struct nvmefs_plan *pl)
 {
 	free(pl->io);
 	free(pl->recs);
 }
 
 /* Give back space a failed write had reserved (never recorded). meta held. */
-static void plan_unreserve(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct plan *pl)
+void nvmefs_data_plan_unreserve(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+				struct nvmefs_plan *pl)
 {
 	for (size_t i = 0; i < pl->nrecs; i++) {
 		const struct nvmefs_rec *r = &pl->recs[i];
@@ -163,8 +156,8 @@ static void plan_unreserve(struct nvmefs_vol *vol, struct nvmefs_inode *in, stru
 	pl->nrecs = 0;
 }
 
-static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-			 struct plan *pl, bool io)
+static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			 const struct nvmefs_piece *p, struct nvmefs_plan *pl, bool io)
 {
 	uint64_t comp = p->comp_off, left = p->len, buf_off = p->buf_off;
 	uint64_t goal = pl->last_end[p->slot];
@@ -188,7 +181,7 @@ static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const 
 			nvmefs_alloc_put(vol, p->dev, off, got);
 			return ret;
 		}
-		/* From here the plan owns the space (plan_unreserve gives it back). */
+		/* From here the plan owns the space (nvmefs_data_plan_unreserve gives it back). */
 		if (io && (ret = plan_io(pl, p->dev, off, got, buf_off)))
 			return ret;
 		goal = off + got;
@@ -200,10 +193,10 @@ static int allocate_hole(struct nvmefs_vol *vol, struct nvmefs_inode *in, const 
 	return 0;
 }
 
-static int read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-		      void *ctx)
+int nvmefs_data_read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			   const struct nvmefs_piece *p, void *ctx)
 {
-	struct plan *pl = ctx;
+	struct nvmefs_plan *pl = ctx;
 
 	if (p->state == P_WRITTEN)
 		return plan_io(pl, p->dev, p->dev_off, p->len, p->buf_off);
@@ -211,10 +204,10 @@ static int read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const str
 	return 0;
 }
 
-static int write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-		       void *ctx)
+int nvmefs_data_write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			    const struct nvmefs_piece *p, void *ctx)
 {
-	struct plan *pl = ctx;
+	struct nvmefs_plan *pl = ctx;
 	int ret;
 
 	switch (p->state) {
@@ -231,7 +224,7 @@ static int write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const st
 	return -EINVAL;
 }
 
-static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
+static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct nvmefs_plan *pl)
 {
 	struct nvmefs_io_req req = {.op = op};
 	int ret;
@@ -251,25 +244,25 @@ static int run_io(struct nvmefs_vol *vol, enum nvmefs_io_op op, struct plan *pl)
 /*
  * Read (op NVMEFS_IO_READ; zeros for holes) or write the block-aligned range
  * [off, off + len) of the file's written blocks, into or from buf; a write
- * leaves holes holes. Synchronous: for truncation only.
+ * leaves holes holes. Synchronous: for zero_in_block only (truncate, punch).
  */
 static int blocks_io(struct nvmefs_vol *vol, struct nvmefs_inode *in, enum nvmefs_io_op op,
 		     uint8_t *buf, uint64_t off, uint64_t len)
 {
-	struct plan pl = {.buf = buf};
+	struct nvmefs_plan pl = {.buf = buf};
 	int ret;
 
 	pthread_rwlock_rdlock(&in->map_lock);
-	ret = walk(vol, in, off, len, read_piece, &pl);
+	ret = nvmefs_data_walk(vol, in, off, len, nvmefs_data_read_piece, &pl);
 	pthread_rwlock_unlock(&in->map_lock);
 	if (!ret)
 		ret = run_io(vol, op, &pl);
-	plan_free(&pl);
+	nvmefs_data_plan_free(&pl);
 	return ret;
 }
 
 /* Log the plan's EXTENT records (the data they reach is written). */
-static int log_extents(struct nvmefs_vol *vol, struct plan *pl)
+int nvmefs_data_log_extents(struct nvmefs_vol *vol, struct nvmefs_plan *pl)
 {
 	for (size_t i = 0; i < pl->nrecs; i++) {
 		int ret;
@@ -282,7 +275,7 @@ static int log_extents(struct nvmefs_vol *vol, struct plan *pl)
 	return 0;
 }
 
-static void touch_mc(struct nvmefs_inode *in)
+void nvmefs_data_touch_mc(struct nvmefs_inode *in)
 {
 	atomic_store(&in->wtime_ns, 0); /* older than now */
 	nvmefs_timespec_now(&in->mtime);
@@ -308,16 +301,16 @@ static bool reclaim_pending(struct nvmefs_vol *vol)
  * more. On failure nothing stays reserved. Called without meta; the
  * caller's exclusive range lock keeps the plan valid after it returns.
  */
-static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
-		     piece_fn fn, struct plan *pl)
+int nvmefs_data_plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
+			  uint64_t len, nvmefs_piece_fn fn, struct nvmefs_plan *pl)
 {
 	for (int attempt = 0;; attempt++) {
 		int ret;
 
 		pthread_mutex_lock(&vol->lock);
-		ret = walk(vol, in, off, len, fn, pl);
+		ret = nvmefs_data_walk(vol, in, off, len, fn, pl);
 		if (ret)
-			plan_unreserve(vol, in, pl);
+			nvmefs_data_plan_unreserve(vol, in, pl);
 		pthread_mutex_unlock(&vol->lock);
 		if (ret != -ENOSPC || attempt || !reclaim_pending(vol))
 			return ret;
@@ -327,9 +320,9 @@ static int plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 }
 
 /* An overwrite's piece: only written extents; anything else (a hole to
- * allocate, an unwritten extent to record) needs plan_walk. */
-static int overwrite_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-			   void *ctx)
+ * allocate, an unwritten extent to record) needs nvmefs_data_plan_walk. */
+static int overwrite_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			   const struct nvmefs_piece *p, void *ctx)
 {
 	(void)vol;
 	(void)in;
@@ -341,689 +334,21 @@ static int overwrite_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, cons
 /*
  * Plan a write of [off, off + len) that lands on written extents only
  * under the inode's map_lock alone: nothing to allocate or record. -EAGAIN
- * (the plan emptied) when it needs more: plan_walk then.
+ * (the plan emptied) when it needs more: nvmefs_data_plan_walk then.
  */
-static int plan_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
-			  uint64_t len, struct plan *pl)
+int nvmefs_data_plan_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
+			       uint64_t len, struct nvmefs_plan *pl)
 {
 	int ret;
 
 	pthread_rwlock_rdlock(&in->map_lock);
-	ret = walk(vol, in, off, len, overwrite_piece, pl);
+	ret = nvmefs_data_walk(vol, in, off, len, overwrite_piece, pl);
 	pthread_rwlock_unlock(&in->map_lock);
 	if (ret) {
 		pl->nio = 0;
 		memset(pl->last_end, 0, sizeof(pl->last_end));
 	}
 	return ret;
-}
-
-/*
- * mtime and ctime after an overwrite, without the metadata lock: the time
- * goes to in->wtime_ns, and only the first overwrite since the inode last
- * went out in a commit takes meta, to put it on the dirty list. Those who
- * read or write the times (meta held) fold it in first
- * (nvmefs_inode_fold_wtime). The journal clears wtime_queued before it
- * folds; this sets wtime_ns before wtime_queued: a time is either folded
- * or queued again.
- */
-static void note_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	struct timespec now;
-
-	nvmefs_timespec_now(&now);
-	atomic_store(&in->wtime_ns, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
-	atomic_fetch_add_explicit(&in->attr_gen, 1, memory_order_release);
-	if (!atomic_exchange(&in->wtime_queued, true)) {
-		pthread_mutex_lock(&vol->lock);
-		nvmefs_inode_dirty(vol, in);
-		pthread_mutex_unlock(&vol->lock);
-	}
-}
-
-/* ---- asynchronous reads and writes ---- */
-
-/*
- * One read or write in flight. It owns its buffer (a pool buffer whose data
- * area starts NVMEFS_DATA_OFF bytes in, or a larger one of its own) and its
- * range lock from the start until the done callback has returned.
- */
-struct dio {
-	struct nvmefs_io_req io; /* first: the engine hands this back */
-	struct plan pl;
-	struct nvmefs_vol *vol;
-	struct nvmefs_inode *in;
-	struct nvmefs_rl_ent rl;
-	uint8_t *buf;	     /* a pool buffer; data area NVMEFS_DATA_OFF in */
-	uint8_t *user_area;  /* else the caller's block-aligned buffer: the area */
-	bool locked;	     /* rl is held */
-	uint64_t off;	     /* the file range asked for ... */
-	size_t len;	     /* ... clamped at EOF for reads */
-	const uint8_t *data; /* read: where the reply's bytes start */
-	bool keep_times;     /* write: the kernel owns mtime and ctime */
-	bool keep_buf;	     /* the buffer is done's to keep (prefetch) */
-	nvmefs_data_done_fn done;
-	void *ctx;
-};
-
-/*
- * Requests in flight, counted without a lock; the lock and the condition
- * only wake nvmefs_data_drain, and only while one waits (draining): both
- * sides write one flag and then read the other (sequentially consistent),
- * so the drain either sees zero or is woken.
- */
-static void dio_count(struct nvmefs_vol *vol, int delta)
-{
-	unsigned now = atomic_fetch_add(&vol->dio_inflight, (unsigned)delta) + (unsigned)delta;
-
-	if (!now && atomic_load(&vol->draining)) {
-		pthread_mutex_lock(&vol->dio_lock);
-		pthread_cond_broadcast(&vol->dio_cond);
-		pthread_mutex_unlock(&vol->dio_lock);
-	}
-}
-
-void nvmefs_data_drain(struct nvmefs_vol *vol)
-{
-	pthread_mutex_lock(&vol->dio_lock);
-	atomic_store(&vol->draining, true);
-	while (atomic_load(&vol->dio_inflight))
-		pthread_cond_wait(&vol->dio_cond, &vol->dio_lock);
-	atomic_store(&vol->draining, false);
-	pthread_mutex_unlock(&vol->dio_lock);
-}
-
-static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			   bool keep_buf, nvmefs_data_done_fn done, void *ctx)
-{
-	struct dio *d = calloc(1, sizeof(*d));
-
-	if (!d) {
-		done(ctx, -ENOMEM, NULL);
-		if (!keep_buf)
-			nvmefs_bufpool_put(vol->pool, buf);
-		return NULL;
-	}
-	d->keep_buf = keep_buf;
-	d->vol = vol;
-	d->in = in;
-	atomic_fetch_add_explicit(&in->ios, 1, memory_order_relaxed);
-	d->buf = buf;
-	d->done = done;
-	d->ctx = ctx;
-	d->io.priv = d;
-	dio_count(vol, 1);
-	return d;
-}
-
-/* Unlock, answer, and free everything the dio holds. */
-static void dio_finish(struct dio *d, ssize_t res)
-{
-	struct nvmefs_vol *vol = d->vol;
-
-	if (d->locked)
-		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
-	/* The last use of d->in: once answered, the caller may close the
-	 * file, whose handle kept the inode until then. */
-	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
-	d->done(d->ctx, res, res > 0 ? d->data : NULL);
-	if (!d->keep_buf)
-		nvmefs_bufpool_put(vol->pool, d->buf);
-	plan_free(&d->pl);
-	free(d);
-	dio_count(vol, -1);
-}
-
-/* Lock [lo, hi) of the dio's file for it; returns the lock's generation. */
-static uint64_t dio_lock(struct dio *d, uint64_t lo, uint64_t hi, bool excl)
-{
-	uint64_t gen = nvmefs_rl_lock(&d->in->io_lock, &d->rl, lo, hi, excl);
-
-	d->locked = true;
-	return gen;
-}
-
-/*
- * The block range [a, e) in the buffer's data area, or NULL when it does
- * not fit: the kernel sends at most 1 MiB per request (max_write,
- * max_pages), which with its edge blocks always fits.
- */
-static uint8_t *dio_area(struct dio *d, uint64_t a, uint64_t e)
-{
-	if (d->user_area)
-		return d->user_area;
-	return e - a <= d->vol->buf_size - NVMEFS_DATA_OFF ? d->buf + NVMEFS_DATA_OFF : NULL;
-}
-
-/* Count requests at the devices (past their range lock), and the most at
- * once: what the counters' peak_in_flight shows. Lock-free. */
-static void io_count(struct nvmefs_vol *vol, int delta)
-{
-	unsigned now = atomic_fetch_add_explicit(&vol->io_inflight, (unsigned)delta,
-						 memory_order_relaxed) +
-		       (unsigned)delta;
-	unsigned peak = atomic_load_explicit(&vol->io_peak, memory_order_relaxed);
-
-	while (delta > 0 && now > peak &&
-	       !atomic_compare_exchange_weak_explicit(&vol->io_peak, &peak, now,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
-}
-
-/* Send plan pl's segments as request io; done runs once they all completed
- * (and calls io_count(vol, -1)). After 0, io belongs to the completion. */
-static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io, const struct plan *pl,
-		       enum nvmefs_io_op op, nvmefs_io_done_fn done)
-{
-	int ret;
-
-	io->op = op;
-	io->segs = pl->io;
-	io->nr_segs = (unsigned)pl->nio;
-	io->done = done;
-	io_count(vol, 1);
-	ret = nvmefs_engine_submit(vol->eng, io);
-	if (ret)
-		io_count(vol, -1);
-	return ret;
-}
-
-static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
-{
-	return plan_submit(d->vol, &d->io, &d->pl, op, done);
-}
-
-static void read_io_done(struct nvmefs_io_req *io, int res)
-{
-	struct dio *d = io->priv;
-
-	io_count(d->vol, -1);
-	if (res)
-		nvmefs_err("inode %llu: read of %zu segment(s) failed: %s",
-			   (unsigned long long)d->in->ino, d->pl.nio, strerror(-res));
-	dio_finish(d, res ? res : (ssize_t)d->len);
-}
-
-static void read_start(struct dio *d, size_t len, uint64_t off, struct nvmefs_read_view *view);
-
-static void read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, bool keep_buf,
-		       size_t len, uint64_t off, struct nvmefs_read_view *view,
-		       nvmefs_data_done_fn done, void *ctx)
-{
-	struct dio *d = dio_new(vol, in, buf, keep_buf, done, ctx);
-
-	if (d)
-		read_start(d, len, off, view);
-}
-
-static void read_start(struct dio *d, size_t len, uint64_t off, struct nvmefs_read_view *view)
-{
-	struct nvmefs_vol *vol = d->vol;
-	struct nvmefs_inode *in = d->in;
-	uint64_t size, a, e, lock_gen;
-	uint8_t *area;
-	int ret;
-
-	if (off >= NVMEFS_MAX_FILE_SIZE || !len) {
-		dio_finish(d, 0);
-		return;
-	}
-	if (len > NVMEFS_MAX_FILE_SIZE - off)
-		len = (size_t)(NVMEFS_MAX_FILE_SIZE - off);
-	/* Under the lock no overlapping change can start: what is read now
-	 * is the file's content as of this generation. */
-	lock_gen = dio_lock(d, ROUND_DOWN(off), ROUND_UP(off + len), false);
-	if (view)
-		view->gen = lock_gen;
-	/* The size is not under the range lock: a write elsewhere in the
-	 * file may extend it at any time (an atomic store, after the extents
-	 * are in the maps). A read-ahead window records what it used
-	 * (fs/core/prefetch.c). */
-	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
-	if (view)
-		atomic_store(&view->size, size);
-	if (off >= size) {
-		dio_finish(d, 0);
-		return;
-	}
-	if (len > size - off)
-		len = (size_t)(size - off);
-	a = ROUND_DOWN(off);
-	e = ROUND_UP(off + len);
-	area = dio_area(d, a, e);
-	if (!area) {
-		dio_finish(d, -EIO);
-		return;
-	}
-	d->off = off;
-	d->len = len;
-	d->data = area + (off - a);
-	d->pl.buf = area;
-	atomic_fetch_add_explicit(&vol->stats.reads, 1, memory_order_relaxed);
-	pthread_rwlock_rdlock(&in->map_lock);
-	ret = walk(vol, in, a, e - a, read_piece, &d->pl);
-	pthread_rwlock_unlock(&in->map_lock);
-	if (ret || !d->pl.nio) { /* all holes: nothing to wait for */
-		dio_finish(d, ret ? ret : (ssize_t)len);
-		return;
-	}
-	ret = dio_submit(d, NVMEFS_IO_READ, read_io_done);
-	if (ret)
-		dio_finish(d, ret);
-}
-
-void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			    uint64_t off, nvmefs_data_done_fn done, void *ctx)
-{
-	read_async(vol, in, buf, false, len, off, NULL, done, ctx);
-}
-
-void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-				size_t len, uint64_t off, struct nvmefs_read_view *view,
-				nvmefs_data_done_fn done, void *ctx)
-{
-	read_async(vol, in, buf, true, len, off, view, done, ctx);
-}
-
-static void write_io_done(struct nvmefs_io_req *io, int res)
-{
-	struct dio *d = io->priv;
-	struct nvmefs_vol *vol = d->vol;
-	struct nvmefs_inode *in = d->in;
-	int ret = res;
-
-	io_count(vol, -1);
-	if (res)
-		nvmefs_err("inode %llu: write of %zu segment(s) failed: %s",
-			   (unsigned long long)in->ino, d->pl.nio, strerror(-res));
-	/* An overwrite (nothing to record, no new size) takes no lock. */
-	if (!ret && !d->pl.nrecs &&
-	    d->off + d->len <= __atomic_load_n(&in->size, __ATOMIC_ACQUIRE)) {
-		if (!d->keep_times)
-			note_overwrite(vol, in);
-		dio_finish(d, (ssize_t)d->len);
-		return;
-	}
-	pthread_mutex_lock(&vol->lock);
-	if (ret) {
-		plan_unreserve(vol, in, &d->pl);
-	} else {
-		ret = log_extents(vol, &d->pl);
-		if (d->off + d->len > in->size)
-			__atomic_store_n(&in->size, d->off + d->len, __ATOMIC_RELEASE);
-		if (!d->keep_times)
-			touch_mc(in);
-		nvmefs_inode_dirty(vol, in);
-	}
-	pthread_mutex_unlock(&vol->lock);
-	dio_finish(d, ret ? ret : (ssize_t)d->len);
-}
-
-/*
- * The edge blocks of an unaligned write: the bytes of its first and last
- * block outside the payload are the file's old ones. They are read into a
- * block-aligned buffer of their own, asynchronously when a block holds
- * written data (the write goes on from that read's completion), at once
- * when it is a hole (zeros, no I/O). At most two blocks.
- */
-struct edges {
-	struct nvmefs_io_req io; /* first: the engine hands this back */
-	struct plan pl;		 /* reads into blk */
-	struct dio *d;
-	uint8_t *blk;		       /* nblk blocks */
-	uint64_t boff[2];	       /* file offset of each block */
-	size_t keep_lo[2], keep_hi[2]; /* the payload's part of each block */
-	unsigned nblk;
-};
-
-static void edges_free(struct edges *x)
-{
-	plan_free(&x->pl);
-	free(x->blk);
-	free(x);
-}
-
-/* Copy each edge block's old bytes around the payload into the area. */
-static void edges_merge(struct edges *x)
-{
-	struct dio *d = x->d;
-	uint64_t a = ROUND_DOWN(d->off);
-
-	for (unsigned k = 0; k < x->nblk; k++) {
-		uint8_t *dst = d->pl.buf + (x->boff[k] - a), *src = x->blk + k * BLK;
-
-		memcpy(dst, src, x->keep_lo[k]);
-		memcpy(dst + x->keep_hi[k], src + x->keep_hi[k], BLK - x->keep_hi[k]);
-		atomic_fetch_add_explicit(&d->vol->stats.copied_bytes,
-					  x->keep_lo[k] + BLK - x->keep_hi[k],
-					  memory_order_relaxed);
-	}
-}
-
-static void write_continue(struct dio *d);
-
-static void edges_read_done(struct nvmefs_io_req *io, int res)
-{
-	struct edges *x = io->priv;
-	struct dio *d = x->d;
-
-	io_count(d->vol, -1);
-	if (res) {
-		nvmefs_err("inode %llu: read of an edge block failed: %s",
-			   (unsigned long long)d->in->ino, strerror(-res));
-		edges_free(x);
-		dio_finish(d, res);
-		return;
-	}
-	edges_merge(x);
-	edges_free(x);
-	/* On the completion thread: planning and submitting never wait for a
-	 * device (engine submission only queues), except a commit after
-	 * ENOSPC with space pending (reclaim_pending). */
-	write_continue(d);
-}
-
-/*
- * Put the payload where the block-aligned write of [a, e) wants it (area +
- * off - a); an aligned payload already in place is not touched (the
- * zero-copy case). Then the edge blocks: 0 when the area is complete (the
- * caller goes on), 1 when their read was sent (its completion goes on),
- * or -errno.
- */
-static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e)
-{
-	struct nvmefs_vol *vol = d->vol;
-	uint64_t off = d->off, end = off + d->len;
-	uint8_t *area = d->pl.buf;
-	struct edges *x;
-	int ret = 0;
-
-	if (data != area + (off - a)) {
-		memmove(area + (off - a), data, d->len);
-		atomic_fetch_add_explicit(&vol->stats.copied_bytes, d->len, memory_order_relaxed);
-	} else if (off == a && end == e) {
-		atomic_fetch_add_explicit(&vol->stats.zero_copy_writes, 1, memory_order_relaxed);
-	}
-	if (off == a && end == e)
-		return 0;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	x->d = d;
-	x->io.priv = x;
-	if (off != a) {
-		x->boff[0] = a;
-		x->keep_lo[0] = (size_t)(off - a);
-		x->keep_hi[0] = ROUND_DOWN(end) == a ? (size_t)(end - a) : BLK;
-		x->nblk = 1;
-	}
-	if (end != e && !(off != a && ROUND_DOWN(end) == a)) {
-		x->boff[x->nblk] = e - BLK;
-		x->keep_lo[x->nblk] = 0;
-		x->keep_hi[x->nblk] = (size_t)(end - (e - BLK));
-		x->nblk++;
-	}
-	x->blk = nvmefs_aligned_alloc(x->nblk * BLK);
-	x->pl.buf = x->blk;
-	if (!x->blk)
-		ret = -ENOMEM;
-	/* Each block's walk plans from its own start: pl.buf moves with it
-	 * (plan_io keeps the segments' addresses, not offsets). */
-	pthread_rwlock_rdlock(&d->in->map_lock);
-	for (unsigned k = 0; k < x->nblk && !ret; k++) {
-		x->pl.buf = x->blk + k * BLK;
-		ret = walk(vol, d->in, x->boff[k], BLK, read_piece, &x->pl);
-	}
-	pthread_rwlock_unlock(&d->in->map_lock);
-	if (ret || !x->pl.nio) { /* holes only: zeros, nothing to wait for */
-		if (!ret)
-			edges_merge(x);
-		edges_free(x);
-		return ret;
-	}
-	atomic_fetch_add_explicit(&vol->stats.edge_reads, 1, memory_order_relaxed);
-	ret = plan_submit(vol, &x->io, &x->pl, NVMEFS_IO_READ, edges_read_done);
-	if (ret) {
-		edges_free(x);
-		return ret;
-	}
-	return 1;
-}
-
-static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags);
-
-void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
-			     const void *data, size_t len, uint64_t off, unsigned flags,
-			     nvmefs_data_done_fn done, void *ctx)
-{
-	struct dio *d = dio_new(vol, in, buf, false, done, ctx);
-
-	if (d)
-		write_start(d, data, len, off, flags);
-}
-
-static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags)
-{
-	struct nvmefs_vol *vol = d->vol;
-	struct nvmefs_inode *in = d->in;
-	bool append = flags & NVMEFS_WRITE_APPEND;
-	uint64_t a, e;
-	int ret;
-
-	if (!len) {
-		dio_finish(d, 0);
-		return;
-	}
-	/* An appending write learns its offset only under a whole-file lock. */
-	if (append) {
-		dio_lock(d, 0, NVMEFS_RL_ALL, true);
-		off = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
-	}
-	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off) {
-		dio_finish(d, -EFBIG);
-		return;
-	}
-	a = ROUND_DOWN(off);
-	e = ROUND_UP(off + len);
-	if (!append)
-		dio_lock(d, a, e, true);
-	d->off = off;
-	d->len = len;
-	d->keep_times = flags & NVMEFS_WRITE_KEEP_TIMES;
-	d->pl.buf = dio_area(d, a, e);
-	if (!d->pl.buf) {
-		dio_finish(d, -EIO);
-		return;
-	}
-	atomic_fetch_add_explicit(&vol->stats.writes, 1, memory_order_relaxed);
-	ret = place_payload(d, data, a, e);
-	if (ret < 0)
-		dio_finish(d, ret);
-	else if (!ret)
-		write_continue(d);
-	/* 1: the edge blocks' read goes on from its completion */
-}
-
-/* Plan and send a write whose area is complete (payload and edges). */
-static void write_continue(struct dio *d)
-{
-	struct nvmefs_vol *vol = d->vol;
-	struct nvmefs_inode *in = d->in;
-	uint64_t a = ROUND_DOWN(d->off), e = ROUND_UP(d->off + d->len);
-	int ret = 0;
-
-	d->pl.buf = dio_area(d, a, e);
-	if (plan_overwrite(vol, in, a, e - a, &d->pl))
-		ret = plan_walk(vol, in, a, e - a, write_piece, &d->pl);
-	if (ret) {
-		dio_finish(d, ret);
-		return;
-	}
-	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
-	if (ret) {
-		pthread_mutex_lock(&vol->lock);
-		plan_unreserve(vol, in, &d->pl);
-		pthread_mutex_unlock(&vol->lock);
-		dio_finish(d, ret);
-	}
-}
-
-/* ---- into and from the caller's buffers ---- */
-
-static bool block_aligned(const void *buf, size_t len, uint64_t off)
-{
-	return !((uintptr_t)buf % BLK) && !(len % BLK) && !(off % BLK);
-}
-
-/* A read through a pool buffer, copied into the caller's on completion. */
-struct bounce {
-	struct nvmefs_vol *vol;
-	uint8_t *dst;
-	nvmefs_data_done_fn done;
-	void *ctx;
-};
-
-static void bounce_read_done(void *ctx, ssize_t res, const void *data)
-{
-	struct bounce *b = ctx;
-
-	if (res > 0) {
-		memcpy(b->dst, data, (size_t)res);
-		atomic_fetch_add_explicit(&b->vol->stats.copied_bytes, (uint64_t)res,
-					  memory_order_relaxed);
-	}
-	b->done(b->ctx, res, res > 0 ? b->dst : NULL);
-	free(b);
-}
-
-void nvmefs_data_read_into(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			   uint64_t off, nvmefs_data_done_fn done, void *ctx)
-{
-	struct bounce *b;
-	struct dio *d;
-	void *pbuf;
-
-	if (block_aligned(buf, len, off)) {
-		d = dio_new(vol, in, NULL, true, done, ctx);
-		if (d) {
-			d->user_area = buf;
-			read_start(d, len, off, NULL);
-		}
-		return;
-	}
-	if (len > NVMEFS_IO_MAX) {
-		done(ctx, -EINVAL, NULL);
-		return;
-	}
-	b = malloc(sizeof(*b));
-	pbuf = b ? nvmefs_bufpool_get(vol->pool) : NULL;
-	if (!pbuf) {
-		free(b);
-		done(ctx, -ENOMEM, NULL);
-		return;
-	}
-	*b = (struct bounce){.vol = vol, .dst = buf, .done = done, .ctx = ctx};
-	read_async(vol, in, pbuf, false, len, off, NULL, bounce_read_done, b);
-}
-
-void nvmefs_data_write_from(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
-			    size_t len, uint64_t off, unsigned flags, nvmefs_data_done_fn done,
-			    void *ctx)
-{
-	struct dio *d;
-	void *pbuf;
-
-	if (block_aligned(buf, len, off) && !(flags & NVMEFS_WRITE_APPEND)) {
-		d = dio_new(vol, in, NULL, true, done, ctx);
-		if (d) {
-			d->user_area = (uint8_t *)buf; /* read by the devices only */
-			write_start(d, buf, len, off, flags);
-		}
-		return;
-	}
-	if (len > NVMEFS_IO_MAX) {
-		done(ctx, -EINVAL, NULL);
-		return;
-	}
-	pbuf = nvmefs_bufpool_get(vol->pool);
-	if (!pbuf) {
-		done(ctx, -ENOMEM, NULL);
-		return;
-	}
-	nvmefs_data_write_async(vol, in, pbuf, buf, len, off, flags, done, ctx);
-}
-
-/* One request of a synchronous call, waited for. */
-struct waiter {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;
-	ssize_t res;
-};
-
-static void waiter_done(void *ctx, ssize_t res, const void *data)
-{
-	struct waiter *w = ctx;
-
-	(void)data;
-	pthread_mutex_lock(&w->mu);
-	w->res = res;
-	w->done = true;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-}
-
-/* Run one read (write false) or write and wait for it. */
-static ssize_t sync_io(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool write, void *buf,
-		       size_t len, uint64_t off)
-{
-	struct waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-	if (write)
-		nvmefs_data_write_from(vol, in, buf, len, off, 0, waiter_done, &w);
-	else
-		nvmefs_data_read_into(vol, in, buf, len, off, waiter_done, &w);
-	pthread_mutex_lock(&w.mu);
-	while (!w.done)
-		pthread_cond_wait(&w.cv, &w.mu);
-	pthread_mutex_unlock(&w.mu);
-	pthread_cond_destroy(&w.cv);
-	pthread_mutex_destroy(&w.mu);
-	return w.res;
-}
-
-/* A whole range: in one request when block-aligned, else in pieces of at
- * most NVMEFS_IO_MAX. Stops at a short piece (a read at EOF). */
-static ssize_t sync_range(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool write, uint8_t *buf,
-			  size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	if (block_aligned(buf, len, off))
-		return sync_io(vol, in, write, buf, len, off);
-	while (done < len) {
-		size_t n = len - done < NVMEFS_IO_MAX ? len - done : NVMEFS_IO_MAX;
-		ssize_t r = sync_io(vol, in, write, buf + done, n, off + done);
-
-		if (r < 0)
-			return done ? (ssize_t)done : r;
-		done += (size_t)r;
-		if ((size_t)r < n)
-			break;
-	}
-	return (ssize_t)done;
-}
-
-ssize_t nvmefs_data_pread(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
-			  uint64_t off)
-{
-	return sync_range(vol, in, false, buf, len, off);
-}
-
-ssize_t nvmefs_data_pwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
-			   size_t len, uint64_t off)
-{
-	return sync_range(vol, in, true, (uint8_t *)buf, len, off);
 }
 
 /* Zero [from, to) inside one block if that block holds written data. */
@@ -1042,7 +367,7 @@ static int zero_in_block(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 	ret = blocks_io(vol, in, NVMEFS_IO_READ, buf, a, BLK);
 	if (!ret) {
 		/* Only blocks that hold data need rewriting; holes stay holes
-		 * (read_piece zero-filled the buffer there, harmlessly). */
+		 * (nvmefs_data_read_piece zero-filled the buffer there, harmlessly). */
 		memset(buf + (from - a), 0, to - from);
 		ret = blocks_io(vol, in, NVMEFS_IO_WRITE, buf, a, BLK);
 	}
@@ -1079,17 +404,17 @@ int nvmefs_data_truncate(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64
 		ret = log_punch(vol, in, ROUND_UP(size), UINT64_MAX);
 	if (!ret) {
 		__atomic_store_n(&in->size, size, __ATOMIC_RELEASE);
-		touch_mc(in);
+		nvmefs_data_touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
 
-static int falloc_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct piece *p,
-			void *ctx)
+static int falloc_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			const struct nvmefs_piece *p, void *ctx)
 {
-	struct plan *pl = ctx;
+	struct nvmefs_plan *pl = ctx;
 
 	if (p->state != P_HOLE) {
 		pl->last_end[p->slot] = p->dev_off + p->len;
@@ -1114,7 +439,7 @@ static int punch(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, 
 	if (e > a)
 		ret = log_punch(vol, in, a, e - a);
 	if (!ret) {
-		touch_mc(in);
+		nvmefs_data_touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);
@@ -1124,7 +449,7 @@ static int punch(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, 
 int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int mode, uint64_t off,
 			  uint64_t len)
 {
-	struct plan pl = {.ext_flags = NVMEFS_EXT_UNWRITTEN};
+	struct nvmefs_plan pl = {.ext_flags = NVMEFS_EXT_UNWRITTEN};
 	uint64_t a = ROUND_DOWN(off), e;
 	int ret;
 
@@ -1137,23 +462,23 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 	if (mode & FALLOC_FL_PUNCH_HOLE)
 		return mode & FALLOC_FL_KEEP_SIZE ? punch(vol, in, off, len) : -EOPNOTSUPP;
 	e = ROUND_UP(off + len);
-	ret = plan_walk(vol, in, a, e - a, falloc_piece, &pl);
+	ret = nvmefs_data_plan_walk(vol, in, a, e - a, falloc_piece, &pl);
 	if (ret) {
-		plan_free(&pl);
+		nvmefs_data_plan_free(&pl);
 		return ret;
 	}
 	pthread_mutex_lock(&vol->lock);
-	ret = log_extents(vol, &pl);
+	ret = nvmefs_data_log_extents(vol, &pl);
 	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->size) {
 		__atomic_store_n(&in->size, off + len, __ATOMIC_RELEASE);
-		touch_mc(in);
+		nvmefs_data_touch_mc(in);
 	} else if (!ret) {
 		nvmefs_timespec_now(&in->ctime);
 	}
 	if (!ret)
 		nvmefs_inode_dirty(vol, in);
 	pthread_mutex_unlock(&vol->lock);
-	plan_free(&pl);
+	nvmefs_data_plan_free(&pl);
 	return ret;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * data_i.h: the interface of fs/core/data.c (the data path), for the core's other
- * modules and the doors. The shared types are in fs_i.h.
+ * data_i.h: the interface of the data path, fs/core/data.c (planning, truncate, fallocate,
+ * seek) and fs/core/data_io.c (reads and writes), for the core's other modules and the doors;
+ * at the end, what the two files share. The shared types are in fs_i.h.
  */
 #ifndef NVMEFS_DATA_I_H
 #define NVMEFS_DATA_I_H
@@ -95,5 +96,61 @@ ssize_t nvmefs_data_pread(struct nvmefs_vol *vol, struct nvmefs_inode *in, void 
 			  uint64_t off);
 ssize_t nvmefs_data_pwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, const void *buf,
 			   size_t len, uint64_t off);
+
+/*
+ * Between data.c and data_io.c only: the plan of a block-aligned file range
+ * (data.c), which data_io.c's requests carry to the engine.
+ */
+
+/* A growing list of engine segments, and the EXTENT records to log once
+ * the data they reach is written. Zeroed to start; the plan's owner frees
+ * it with nvmefs_data_plan_free. */
+struct nvmefs_plan {
+	uint8_t *buf; /* the block-aligned area the segments read into or write from */
+	struct nvmefs_io_seg *io;
+	size_t nio, io_cap;
+	struct nvmefs_rec *recs; /* EXTENT records to log after the I/O */
+	size_t nrecs, rec_cap;
+	uint64_t last_end[NVMEFS_MAX_DEVICES]; /* slot -> end of its last allocation */
+	uint32_t ext_flags;		       /* for new extents */
+};
+
+/* One piece of a walked range: a hole, an unwritten or a written extent's
+ * part, on one slot (data.c). */
+struct nvmefs_piece;
+typedef int (*nvmefs_piece_fn)(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			       const struct nvmefs_piece *p, void *ctx);
+
+/* Call fn for every piece of [off, off + len) in file order. meta held, or
+ * (for fn that only reads, nvmefs_data_read_piece) in->map_lock. */
+int nvmefs_data_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off, uint64_t len,
+		     nvmefs_piece_fn fn, void *ctx);
+/* Piece functions for nvmefs_data_walk (ctx is the plan). read: a segment
+ * per written piece, zeros in pl->buf for the rest. write: a segment per
+ * piece, space reserved for holes and the records of what becomes
+ * written (meta held). */
+int nvmefs_data_read_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			   const struct nvmefs_piece *p, void *ctx);
+int nvmefs_data_write_piece(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			    const struct nvmefs_piece *p, void *ctx);
+/* Plan [off, off + len) with fn under meta (taken here: called without
+ * it), reserving space for the holes it fills; once more after a commit on
+ * ENOSPC while released space waits for it. On failure nothing stays
+ * reserved. */
+int nvmefs_data_plan_walk(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
+			  uint64_t len, nvmefs_piece_fn fn, struct nvmefs_plan *pl);
+/* Plan a write that lands on written extents only, under the inode's
+ * map_lock alone (taken here); -EAGAIN (the plan emptied) when it needs
+ * nvmefs_data_plan_walk. */
+int nvmefs_data_plan_overwrite(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t off,
+			       uint64_t len, struct nvmefs_plan *pl);
+/* Give back the space the plan reserved (its I/O failed; meta held). */
+void nvmefs_data_plan_unreserve(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+				struct nvmefs_plan *pl);
+void nvmefs_data_plan_free(struct nvmefs_plan *pl);
+/* Log the plan's EXTENT records, its data written (meta held). */
+int nvmefs_data_log_extents(struct nvmefs_vol *vol, struct nvmefs_plan *pl);
+/* mtime and ctime now (meta held). */
+void nvmefs_data_touch_mc(struct nvmefs_inode *in);
 
 #endif

@@ -124,7 +124,7 @@ struct nvmefs_inode {
 	atomic_bool privs;
 	/* An overwrite's mtime/ctime (ns; 0: none) not yet folded into
 	 * mtime and ctime, and whether the inode is queued for it
-	 * (fs/core/data.c note_overwrite, nvmefs_inode_fold_wtime). */
+	 * (fs/core/data_io.c note_overwrite, nvmefs_inode_fold_wtime). */
 	atomic_uint_fast64_t wtime_ns;
 	atomic_bool wtime_queued;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
@@ -134,7 +134,7 @@ struct nvmefs_inode {
 	/* meta: operations holding it, from nvmefs_inode_get to its put
 	 * (fs/core/icache.c); while any does, it stays in memory. */
 	uint32_t refs;
-	/* Reads and writes in flight on it (fs/core/data.c, dio_new to
+	/* Reads and writes in flight on it (fs/core/data_io.c, dio_new to
 	 * dio_finish): counted without meta, as an overwrite takes none. */
 	atomic_uint ios;
 };

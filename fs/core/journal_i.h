@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * journal_i.h: the interface of fs/core/journal.c (logging, commits, flushes, replay), for the
- * core's other modules and the doors. The shared types are in fs_i.h.
+ * journal_i.h: the interface of fs/core/journal.c (logging, commits, flushes, the committer) and
+ * fs/core/journal_load.c (format, load and replay, orphan reclaim), for the core's other modules
+ * and the doors. The shared types are in fs_i.h.
  */
 #ifndef NVMEFS_JOURNAL_I_H
 #define NVMEFS_JOURNAL_I_H
@@ -9,6 +10,8 @@
 #include "fs_i.h"
 #include "meta_i.h"
 
+/* The journal's locks and settings; exit closes the store and frees the
+ * open transaction. */
 int nvmefs_journal_init(struct nvmefs_vol *vol);
 void nvmefs_journal_exit(struct nvmefs_vol *vol);
 /* Log INODE_FREE for every orphan (files unlinked while open before a
@@ -31,6 +34,7 @@ int nvmefs_journal_commit(struct nvmefs_vol *vol);
 /* Commit and flush the store (format v2's checkpoint: the journal before
  * this point is then not needed); clean marks a clean unmount. */
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);
+/* Start the committer and compactor threads; stop joins them. */
 int nvmefs_journal_start(struct nvmefs_vol *vol);
 void nvmefs_journal_stop(struct nvmefs_vol *vol);
 /* mkfs: an empty journal and run area, the store opened on it; the caller
@@ -39,6 +43,9 @@ int nvmefs_journal_format(struct nvmefs_vol *vol);
 /* The run area the label describes (member 0). */
 struct nvmefs_runs_geom;
 void nvmefs_journal_runs_geom(const struct nvmefs_label *l, struct nvmefs_runs_geom *g);
+/* The journal ring's byte offset on member 0 (journal.c and
+ * journal_load.c). */
+uint64_t nvmefs_journal_base(const struct nvmefs_vol *vol);
 /* Sticky metadata error: non-zero when the volume went read-only. */
 int nvmefs_journal_error(struct nvmefs_vol *vol);
 

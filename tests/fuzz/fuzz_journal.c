@@ -8,7 +8,7 @@
  * run and loaded again).
  *
  * Input: one mode byte, then the bytes replayed. Mode bits 0-1:
- *   0  a journal ring as on disk: transactions walked as journal.c's
+ *   0  a journal ring as on disk: transactions walked as journal_load.c's
  *      replay() does, from the block (mode >> 2) modulo the ring's blocks,
  *      expecting sequence FUZZ_FIRST_TXN there, until the first one that is
  *      not whole, valid and next in sequence
@@ -28,7 +28,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* journal.c's replay() over a ring held in memory; 0 at the end of the log,
+/* journal_load.c's replay() over a ring held in memory; 0 at the end of the log,
  * -errno when a transaction's records do not apply. */
 static int replay(struct nvmefs_vol *vol, const uint8_t *ring, size_t jsize, uint64_t tail)
 {

@@ -9,7 +9,7 @@
  * (fuzz_reseal_image: so mutations reach the fields, not just the
  * checksums). Then what mount does after loading (free-space rebuild,
  * orphan reclaim) and the oracles of fuzz_vol.c, the remount among them.
- * This is the one target that runs journal.c's own read_super(), the
+ * This is the one target that runs journal_load.c's own read_super(), the
  * store's open (manifests, every run's index and filter), load_store()
  * (every key, through nvmefs_meta_load_val) and replay().
  */
