@@ -99,13 +99,6 @@ static int get_or_null(struct nvmefs_vol *vol, uint64_t ino, unsigned need,
 	return ret == -ENOENT ? 0 : ret;
 }
 
-/* The root's ".nvmefs" names the mount's control directory (fs/fuse/ctl.c): no
- * door may make an entry of that name. */
-static bool is_ctl_name(uint64_t parent, const char *name)
-{
-	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
-}
-
 /* The entry's attributes and one reference for the caller (meta held),
  * counted in the lookups table. */
 static void give_entry(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct stat *st)
@@ -136,7 +129,7 @@ static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const 
 
 	if (ret)
 		return ret;
-	if (nvmefs_dir_find(vol, p->ino, name) || is_ctl_name(p->ino, name))
+	if (nvmefs_dir_find(vol, p->ino, name) || nvmefs_is_ctl_name(p->ino, name))
 		return -EEXIST;
 	if (vol->meta_bytes + cost > vol->meta_cap)
 		return -ENOSPC;
@@ -615,7 +608,7 @@ static int rename_get(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 		return -ENOTDIR;
 	if (strlen(name) > NVMEFS_NAME_MAX || strlen(newname) > NVMEFS_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (is_ctl_name(newparent, newname))
+	if (nvmefs_is_ctl_name(newparent, newname))
 		return -EEXIST;
 	d = nvmefs_dir_find(vol, parent, name);
 	if (!d)

@@ -6,6 +6,10 @@
 #ifndef NVMEFS_XLAYOUT_I_H
 #define NVMEFS_XLAYOUT_I_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "fs_i.h"
 
 /* Parse "chunk=SIZE,count=N,devs=I:J" (each optional) over vol's members;
@@ -33,5 +37,12 @@ int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, 
 #define NVMEFS_CTL_DIR	  (NVMEFS_INO_MAX + 1)
 #define NVMEFS_CTL_STATS  (NVMEFS_INO_MAX + 2)
 #define NVMEFS_CTL_CONFIG (NVMEFS_INO_MAX + 3)
+
+/* Whether name in parent is the root's ".nvmefs": the control directory,
+ * never an entry any door may make, remove or rename. */
+static inline bool nvmefs_is_ctl_name(uint64_t parent, const char *name)
+{
+	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
+}
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "door_i.h"
 #include "namei.h"
-#include "xlayout_i.h" /* NVMEFS_CTL_NAME */
+#include "xlayout_i.h" /* the control directory's name */
 
 /* The cache time of every entry and attribute reply (door_i.h says why so long). */
 #define TIMEOUT NVMEFS_ATTR_TIMEOUT
@@ -63,12 +63,6 @@ static inline int kill_privs(fuse_req_t req, struct nvmefs_inode *in, fuse_ino_t
 	return ret < 0 ? ret : 0;
 }
 
-/* The root's ".nvmefs" is the control directory (fs/fuse/ctl.c), never a file. */
-static inline bool is_ctl_name(uint64_t parent, const char *name)
-{
-	return parent == NVMEFS_ROOT_INO && !strcmp(name, NVMEFS_CTL_NAME);
-}
-
 /*
  * The control directory and its files are not changed by any request:
  * EPERM when a or b (inodes) is one, or name in a is ".nvmefs" (removing or
@@ -76,7 +70,7 @@ static inline bool is_ctl_name(uint64_t parent, const char *name)
  */
 static inline bool refuse_ctl(fuse_req_t req, fuse_ino_t a, fuse_ino_t b, const char *name)
 {
-	if (!nvmefs_ctl_ino(a) && !nvmefs_ctl_ino(b) && !(name && is_ctl_name(a, name)))
+	if (!nvmefs_ctl_ino(a) && !nvmefs_ctl_ino(b) && !(name && nvmefs_is_ctl_name(a, name)))
 		return false;
 	fuse_reply_err(req, EPERM);
 	return true;
