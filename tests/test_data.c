@@ -12,6 +12,8 @@
  *
  * usage: test_data BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +95,35 @@ static void test_io(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	free(src);
 }
 
+/* FALLOC_FL_ZERO_RANGE (xfstests' fzero): the range reads as zeros, its
+ * partial blocks keep the bytes around it; past EOF it extends the size,
+ * unless KEEP_SIZE; with PUNCH_HOLE, or a punch without KEEP_SIZE, it is
+ * refused. Before, every ZERO_RANGE was EOPNOTSUPP. */
+static void test_zero_range(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t ino)
+{
+	uint64_t size;
+
+	CHECK_ERR(nvmefs_ns_fallocate(vol, ino, FALLOC_FL_ZERO_RANGE, 1000, 3 * MiB + 5), 0);
+	memset(model + 1000, 0, 3 * MiB + 5);
+	CHECK(in->size == model_size);
+	check_all(vol, in, "after zeroing a range");
+	size = model_size;
+	CHECK_ERR(nvmefs_ns_fallocate(vol, ino, FALLOC_FL_ZERO_RANGE, size - 10, 8192), 0);
+	memset(model + size - 10, 0, 8192);
+	model_size = size - 10 + 8192;
+	CHECK(in->size == model_size);
+	check_all(vol, in, "after zeroing past EOF");
+	CHECK_ERR(nvmefs_ns_fallocate(vol, ino, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+				      model_size + 4096, 4096),
+		  0);
+	CHECK(in->size == model_size);
+	CHECK_ERR(
+		nvmefs_ns_fallocate(vol, ino, FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE, 0, 4096),
+		-EOPNOTSUPP);
+	CHECK_ERR(nvmefs_ns_fallocate(vol, ino, FALLOC_FL_PUNCH_HOLE, 0, 4096), -EOPNOTSUPP);
+	check_all(vol, in, "after the refused modes");
+}
+
 int main(int argc, char **argv)
 {
 	const struct nvmefs_cred cred = {.uid = 0};
@@ -111,6 +142,7 @@ int main(int argc, char **argv)
 		ino = st.st_ino;
 		test_io(vol, in);
 		CHECK(in->size == model_size);
+		test_zero_range(vol, in, ino);
 		nvmefs_ns_release(vol, ino);
 		nvmefs_ns_forget(vol, ino, 1);
 		CHECK_ERR(nvmefs_vol_close(vol), 0);

@@ -453,14 +453,25 @@ int nvmefs_data_fallocate(struct nvmefs_vol *vol, struct nvmefs_inode *in, int m
 	uint64_t a = ROUND_DOWN(off), e;
 	int ret;
 
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
 	if (!len)
 		return -EINVAL;
 	if (off + len > NVMEFS_MAX_FILE_SIZE || off + len < off)
 		return -EFBIG;
 	if (mode & FALLOC_FL_PUNCH_HOLE)
-		return mode & FALLOC_FL_KEEP_SIZE ? punch(vol, in, off, len) : -EOPNOTSUPP;
+		return mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
+			       ? punch(vol, in, off, len)
+			       : -EOPNOTSUPP;
+	/* Zeroing a range: its data goes (a punch: zeros written into the
+	 * partial blocks at its ends, the whole blocks between freed), then
+	 * the range is allocated again as unwritten extents, which read as
+	 * zeros: later writes there find their space, as after ext4's. */
+	if (mode & FALLOC_FL_ZERO_RANGE) {
+		ret = punch(vol, in, off, len);
+		if (ret)
+			return ret;
+	}
 	e = ROUND_UP(off + len);
 	ret = nvmefs_data_plan_walk(vol, in, a, e - a, falloc_piece, &pl);
 	if (ret) {
