@@ -34,7 +34,7 @@
 #include "journal_i.h"
 #include "meta_i.h"
 #include "namei.h"
-#include "shadow_i.h"
+#include "store.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
 #include "test_vol.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's LSM store (fs/core/store.h) on an image file opened as a
+ * Format v2's LSM store (fs/store/store.h) on an image file opened as a
  * member:
  *  - random puts, deletes and gets against a model, with flushes, leveled
  *    and full compactions and reopens at random points; a reopened store
@@ -50,7 +50,7 @@
 #include "fault_i.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
-#include "store.h"
+#include "store_i.h"
 #include "test_img.h"
 #include "test_util.h"
 

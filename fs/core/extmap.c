@@ -24,7 +24,7 @@
 #include "extmap_i.h"
 #include "kv_i.h"
 #include "util_i.h"
-#include "values.h"
+#include "store.h"
 
 #include "nvmefs/util.h"
 

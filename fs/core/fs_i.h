@@ -363,7 +363,7 @@ struct nvmefs_vol {
 	struct timespec mounted_at; /* the control files' times */
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over
-	 * the run area (fs/core/store.h). Every record applied is written
+	 * the run area (fs/store/store.h). Every record applied is written
 	 * through into it (meta.c) except while the mount loads the maps from
 	 * it (loading). */
 	struct nvmefs_store *store;
@@ -385,7 +385,7 @@ struct nvmefs_vol {
 	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
 	atomic_uint test_lose_opens;
 	/* meta: format v2's keys of the metadata, written through by apply
-	 * beside the maps and checked against them (fs/core/shadow_i.h,
+	 * beside the maps and checked against them (fs/store/store.h,
 	 * nvmefs_meta_crosscheck); NULL when off, as in production. */
 	struct nvmefs_shadow *shadow;
 	/* meta: the kernel's lookup counts, ino -> count (fs/core/lookups.c),

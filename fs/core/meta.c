@@ -8,7 +8,7 @@
  * journal can never describe a state the code did not produce.
  *
  * Format v2 (docs/METADATA-V2-STEP4.md, commit C2): when the shadow store
- * is on (vol->shadow, shadow_i.h), apply also writes every record through
+ * is on (vol->shadow, fs/store/store.h), apply also writes every record through
  * as v2 keys and values (kv_* below; extmap.c does the extents' keys), and
  * nvmefs_meta_crosscheck compares the shadow with the maps both ways. The
  * maps stay the truth.
@@ -19,10 +19,8 @@
 #include "kv_i.h"
 #include "lookups_i.h"
 #include "meta_i.h"
-#include "shadow_i.h"
 #include "store.h"
 #include "util_i.h"
-#include "values.h"
 
 #include <dirent.h>
 #include <endian.h>

@@ -61,7 +61,7 @@ void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 uint64_t nvmefs_meta_cost_inode(size_t name_len);
 
 /*
- * The shadow store (fs/core/shadow_i.h; docs/METADATA-V2-STEP4.md, C2):
+ * The shadow store (fs/store/store.h; docs/METADATA-V2-STEP4.md, C2):
  * format v2's keys of the state, written through by apply beside the maps,
  * which stay the truth. It doubles metadata memory: off unless the
  * environment has NVMEFS_META_CROSSCHECK=1 at nvmefs_meta_init (never for

@@ -52,7 +52,6 @@
 #include "meta_i.h"
 #include "store.h"
 #include "util_i.h"
-#include "values.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"
 

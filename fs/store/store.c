@@ -26,7 +26,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runfmt_i.h"
-#include "store.h"
+#include "store_i.h"
 #include "util_i.h"
 
 #define L0_RUNS_DEFAULT	    4u
@@ -632,6 +632,17 @@ void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark)
 struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s)
 {
 	return s->a;
+}
+
+int nvmefs_store_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g,
+			const uint8_t uuid[16])
+{
+	return nvmefs_runs_format(dev, g, uuid);
+}
+
+uint64_t nvmefs_store_manifest_seq(struct nvmefs_store *s)
+{
+	return s->a ? nvmefs_runs_current(s->a)->seq : 0;
 }
 
 void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st)

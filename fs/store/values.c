@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's values (values.h says what they are; docs/METADATA-V2.md
+ * Format v2's values (store.h says what they are; docs/METADATA-V2.md
  * gives each one's bytes). The decoders read bytes from a device: each
  * checks the value's length against its fixed part and explicit lengths
  * before it reads a field, and every field before it is trusted, with the
  * same checks as v1's record decoder (format.c) where v1 has the field.
  * The encoders run the same checks first, so that what they write decodes.
  */
-#include "values.h"
+#include "store.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -75,7 +75,7 @@ _Static_assert(sizeof(struct free_disk) == NVMEFS_VAL_FREE, "FREE value");
 _Static_assert(NVMEFS_VAL_INODE_MAX <= NVMEFS_VAL_MAX && NVMEFS_VAL_DCOOKIE_MAX <= NVMEFS_VAL_MAX,
 	       "every value fits a run entry");
 
-/* Keys' integers are big-endian (sorted.h). */
+/* Keys' integers are big-endian (store.h). */
 static uint64_t key64(const uint8_t *p)
 {
 	uint64_t v;

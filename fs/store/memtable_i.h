@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memtable_i.h: the in-memory ordered map of fs/core/memtable.c (key ->
+ * memtable_i.h: the in-memory ordered map of fs/store/memtable.c (key ->
  * value or tombstone, format v2's key order), for the LSM store
- * (fs/core/store.c, docs/METADATA-V2.md step 3b).
+ * (fs/store/store.c, docs/METADATA-V2.md step 3b).
  *
  * A skip list: O(log n) expected put and find, an in-order walk by the
  * level-0 links (a flush writes it as a run, an iterator copies a key
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sorted.h"
+#include "sorted_i.h"
 
 #define NVMEFS_MEM_HEIGHT 24 /* 4^24 entries before the list degrades */
 
