@@ -17,6 +17,8 @@ set(FS_CORE_SOURCES
     core/util.c
     core/format.c
     core/meta.c
+    core/meta_keys.c
+    core/meta_check.c
     core/extmap.c
     core/alloc.c
     core/journal.c
@@ -36,6 +38,9 @@ set(FS_STORE_SOURCES
     store/runs.c
     store/memtable.c
     store/store.c
+    store/flush.c
+    store/compact.c
+    store/iter.c
     store/values.c
     store/shadow.c)
 list(APPEND FS_CORE_SOURCES

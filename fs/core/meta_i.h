@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * meta_i.h: the interface of fs/core/meta.c (the in-memory metadata model and record application),
- * for the core's other modules and the doors. The shared types are in fs_i.h.
+ * meta_i.h: the interface of fs/core/meta.c (the in-memory metadata model
+ * and record application) and meta_check.c (its checks, the crosscheck,
+ * fsck's store pass), for the core's other modules and the doors. The shared types are in fs_i.h.
  */
 #ifndef NVMEFS_META_I_H
 #define NVMEFS_META_I_H
@@ -96,5 +97,14 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol);
  * state under 10,000 keys, else once the writes since the last check are
  * a sixteenth of it (nvmefs_shadow_check_due). meta held. */
 bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol);
+
+/* Between meta.c and meta_check.c: the slot of vol->dtab where the entry
+ * (parent, name[0..len)) is or would go; the INODE record of in as it is
+ * (no overwrite time folded, unlike nvmefs_inode_to_rec); in's xattr
+ * name[0..len), or NULL. meta held. */
+struct nvmefs_dirent **nvmefs_meta_dir_slot(struct nvmefs_vol *vol, uint64_t parent,
+					    const char *name, size_t len);
+void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r);
+struct nvmefs_xattr *nvmefs_meta_xattr_find(struct nvmefs_inode *in, const char *name, size_t len);
 
 #endif
