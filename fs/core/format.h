@@ -223,7 +223,7 @@ size_t nvmefs_rec_encode(const struct nvmefs_rec *rec, void *buf);
 long nvmefs_rec_decode(struct nvmefs_rec *rec, const void *buf, size_t len);
 
 /* The decoder's checks, for format v2's values (fs/store/store.h), which
- * must accept what v1 accepts. A name of 1..max bytes without NUL; a
+ * must accept what the record decoder accepts. A name of 1..max bytes without NUL; a
  * directory entry's name (no '/', not "." or ".."); an INODE record's
  * ino, mode, symlink target, size and layout. */
 bool nvmefs_name_ok(const char *name, size_t len, size_t max);

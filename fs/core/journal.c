@@ -365,8 +365,8 @@ static void emit_dirty(struct nvmefs_vol *vol)
 			nvmefs_inode_dirty(vol, in); /* out of memory: the next commit */
 			break;
 		}
-		/* Logged without apply: the shadow store takes it here. */
-		nvmefs_meta_shadow_inode(vol, in);
+		/* Logged without apply: its INODE key is written here. */
+		nvmefs_meta_kv_inode(vol, in);
 	}
 }
 

@@ -409,7 +409,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	ts_from(&in->ctime, r->inode.ctime);
 	ts_from(&in->crtime, r->inode.crtime);
 	nvmefs_inode_note_privs(in);
-	nvmefs_meta_shadow_inode(vol, in);
+	nvmefs_meta_kv_inode(vol, in);
 	return 0;
 }
 
@@ -621,9 +621,9 @@ static int apply_dirent_add(struct nvmefs_vol *vol, const struct nvmefs_rec *r, 
 	if (c && c->dir)
 		c->parent = p->ino;
 	nvmefs_meta_kv_dirent(vol, d, true);
-	nvmefs_meta_shadow_inode(vol, p); /* nentries, next_cookie */
+	nvmefs_meta_kv_inode(vol, p); /* nentries, next_cookie */
 	if (c && c->dir)
-		nvmefs_meta_shadow_inode(vol, c); /* parent */
+		nvmefs_meta_kv_inode(vol, c); /* parent */
 	vol->ndirents++;
 	if (!vol->filling)
 		vol->meta_bytes += nvmefs_rec_size(r);
@@ -646,7 +646,7 @@ static int apply_dirent_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	*pp = d->hnext;
 	dir_remove(p->dir, d);
 	nvmefs_meta_kv_dirent(vol, d, false);
-	nvmefs_meta_shadow_inode(vol, p); /* nentries */
+	nvmefs_meta_kv_inode(vol, p); /* nentries */
 	vol->ndirents--;
 	vol->meta_bytes -= nvmefs_rec_size(r);
 	free(d);
@@ -796,7 +796,7 @@ static int apply_extent(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		/* In use by the records now (the FREE keys, alloc.c). */
 		nvmefs_alloc_applied_take(vol, dev, e.dev_off, e.len);
 		/* the extents' keys went in extmap.c */
-		nvmefs_meta_shadow_inode(vol, in); /* alloc_bytes, nextents */
+		nvmefs_meta_kv_inode(vol, in); /* alloc_bytes, nextents */
 	}
 	return ret;
 }
@@ -825,7 +825,7 @@ static int apply_punch(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 		if (ret)
 			return ret;
 	}
-	nvmefs_meta_shadow_inode(vol, in); /* alloc_bytes, nextents */
+	nvmefs_meta_kv_inode(vol, in); /* alloc_bytes, nextents */
 	return 0;
 }
 
@@ -889,7 +889,7 @@ static int apply_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	x->value_len = r->xattr.value_len;
 	nvmefs_inode_note_privs(in);
 	nvmefs_meta_kv_xattr(vol, in->ino, x, true);
-	nvmefs_meta_shadow_inode(vol, in); /* nxattrs */
+	nvmefs_meta_kv_inode(vol, in); /* nxattrs */
 	return 0;
 err_value:
 	free(value);
@@ -912,7 +912,7 @@ static int apply_xattr_del(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	free(x->value);
 	*x = in->xattrs[--in->nxattrs];
 	nvmefs_inode_note_privs(in);
-	nvmefs_meta_shadow_inode(vol, in); /* nxattrs */
+	nvmefs_meta_kv_inode(vol, in); /* nxattrs */
 	return 0;
 }
 
@@ -973,7 +973,7 @@ int nvmefs_meta_load_val(struct nvmefs_vol *vol, const struct nvmefs_val *v)
 				in->ext_loaded = !v->sum.nextents;
 			}
 		} else if (in->dir) {
-			nvmefs_meta_shadow_inode(vol, in); /* the shadow's copy has it too */
+			nvmefs_meta_kv_inode(vol, in); /* the shadow's copy has it too */
 		}
 		return 0;
 	case NVMEFS_KEY_DIRENT:

@@ -48,7 +48,7 @@ static void kv_del(struct nvmefs_vol *vol, const uint8_t *key, size_t klen)
 	nvmefs_kv_del(vol, key, klen);
 }
 
-void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+void nvmefs_meta_kv_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	struct nvmefs_inode_sum sum;
 	struct nvmefs_rec r;

@@ -26,7 +26,7 @@
 
 #include "nvmefs/util.h"
 
-/* Bytes a name adds to meta_bytes beyond its text (its v1 DIRENT record). */
+/* Bytes a name adds to meta_bytes beyond its text (its DIRENT_ADD record). */
 #define DIRENT_COST 28
 /* Bytes an xattr costs beyond its name and value (XATTR_SET record). */
 #define XATTR_COST 24

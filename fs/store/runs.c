@@ -4,7 +4,7 @@
  * manifest slots, the space of the runs, a run's writer, reader and
  * iterator, and the merge of several sources in key order. I/O is
  * synchronous on the member (nvmefs_dev_pio and nvmefs_dev_flush, as the
- * v1 journal's metadata I/O); the objects' encodings are in runfmt.c.
+ * journal's); the objects' encodings are in runfmt.c.
  */
 #include <assert.h>
 #include <endian.h>

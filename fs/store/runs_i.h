@@ -34,9 +34,9 @@
  * Space: the run space's free extents are what neither the current
  * manifest nor a run being written or written-but-not-committed holds,
  * computed when needed (there are few runs); a run that leaves the
- * manifest is free once the manifest without it is durable (v1's "free
- * after commit"). No allocator state is stored: opening the area rebuilds
- * it from the manifest.
+ * manifest is free once the manifest without it is durable (free after
+ * commit, as the data members' extents are). No allocator state is stored: opening the area
+ * rebuilds it from the manifest.
  *
  * Threads: the area's functions may be called from several threads; a
  * writer or iterator is used by one thread at a time; a reader's lookups

@@ -2,7 +2,7 @@
 /*
  * Format v2's keys and sorted-run blocks (store.h and sorted_i.h say what they are).
  * Integers in keys are big-endian so that memcmp orders them; everything
- * else on disk is little-endian, as in format v1.
+ * else on disk is little-endian (docs/FORMAT.md).
  */
 #include "sorted_i.h"
 

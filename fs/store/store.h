@@ -101,9 +101,9 @@ struct nvmefs_mark {
 	uint64_t replay_seq; /* the transaction sequence expected there */
 	uint64_t next_ino;   /* the next inode number to hand out */
 	uint64_t ninodes;    /* inodes in use */
-	/* The metadata's size as v1 records would take it (vol->meta_bytes,
-	 * the estimate the metadata ENOSPC checks): a mount that does not
-	 * read every key cannot add it up. */
+	/* The metadata's size as journal records would take it
+	 * (vol->meta_bytes, the estimate the metadata ENOSPC checks): a mount
+	 * that does not read every key cannot add it up. */
 	uint64_t meta_bytes;
 };
 #define NVMEFS_MARK_WORDS 5u
@@ -115,10 +115,9 @@ _Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u
  * Format v2's key/value store (docs/METADATA-V2.md, step 3b): an LSM tree
  * over one run area (runs_i.h). A format v2 volume keeps its metadata in
  * one (vol->store): apply writes every record's keys through into it
- * (kv.c), a commit flushes it (journal.c) in place of v1's checkpoint,
- * and the mount loads every key from it; the metadata cache of step 4
- * that reads through it is not built yet. Tested on image files
- * (tests/test_store.c).
+ * (kv.c), a commit flushes it (journal.c), and the mount loads its keys
+ * (all of them, or each inode's when an operation asks: icache.c).
+ * Tested on image files (tests/test_store.c).
  *
  * Writes go to a memtable (memtable_i.h: a skip list, O(log n)). A flush
  * freezes it (a pointer swap under the store's lock: puts go on into a new
@@ -208,7 +207,7 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 
 /*
  * Open a memory-only store: no device, no run area, nothing durable
- * (step 4 runs on v1 volumes with its metadata in one). Puts, deletes,
+ * (tests/test_store.c). Puts, deletes,
  * lookups and iterators work on the memtable alone (a delete takes the
  * key out rather than leaving a tombstone, unless a frozen memtable is
  * under it); nvmefs_store_freeze works as on a device; nvmefs_store_flush
@@ -355,11 +354,10 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
 
 /*
  * Format v2's values (docs/METADATA-V2.md, "Values (step 4a)"): what each
- * key of fs/store/sorted_i.h maps to in the store, and the conversion from and
- * to the v1 records (fs/core/format.h) whose apply puts them
- * (docs/METADATA-V2-STEP4.md §2): apply puts them into the volume's store
- * (kv.c), and the mount decodes them back; tested alone
- * (tests/test_values.c) and fuzzed (fuzz_values).
+ * key maps to in the store, and the conversion from the journal's records
+ * (fs/core/format.h) whose apply puts them (docs/METADATA-V2-STEP4.md §2):
+ * apply puts them into the volume's store (kv.c), and the mount decodes
+ * them back; tested alone (tests/test_values.c) and fuzzed (fuzz_values).
  *
  * A value is little-endian fixed-width fields after a version byte, each
  * at its natural alignment with the padding explicit (and zero), with
@@ -369,8 +367,8 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
  * the attribute's raw bytes (no version byte: it is the user's data, up to
  * 64 KiB, the largest value a run entry takes).
  *
- * Decoded, a key and its value are the v1 record that puts them: INODE an
- * INODE record (plus the summary fields v1 rebuilds at load), DIRENT and
+ * Decoded, a key and its value are the journal record that puts them:
+ * INODE an INODE record (plus its summary fields), DIRENT and
  * DCOOKIE a DIRENT_ADD record (plus the entry's cookie), EXTENT an EXTENT
  * record, XATTR an XATTR_SET record, ORPHAN an ORPHAN_ADD record; FREE has
  * no record (step 6).
@@ -394,9 +392,9 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
 #define NVMEFS_COOKIE_FIRST 3u
 
 /*
- * An inode's summary fields: what v1 rebuilds from the other records at
- * load (meta.c) and v2 must know without scanning them. They come from the
- * records that change them, never from an INODE record. Fields that do not
+ * An inode's summary fields: what the other keys of the inode add up to,
+ * kept in its INODE value so that a load need not scan them. They come
+ * from the records that change them, never from an INODE record. Fields that do not
  * belong to the inode's type are 0.
  */
 struct nvmefs_inode_sum {
@@ -434,11 +432,10 @@ ssize_t nvmefs_val_encode(const struct nvmefs_val *v, uint8_t *key, size_t *klen
  * Decode a key (klen bytes) and its value (vlen bytes) as read from the
  * store. Checks the key (nvmefs_key_check and, per kind, a non-zero ino or
  * parent, a valid name), the value's version, its length against its
- * explicit lengths, zero reserved bytes, and every field as v1's decoder
- * does, plus the summary's consistency, before anything is trusted.
- * Returns 0 (v filled, pointing into key and val), -EPROTO (another value
- * version) or -EINVAL (malformed). What it accepts re-encodes to the same
- * bytes.
+ * explicit lengths, zero reserved bytes, and every field as the journal's
+ * record decoder does (nvmefs_rec_decode), plus the summary's consistency, before anything is
+ * trusted. Returns 0 (v filled, pointing into key and val), -EPROTO (another value version) or
+ * -EINVAL (malformed). What it accepts re-encodes to the same bytes.
  */
 int nvmefs_val_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
 		      struct nvmefs_val *v);
