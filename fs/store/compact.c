@@ -306,8 +306,6 @@ int nvmefs_store_compact(struct nvmefs_store *s, bool full)
 	struct pick p;
 	int ret = 0;
 
-	if (!s->a)
-		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->compact_lock);
 	pthread_mutex_lock(&s->lock);
 	v = s->view;

@@ -2,7 +2,7 @@
 /*
  * The store's flush (store.h, nvmefs_store_freeze and nvmefs_store_flush):
  * the frozen memtable written as a level-0 run and a manifest naming it
- * with the caller's mark; a memory-only store's fold.
+ * with the caller's mark.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -154,54 +154,12 @@ static bool frozen(struct nvmefs_store *s)
 	return f;
 }
 
-/*
- * A memory-only store's flush: the live memtable (what was put since the
- * freeze) folds into the frozen one, which is live again, and its mark is
- * the store's; then *mark, if given, is. Under the store's lock: O(k log
- * n) for k entries put since the freeze. On -ENOMEM the live memtable
- * stays on top of a frozen one that took some of its entries (the same
- * values: reads see no change), and the next flush folds again.
- */
-static int fold(struct nvmefs_store *s, const struct nvmefs_mark *mark)
-{
-	struct nvmefs_memtable *old = NULL;
-	const struct nvmefs_mem_node *x;
-	int ret = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->imm && s->imm->refs > 1) /* a walk reads it in place */
-		ret = -EBUSY;
-	else if (s->imm) {
-		for (x = nvmefs_mem_seek(s->mem, NULL, 0); x && !ret; x = x->next[0])
-			if (x->tomb)
-				nvmefs_mem_remove(s->imm, x->key, x->klen);
-			else
-				ret = nvmefs_mem_put(s->imm, x->key, x->klen, x->key + x->klen,
-						     x->vlen, false);
-		if (!ret) {
-			old = s->mem;
-			s->mem = s->imm;
-			s->imm = NULL;
-			s->mark = s->imm_mark;
-		}
-	}
-	if (!ret && mark)
-		s->mark = *mark;
-	pthread_mutex_unlock(&s->lock);
-	nvmefs_store_mem_free(old);
-	return ret;
-}
-
 int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&s->flush_lock);
 	for (;;) {
-		if (!s->a) {
-			ret = fold(s, mark);
-			break;
-		}
 		if (frozen(s) && (ret = flush_imm(s))) /* a freeze's, or a failed flush's */
 			break;
 		if (!mark)

@@ -211,8 +211,6 @@ static int take_mem(struct nvmefs_store_iter *it, const uint8_t *lo, size_t lole
 		ret = snap_take(&it->snap[0], s->mem, lo, lolen, it);
 		return ret ? ret : snap_take(&it->snap[1], s->imm, lo, lolen, it);
 	}
-	if (!s->a && !s->imm)
-		return -ENODATA; /* memory only: nothing frozen to walk */
 	it->frozen = s->imm;
 	if (it->frozen) {
 		it->frozen->refs++;

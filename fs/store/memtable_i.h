@@ -59,10 +59,6 @@ void nvmefs_mem_exit(struct nvmefs_memtable *m);
 int nvmefs_mem_put(struct nvmefs_memtable *m, const uint8_t *key, size_t klen, const void *val,
 		   size_t vlen, bool tomb);
 
-/* Take key's node out (a memory-only store's delete: nothing older to
- * hide, so no tombstone). true when it was there. */
-bool nvmefs_mem_remove(struct nvmefs_memtable *m, const uint8_t *key, size_t klen);
-
 /* The node of key, or NULL. Valid until the next put. */
 const struct nvmefs_mem_node *nvmefs_mem_find(const struct nvmefs_memtable *m, const uint8_t *key,
 					      size_t klen);

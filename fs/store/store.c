@@ -530,23 +530,6 @@ err:
 	return ret;
 }
 
-int nvmefs_store_open_mem(struct nvmefs_store **out, const struct nvmefs_store_cfg *cfg)
-{
-	struct nvmefs_store *s = store_alloc(cfg);
-
-	*out = NULL;
-	if (!s)
-		return -ENOMEM;
-	s->mem = nvmefs_store_mem_new(s);
-	s->view = view_alloc(0); /* no runs, ever */
-	if (!s->mem || !s->view) {
-		nvmefs_store_close(s);
-		return -ENOMEM;
-	}
-	*out = s;
-	return 0;
-}
-
 void nvmefs_store_close(struct nvmefs_store *s)
 {
 	if (!s)
@@ -568,12 +551,6 @@ void nvmefs_store_close(struct nvmefs_store *s)
 
 void nvmefs_store_mark(struct nvmefs_store *s, struct nvmefs_mark *mark)
 {
-	if (!s->a) {
-		pthread_mutex_lock(&s->lock);
-		*mark = s->mark;
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
 	pthread_mutex_lock(&s->commit_lock);
 	*mark = nvmefs_runs_current(s->a)->mark;
 	pthread_mutex_unlock(&s->commit_lock);
@@ -592,7 +569,7 @@ int nvmefs_store_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g
 
 uint64_t nvmefs_store_manifest_seq(struct nvmefs_store *s)
 {
-	return s->a ? nvmefs_runs_current(s->a)->seq : 0;
+	return nvmefs_runs_current(s->a)->seq;
 }
 
 void nvmefs_store_stats(struct nvmefs_store *s, struct nvmefs_store_stats *st)
@@ -623,10 +600,7 @@ static int put(struct nvmefs_store *s, const uint8_t *key, size_t klen, const vo
 	if (nvmefs_key_check(key, klen) || vlen > NVMEFS_XATTR_VALUE_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	if (tomb && !s->a && !s->imm) /* memory only: nothing older to hide */
-		ret = (nvmefs_mem_remove(s->mem, key, klen), 0);
-	else
-		ret = nvmefs_mem_put(s->mem, key, klen, val, vlen, tomb);
+	ret = nvmefs_mem_put(s->mem, key, klen, val, vlen, tomb);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

@@ -205,21 +205,6 @@ int nvmefs_store_open(struct nvmefs_store **out, struct nvmefs_dev *dev,
 		      const struct nvmefs_runs_geom *g, const uint8_t uuid[16],
 		      const struct nvmefs_store_cfg *cfg);
 
-/*
- * Open a memory-only store: no device, no run area, nothing durable
- * (tests/test_store.c). Puts, deletes,
- * lookups and iterators work on the memtable alone (a delete takes the
- * key out rather than leaving a tombstone, unless a frozen memtable is
- * under it); nvmefs_store_freeze works as on a device; nvmefs_store_flush
- * folds the live memtable into the frozen one, which is live again (no
- * I/O; O(k log n) under the store's lock for k keys put since the
- * freeze), and takes the mark, which nvmefs_store_mark gives back;
- * nvmefs_store_compact returns -EOPNOTSUPP and nvmefs_store_area NULL.
- * cfg may be NULL. *out is the caller's until nvmefs_store_close. 0 or
- * -ENOMEM.
- */
-int nvmefs_store_open_mem(struct nvmefs_store **out, const struct nvmefs_store_cfg *cfg);
-
 /* Free the store (no I/O): the memtables' contents are dropped. No put,
  * get, flush, compaction or iterator may be running. */
 void nvmefs_store_close(struct nvmefs_store *s);
@@ -238,7 +223,7 @@ int nvmefs_store_format(struct nvmefs_dev *dev, const struct nvmefs_runs_geom *g
 			const uint8_t uuid[16]);
 
 /* The sequence number of the current manifest (the last committed flush
- * or compaction); 0 for a memory-only store. */
+ * or compaction). */
 uint64_t nvmefs_store_manifest_seq(struct nvmefs_store *s);
 
 /*
@@ -285,9 +270,7 @@ int nvmefs_store_freeze(struct nvmefs_store *s, const struct nvmefs_mark *mark);
  * A frozen memtable with no entry commits only its mark (when it
  * changed). 0, -ENOSPC (no free extent for the run, or the manifest slot
  * is full: the store stays as it was, the frozen memtable kept for the
- * next flush), -ENOMEM or an I/O error (the same); on a memory-only store
- * (nvmefs_store_open_mem) 0, -ENOMEM, or -EBUSY while a walk holds the
- * frozen memtable.
+ * next flush), -ENOMEM or an I/O error (the same).
  * An I/O error in the manifest's write or the flush after it leaves the
  * run area refusing every later write (runs_i.h, nvmefs_runs_commit): each
  * flush and compaction then fails with -EIO at once, until the store is
@@ -303,8 +286,7 @@ int nvmefs_store_flush(struct nvmefs_store *s, const struct nvmefs_mark *mark);
  * while it does), 0 when nothing is due, -ENOSPC (no free extent for an
  * output run: nothing changed), -ENOMEM, or an I/O error or -EINVAL (a
  * damaged input run: nothing changed); -EIO for good, before any input is
- * read, after a failed manifest write (nvmefs_store_flush); -EOPNOTSUPP on
- * a memory-only store (no runs).
+ * read, after a failed manifest write (nvmefs_store_flush).
  */
 int nvmefs_store_compact(struct nvmefs_store *s, bool full);
 
@@ -334,11 +316,9 @@ int nvmefs_store_iter_prefix(struct nvmefs_store_iter **out, struct nvmefs_store
  * run-block buffer per run in the range, whatever the range's size (a
  * snapshot of the whole store, a mount filling a cache). The frozen
  * memtable stays readable while the walk holds it: a flush that writes it
- * meanwhile leaves it to the walk's close to free; a memory-only store's
- * flush (the fold) returns -EBUSY until the walk is closed. Then as an
- * iterator: nvmefs_store_iter_next, nvmefs_store_iter_close. 0, -ENODATA
- * (a memory-only store with nothing frozen: freeze first), -EINVAL,
- * -ENOMEM or an I/O error.
+ * meanwhile leaves it to the walk's close to free. Then as an iterator:
+ * nvmefs_store_iter_next, nvmefs_store_iter_close. 0, -EINVAL, -ENOMEM or
+ * an I/O error.
  */
 int nvmefs_store_walk(struct nvmefs_store_iter **out, struct nvmefs_store *s, const uint8_t *lo,
 		      size_t lolen, const uint8_t *hi, size_t hilen);

@@ -47,16 +47,15 @@ struct view {
 struct bcache;
 
 struct nvmefs_store {
-	struct nvmefs_runs *a; /* NULL: a memory-only store */
+	struct nvmefs_runs *a;
 	struct nvmefs_store_cfg cfg;
 	pthread_mutex_t flush_lock, compact_lock, commit_lock;
 	pthread_mutex_t lock;
-	struct nvmefs_memtable *mem; /* protected by lock */
-	struct nvmefs_memtable *imm; /* frozen, being flushed; set and cleared under lock */
-	struct nvmefs_mark imm_mark; /* the mark imm was frozen with */
-	struct view *view;	     /* protected by lock */
-	struct nvmefs_mark mark;     /* memory only (a NULL): the last flush's; protected by lock */
-	struct bcache *cache;	     /* run blocks lookups read (its own lock); NULL: none */
+	struct nvmefs_memtable *mem;  /* protected by lock */
+	struct nvmefs_memtable *imm;  /* frozen, being flushed; set and cleared under lock */
+	struct nvmefs_mark imm_mark;  /* the mark imm was frozen with */
+	struct view *view;	      /* protected by lock */
+	struct bcache *cache;	      /* run blocks lookups read (its own lock); NULL: none */
 	struct nvmefs_store_stats st; /* protected by lock */
 	uint64_t seed;		      /* memtables' skip-list seeds; protected by lock */
 	/* Each level's compaction cursor: the largest key of the run it last
@@ -65,8 +64,7 @@ struct nvmefs_store {
 	uint16_t cursor_len[NVMEFS_RUN_LEVELS];
 };
 
-/* The run area (for its free space and manifest; the store's); NULL for
- * a memory-only store. */
+/* The run area (for its free space and manifest; the store's). */
 struct nvmefs_runs *nvmefs_store_area(struct nvmefs_store *s);
 
 /* ---- between the store's files (store.c defines them) ---- */
