@@ -233,58 +233,6 @@ static void ts_from(struct timespec *ts, struct nvmefs_time t)
 	ts->tv_nsec = t.nsec;
 }
 
-static struct nvmefs_time ts_to(const struct timespec *ts)
-{
-	return (struct nvmefs_time){.sec = ts->tv_sec, .nsec = (uint32_t)ts->tv_nsec};
-}
-
-void nvmefs_inode_fold_wtime(struct nvmefs_inode *in)
-{
-	uint64_t ns = atomic_exchange(&in->wtime_ns, 0);
-	struct timespec t = {.tv_sec = (time_t)(ns / 1000000000u),
-			     .tv_nsec = (long)(ns % 1000000000u)};
-
-	if (!ns)
-		return;
-	in->shadow_stale = true; /* the shadow's INODE has the times before */
-	if (t.tv_sec > in->mtime.tv_sec ||
-	    (t.tv_sec == in->mtime.tv_sec && t.tv_nsec > in->mtime.tv_nsec))
-		in->mtime = t;
-	if (t.tv_sec > in->ctime.tv_sec ||
-	    (t.tv_sec == in->ctime.tv_sec && t.tv_nsec > in->ctime.tv_nsec))
-		in->ctime = t;
-}
-
-/* The INODE record of in as it is (no overwrite time folded). */
-void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->type = NVMEFS_REC_INODE;
-	r->inode.ino = in->ino;
-	r->inode.mode = in->mode;
-	r->inode.uid = in->uid;
-	r->inode.gid = in->gid;
-	r->inode.nlink = in->nlink;
-	r->inode.flags = in->flags;
-	r->inode.size = in->size;
-	r->inode.rdev = in->rdev;
-	r->inode.atime = ts_to(&in->atime);
-	r->inode.mtime = ts_to(&in->mtime);
-	r->inode.ctime = ts_to(&in->ctime);
-	r->inode.crtime = ts_to(&in->crtime);
-	r->inode.layout = in->layout;
-	if (in->target) {
-		r->inode.target = in->target;
-		r->inode.target_len = (uint16_t)strlen(in->target);
-	}
-}
-
-void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
-{
-	nvmefs_inode_fold_wtime(in);
-	nvmefs_meta_inode_rec(in, r);
-}
-
 static int inode_create(struct nvmefs_vol *vol, const struct nvmefs_rec *r,
 			struct nvmefs_inode **out)
 {

@@ -101,12 +101,10 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol);
 bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol);
 
 /* Between meta.c and meta_check.c: the slot of vol->dtab where the entry
- * (parent, name[0..len)) is or would go; the INODE record of in as it is
- * (no overwrite time folded, unlike nvmefs_inode_to_rec); in's xattr
- * name[0..len), or NULL. meta held. */
+ * (parent, name[0..len)) is or would go; in's xattr name[0..len), or
+ * NULL. meta held. */
 struct nvmefs_dirent **nvmefs_meta_dir_slot(struct nvmefs_vol *vol, uint64_t parent,
 					    const char *name, size_t len);
-void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r);
 struct nvmefs_xattr *nvmefs_meta_xattr_find(struct nvmefs_inode *in, const char *name, size_t len);
 
 #endif

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The metadata as the store's keys and values (meta_keys_i.h): what apply
- * (meta.c) writes through for each change of an inode, an entry, an xattr
- * or an orphan (kv.c takes them to the store, and to the shadow when it is
- * on), and the summary fields an INODE value carries. The crosscheck
- * (meta_check.c) builds the same values from the maps to compare.
+ * The metadata as the journal's INODE records and the store's keys and
+ * values (meta_keys_i.h): an inode's INODE record (its overwrite time
+ * folded in or not); what apply (meta.c) writes through for each change of
+ * an inode, an entry, an xattr or an orphan (kv.c takes them to the store,
+ * and to the shadow when it is on); the summary fields an INODE value
+ * carries. The crosscheck (meta_check.c) builds the same values from the
+ * maps to compare. It calls nothing of meta.c, which calls it.
  */
 #include "meta_keys_i.h"
 
@@ -15,6 +17,62 @@
 #include "kv_i.h"
 #include "meta_i.h"
 #include "store.h"
+
+/* ---- an inode as its INODE record ---- */
+
+static struct nvmefs_time ts_to(const struct timespec *ts)
+{
+	return (struct nvmefs_time){.sec = ts->tv_sec, .nsec = (uint32_t)ts->tv_nsec};
+}
+
+void nvmefs_inode_fold_wtime(struct nvmefs_inode *in)
+{
+	uint64_t ns = atomic_exchange(&in->wtime_ns, 0);
+	struct timespec t = {.tv_sec = (time_t)(ns / 1000000000u),
+			     .tv_nsec = (long)(ns % 1000000000u)};
+
+	if (!ns)
+		return;
+	in->shadow_stale = true; /* the shadow's INODE has the times before */
+	if (t.tv_sec > in->mtime.tv_sec ||
+	    (t.tv_sec == in->mtime.tv_sec && t.tv_nsec > in->mtime.tv_nsec))
+		in->mtime = t;
+	if (t.tv_sec > in->ctime.tv_sec ||
+	    (t.tv_sec == in->ctime.tv_sec && t.tv_nsec > in->ctime.tv_nsec))
+		in->ctime = t;
+}
+
+/* The INODE record of in as it is (no overwrite time folded). */
+void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = NVMEFS_REC_INODE;
+	r->inode.ino = in->ino;
+	r->inode.mode = in->mode;
+	r->inode.uid = in->uid;
+	r->inode.gid = in->gid;
+	r->inode.nlink = in->nlink;
+	r->inode.flags = in->flags;
+	r->inode.size = in->size;
+	r->inode.rdev = in->rdev;
+	r->inode.atime = ts_to(&in->atime);
+	r->inode.mtime = ts_to(&in->mtime);
+	r->inode.ctime = ts_to(&in->ctime);
+	r->inode.crtime = ts_to(&in->crtime);
+	r->inode.layout = in->layout;
+	if (in->target) {
+		r->inode.target = in->target;
+		r->inode.target_len = (uint16_t)strlen(in->target);
+	}
+}
+
+void nvmefs_inode_to_rec(struct nvmefs_inode *in, struct nvmefs_rec *r)
+{
+	nvmefs_inode_fold_wtime(in);
+	nvmefs_meta_inode_rec(in, r);
+}
+
+/* ---- keys ---- */
 
 /* The summary fields of in's INODE value (meta_keys_i.h): from the maps,
  * never from an INODE record. */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * meta_keys_i.h: the metadata as the store's keys and values
- * (fs/core/meta_keys.c), for meta.c's apply and meta_check.c's crosscheck.
+ * (fs/core/meta_keys.c), for meta.c's apply and meta_check.c's crosscheck;
+ * nvmefs_inode_to_rec and nvmefs_inode_fold_wtime, defined there too, are
+ * declared in meta_i.h for the whole core.
  * Each write goes through kv.c (the store, and the shadow when it is on);
  * meta held, or single-threaded (load, replay, fsck).
  */
@@ -14,6 +16,9 @@
 #include "fs_i.h"
 #include "store.h"
 
+/* The INODE record of in as it is (no overwrite time folded, unlike
+ * nvmefs_inode_to_rec, meta_i.h). meta held. */
+void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r);
 /* The summary fields an INODE value carries, from the maps (never from an
  * INODE record). */
 void nvmefs_meta_inode_sum(const struct nvmefs_inode *in, struct nvmefs_inode_sum *s);
