@@ -6,6 +6,9 @@
 #    format, metadata, extent maps, allocator, journal, volume, data path,
 #    read-ahead, the namespace API (core/namei.h), layouts, member discovery.
 #    No FUSE header; the fuzzers build these.
+#  - FS_STORE_SOURCES (store/): the key/value store the metadata lives in
+#    (keys and values, sorted runs, memtable, flush, compaction), behind
+#    one header, store/store.h. Also built by the fuzzers.
 #  - FS_FUSE_SOURCES (fuse/): the FUSE door: the low-level operations, the
 #    request loop and the control files.
 #  - FS_NATIVE_SOURCES (native/): the native door, libnvmefs's daemon side,
@@ -14,6 +17,8 @@ set(FS_CORE_SOURCES
     core/util.c
     core/format.c
     core/meta.c
+    core/meta_keys.c
+    core/meta_check.c
     core/extmap.c
     core/alloc.c
     core/journal.c
@@ -30,16 +35,18 @@ set(FS_CORE_SOURCES
     core/xlayout.c
     core/holder.c
     core/discover.c)
-# The key/value store (sorted runs, memtable, compaction), part of the core
-# for the builds above.
+set(FS_STORE_SOURCES
+    store/sorted.c
+    store/runfmt.c
+    store/runs.c
+    store/memtable.c
+    store/store.c
+    store/flush.c
+    store/compact.c
+    store/iter.c
+    store/values.c
+    store/shadow.c)
 list(APPEND FS_CORE_SOURCES
-    core/sorted.c
-    core/runfmt.c
-    core/runs.c
-    core/memtable.c
-    core/store.c
-    core/values.c
-    core/shadow.c
     core/kv.c)
 set(FS_FUSE_SOURCES
     fuse/ops.c

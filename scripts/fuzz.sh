@@ -33,11 +33,11 @@ all_targets=(label journal load wire sorted manifest runr values)
 # one block; a mode byte and an 8-block ring; the 168 KiB metadata area
 # (2 superblocks, a 32-block run area, an 8-block journal); a registration table
 # (35 bytes, tests/fuzz/fuzz_wire.h) and the largest native message; the
-# largest run block of format v2 (17 blocks, fs/core/sorted.h); a manifest
-# slot of the harness's run area (4 blocks, fs/core/runs.h); a run's meta
+# largest run block of format v2 (17 blocks, fs/store/sorted_i.h); a manifest
+# slot of the harness's run area (4 blocks, fs/store/runs_i.h); a run's meta
 # (16 bytes) and its index and filter (8 blocks, tests/fuzz/fuzz_runr.c); a
 # key's length (2 bytes), the longest key (273) and the largest value
-# (64 KiB, fs/core/values.h).
+# (64 KiB, fs/store/store.h).
 declare -A max_len=([label]=4096 [journal]=32769 [load]=172032 [wire]=12355
 	[sorted]=69632 [manifest]=16384 [runr]=32784 [values]=65811)
 

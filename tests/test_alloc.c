@@ -13,9 +13,7 @@
  */
 #include "alloc_i.h"
 #include "journal_i.h"
-#include "shadow_i.h"
-#include "sorted.h"
-#include "values.h"
+#include "store.h"
 #include "test_vol.h"
 
 #define MiB (1ull << 20)

@@ -26,7 +26,7 @@
 #include "fs_i.h"
 #include "alloc_i.h"
 #include "journal_i.h"
-#include "store.h"
+#include "store_i.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"

@@ -20,7 +20,7 @@
 #include "namei.h"
 #include "extmap_i.h"
 #include "meta_i.h"
-#include "shadow_i.h"
+#include "store.h"
 #include "test_vol.h"
 
 #define K 4096ull

@@ -32,7 +32,6 @@
 #include "journal_i.h"
 #include "meta_i.h"
 #include "store.h"
-#include "values.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"
 #include "test_util.h"

@@ -34,7 +34,7 @@
 #include "journal_i.h"
 #include "meta_i.h"
 #include "namei.h"
-#include "shadow_i.h"
+#include "store.h"
 #include "volume_i.h"
 #include "xlayout_i.h"
 #include "test_vol.h"
@@ -676,7 +676,7 @@ static void test_crosscheck(struct nvmefs_vol *vol)
 	/* A key the maps call for, missing. */
 	CHECK_ERR(nvmefs_shadow_del(vol->shadow, key, nvmefs_key_dirent(key, ROOT, "xc", 2)), 0);
 	CHECK(caught(vol, "DIRENT(1, \"xc\")"));
-	nvmefs_meta_shadow_inode(vol, r); /* no DIRENT back: still caught */
+	nvmefs_meta_kv_inode(vol, r); /* no DIRENT back: still caught */
 	CHECK(caught(vol, "DIRENT(1, \"xc\")"));
 	pthread_mutex_unlock(&vol->lock);
 	nvmefs_log_set_sink(NULL);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's sorted runs on a metadata area (fs/core/runs.h), on an image
+ * Format v2's sorted runs on a metadata area (fs/store/runs_i.h), on an image
  * file opened as a member:
  *  - round trips over a grid (1 entry, thousands spanning many run blocks,
  *    tombstones, entries of NVMEFS_RUN_ENT_MAX among small ones; no entry
@@ -48,7 +48,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runfmt_i.h"
-#include "runs.h"
+#include "runs_i.h"
 #include "test_img.h"
 #include "test_util.h"
 

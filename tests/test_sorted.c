@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's keys and run blocks (fs/core/sorted.h), without a volume:
+ * Format v2's keys and run blocks (fs/store/sorted_i.h), without a volume:
  *  - every key kind: built, checked, and ordered by nvmefs_key_cmp exactly
  *    as its fields (random tuples sorted both ways must agree);
  *  - names and slots out of limits refused; a DIRENT whose hash does not
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sorted.h"
+#include "sorted_i.h"
 #include "test_util.h"
 
 static uint64_t rng;

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's LSM store (fs/core/store.h) on an image file opened as a
+ * Format v2's LSM store (fs/store/store.h) on an image file opened as a
  * member:
  *  - random puts, deletes and gets against a model, with flushes, leveled
  *    and full compactions and reopens at random points; a reopened store
  *    equals the model as of its last flush (the memtable is lost by
  *    design), with its mark (replay position, next inode, inode count);
- *  - the same operations on a memory-only store (flushes alternately
- *    freeze and fold, compactions refused, a reopen empty; deletes leave
- *    neither entries nor memory);
  *  - prefix iteration (a directory's entries, a file's extents) against
  *    the model, over memtable and runs;
  *  - tombstones hide older runs' values, stay through a compaction above
@@ -50,7 +47,7 @@
 #include "fault_i.h"
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
-#include "store.h"
+#include "store_i.h"
 #include "test_img.h"
 #include "test_util.h"
 
@@ -409,101 +406,6 @@ static void test_model(uint64_t seed)
 	       "levels from 1 at the end\n",
 	       flushes, compactions, fulls, reopens, st.runs, levels);
 	CHECK(st.runs > levels); /* levels of several runs */
-	nvmefs_store_close(s);
-}
-
-/* A memory-only store's flush op: a freeze (*frozen_at = op), or the fold
- * of what was put since (*replay = the freeze's op). */
-static void mem_flush_op(struct nvmefs_store *s, int op, uint64_t *frozen_at, uint64_t *replay)
-{
-	struct nvmefs_mark mk = mark_at((uint64_t)op);
-
-	if (!*frozen_at) {
-		CHECK_ERR(nvmefs_store_freeze(s, &mk), 0);
-		CHECK_ERR(nvmefs_store_freeze(s, &mk), -EBUSY);
-		*frozen_at = (uint64_t)op;
-	} else {
-		CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
-		*replay = *frozen_at;
-		*frozen_at = 0;
-	}
-	CHECK(replay_of(s) == *replay);
-}
-
-/*
- * The model's operations on a memory-only store: its flushes alternate
- * between a freeze and the fold of what was put since (deletes over a
- * frozen memtable are tombstones until the fold), compactions are
- * refused, a reopen starts empty. Then every key deleted leaves neither
- * an entry nor memory, and a delete over a frozen key is a tombstone
- * only until the fold.
- */
-static void test_model_mem(uint64_t seed)
-{
-	static uint32_t at_freeze[NK]; /* the model at the last freeze */
-	uint64_t x = seed | 1, replay = 0, frozen_at = 0;
-	struct nvmefs_store_iter *it = NULL;
-	struct nvmefs_store *s = NULL;
-	struct nvmefs_store_stats st;
-	unsigned flushes = 0, reopens = 0;
-	uint32_t version = 0;
-
-	CHECK_ERR(nvmefs_store_open_mem(&s, &small_cfg), 0);
-	CHECK(s && !nvmefs_store_area(s));
-	memset(cur, 0, sizeof(cur));
-	for (int op = 1; op <= 6000 && s; op++) {
-		unsigned r = (unsigned)(rnd(&x) % 1000);
-		int i = (int)(rnd(&x) % NK);
-
-		if (r < 550) {
-			CHECK_ERR(put_v(s, i, ++version), 0);
-			cur[i] = version;
-		} else if (r < 800) {
-			CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
-			cur[i] = 0;
-		} else if (r < 900) {
-			CHECKF(holds(s, i, cur[i]), "op %d: key %d", op, i);
-		} else if (r < 940) {
-			mem_flush_op(s, op, &frozen_at, &replay);
-			memcpy(at_freeze, cur, sizeof(cur));
-			flushes++;
-		} else if (r < 975) {
-			CHECK_ERR(nvmefs_store_compact(s, r >= 970), -EOPNOTSUPP);
-		} else if (r < 990) {
-			check_some_prefix(s, i, frozen_at ? at_freeze : NULL);
-			if (!frozen_at)
-				CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), -ENODATA);
-		} else {
-			nvmefs_store_close(s);
-			CHECK_ERR(nvmefs_store_open_mem(&s, &small_cfg), 0);
-			memset(cur, 0, sizeof(cur));
-			replay = frozen_at = 0;
-			CHECK(s && replay_of(s) == 0);
-			reopens++;
-		}
-		if (op % 1000 == 0 && s)
-			check_all(s, cur, "memory only, periodic");
-	}
-	if (!s)
-		return;
-	check_all(s, cur, "memory only, at the end");
-	CHECK_ERR(flush_at(s, 7000), 0); /* folds, then the mark alone */
-	CHECK(replay_of(s) == 7000);
-	for (int i = 0; i < NK; i++)
-		CHECK_ERR(nvmefs_store_del(s, keys[i].k, keys[i].klen), 0);
-	nvmefs_store_stats(s, &st);
-	CHECKF(st.mem_entries == 0 && st.mem_bytes == 0 && st.runs == 0,
-	       "all deleted: %zu entries, %zu bytes", st.mem_entries, st.mem_bytes);
-	CHECK_ERR(put_v(s, 0, 1), 0);
-	CHECK_ERR(nvmefs_store_freeze(s, &(struct nvmefs_mark){.replay = 7001}), 0);
-	CHECK_ERR(nvmefs_store_del(s, keys[0].k, keys[0].klen), 0); /* over the frozen value */
-	CHECK(holds(s, 0, 0));
-	nvmefs_store_stats(s, &st);
-	CHECK(st.mem_entries == 1 && st.frozen_entries == 1);
-	CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
-	nvmefs_store_stats(s, &st);
-	CHECK(st.mem_entries == 0 && st.frozen_entries == 0 && holds(s, 0, 0));
-	printf("memory only: %u flushes (freezes and folds), %u reopens\n", flushes, reopens);
 	nvmefs_store_close(s);
 }
 
@@ -1118,9 +1020,7 @@ static void walk_inodes(struct nvmefs_store *s, uint64_t n, uint64_t split, uint
  * store as of the freeze (not the puts after it), copies nothing (the
  * store's copy counter, which an iterator over the same range moves by
  * the memtables' size), and goes on reading the frozen memtable after a
- * flush wrote and dropped it (ASan would see a use after free). A
- * memory-only store walks only a frozen memtable, and folds it only once
- * no walk holds it.
+ * flush wrote and dropped it (ASan would see a use after free).
  */
 static void test_walk(void)
 {
@@ -1150,21 +1050,6 @@ static void test_walk(void)
 		       a.frozen_entries == 0 && a.flushes == 2,
 	       "a walk copied %" PRIu64 " bytes", a.iter_copied_bytes - b.iter_copied_bytes);
 	walk_inodes(s, 7500, 2500, 1, 2, false); /* the runs alone now: the same */
-	nvmefs_store_close(s);
-
-	CHECK_ERR(nvmefs_store_open_mem(&s, NULL), 0);
-	if (!s)
-		return;
-	put_inodes(s, 1, 1000, 4);
-	CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), -ENODATA);
-	CHECK_ERR(nvmefs_store_freeze(s, &m2), 0);
-	put_inodes(s, 1001, 10, 5);
-	CHECK_ERR(nvmefs_store_walk(&it, s, NULL, 0, NULL, 0), 0);
-	CHECK_ERR(nvmefs_store_flush(s, NULL), -EBUSY); /* walked in place: no fold */
-	nvmefs_store_iter_close(it);
-	walk_inodes(s, 1000, 1000, 4, 4, false);
-	CHECK_ERR(nvmefs_store_flush(s, NULL), 0);
-	CHECK(has_inode(s, 1000, 4) && has_inode(s, 1010, 5) && replay_of(s) == 2);
 	nvmefs_store_close(s);
 }
 
@@ -1311,7 +1196,6 @@ int main(void)
 	test_img_setup("test_store", IMG_SIZE);
 	make_keys();
 	test_model(seed);
-	test_model_mem(seed);
 	test_tombstones();
 	test_flush_cost();
 	test_ingest_cost();

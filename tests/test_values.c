@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's values (fs/core/values.h), without a volume, over a table of
+ * Format v2's values (fs/store/store.h), without a volume, over a table of
  * values of every kind with their edge cases (a 255-byte name, a 4095-byte
  * symlink target, a 64 KiB xattr, 32 devices, zero and largest fields):
  *  - each encodes, decodes, and re-encodes to the same key and bytes; a
@@ -19,7 +19,7 @@
 #include <sys/sysmacros.h>
 
 #include "test_util.h"
-#include "values.h"
+#include "store.h"
 
 #define NVALS 40
 

@@ -7,7 +7,7 @@
  * records applied. An EXTENT takes its range out, a PUNCH or INODE_FREE
  * (nvmefs_extmap_remove with rel) puts its ranges back, and each change
  * writes the FREE keys that changed through the store's write-through
- * (kv_i.h): one key per range, keyed by member and END (sorted.h says
+ * (kv_i.h): one key per range, keyed by member and END (fs/store/store.h says
  * why). mkfs writes one key per member over its data area; the mount
  * loads the keys before replay (replay changes them as live operations
  * do), so that it reads no extent to know the free space. fsck compares
@@ -26,7 +26,6 @@
 #include "kv_i.h"
 #include "store.h"
 #include "util_i.h"
-#include "values.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -24,7 +24,7 @@
 #include "extmap_i.h"
 #include "kv_i.h"
 #include "util_i.h"
-#include "values.h"
+#include "store.h"
 
 #include "nvmefs/util.h"
 
@@ -44,7 +44,7 @@ size_t nvmefs_extmap_find(const struct nvmefs_extmap *m, uint64_t comp_off)
 	return lo;
 }
 
-/* The shadow's EXTENT key of e: put with e's value. */
+/* e's EXTENT key, put with e's value (kv_i.h). */
 static void ext_put(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsigned slot,
 		    const struct nvmefs_ext *e)
 {
@@ -62,7 +62,7 @@ static void ext_put(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 	nvmefs_kv_put(vol, &v); /* a failure sticks (kv_i.h) */
 }
 
-/* The shadow's EXTENT key at comp_off: a tombstone. */
+/* The EXTENT key at comp_off: a tombstone (kv_i.h). */
 static void ext_del(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsigned slot,
 		    uint64_t comp_off)
 {

@@ -2,8 +2,8 @@
 /*
  * nvmefs on-disk format v2 (docs/FORMAT.md): the label on every member, the
  * superblocks and journal transactions on the metadata member, and the
- * metadata records the journal carries (the run area's objects are in
- * runfmt.h and sorted.h).
+ * metadata records the journal carries (the run area's objects are the
+ * store's: fs/store/).
  *
  * Everything on disk is little-endian with fixed-width fields; every block
  * carries a magic and a crc32c. The encoders fill a caller's 4 KiB block; the
@@ -140,7 +140,7 @@ int nvmefs_txn_peek(struct nvmefs_txn *t, const uint8_t uuid[16], const void *hd
 uint32_t nvmefs_txn_nblocks(const void *hdr);
 
 /* Metadata records: what the journal carries and apply changes the state by
- * (and writes through into the store as keys, values.h). */
+ * (and writes through into the store as keys, fs/store/store.h). */
 enum nvmefs_rec_type {
 	NVMEFS_REC_INODE = 1,
 	NVMEFS_REC_INODE_FREE = 2,
@@ -222,8 +222,8 @@ size_t nvmefs_rec_encode(const struct nvmefs_rec *rec, void *buf);
  */
 long nvmefs_rec_decode(struct nvmefs_rec *rec, const void *buf, size_t len);
 
-/* The decoder's checks, for format v2's values (fs/core/values.h), which
- * must accept what v1 accepts. A name of 1..max bytes without NUL; a
+/* The decoder's checks, for format v2's values (fs/store/store.h), which
+ * must accept what the record decoder accepts. A name of 1..max bytes without NUL; a
  * directory entry's name (no '/', not "." or ".."); an INODE record's
  * ino, mode, symlink target, size and layout. */
 bool nvmefs_name_ok(const char *name, size_t len, size_t max);

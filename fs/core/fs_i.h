@@ -34,7 +34,7 @@
 #include "nvmefs/layout.h"
 
 /* Bytes one extent adds to meta_bytes, the estimate of the live metadata
- * (its v1 EXTENT record). */
+ * (its EXTENT record). */
 #define NVMEFS_EXT_COST 48u
 
 /* One mapped run of a slot's component on its device. */
@@ -129,7 +129,8 @@ struct nvmefs_inode {
 	atomic_bool wtime_queued;
 	struct nvmefs_prefetch *pfs; /* io_lock.mu: open handles' read-ahead (fs/core/prefetch.c) */
 	/* meta: an overwrite's time was folded into mtime/ctime since the
-	 * shadow store last took this inode (meta.c, nvmefs_meta_crosscheck). */
+	 * shadow last took this inode (meta_keys.c; nvmefs_meta_crosscheck,
+	 * meta_check.c). */
 	bool shadow_stale;
 	/* meta: operations holding it, from nvmefs_inode_get to its put
 	 * (fs/core/icache.c); while any does, it stays in memory. */
@@ -308,7 +309,7 @@ struct nvmefs_vol {
 	 * them; every superblock written carries it. */
 	bool free_keys;
 	uint64_t pending_bytes; /* released, free once their commit is durable */
-	uint64_t meta_bytes;	/* the state's size as v1 records (an estimate) */
+	uint64_t meta_bytes;	/* the state's size as journal records (an estimate) */
 	uint64_t meta_cap;	/* meta_bytes allowed: 9/32 of the run area */
 	size_t norphans;
 	bool replaying;	       /* records come from disk: apply without logging */
@@ -367,7 +368,7 @@ struct nvmefs_vol {
 	struct timespec mounted_at;   /* the control files' times */
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over
-	 * the run area (fs/core/store.h). Every record applied is written
+	 * the run area (fs/store/store.h). Every record applied is written
 	 * through into it (meta.c) except while the mount loads the maps from
 	 * it (loading). */
 	struct nvmefs_store *store;
@@ -388,9 +389,10 @@ struct nvmefs_vol {
 	/* The test daemon only: this many OPEN/CREATE replies are lost (the
 	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
 	atomic_uint test_lose_opens;
-	/* meta: format v2's keys of the metadata, written through by apply
-	 * beside the maps and checked against them (fs/core/shadow_i.h,
-	 * nvmefs_meta_crosscheck); NULL when off, as in production. */
+	/* meta: the shadow, a second copy of the metadata's keys, written
+	 * through by apply beside the store and checked against the maps
+	 * (fs/store/store.h, nvmefs_meta_crosscheck; docs/FORMAT.md,
+	 * "Crosschecks"); NULL when off, as in production. */
 	struct nvmefs_shadow *shadow;
 	/* meta: the kernel's lookup counts, ino -> count (fs/core/lookups.c),
 	 * apart from the inodes: an inode the kernel names need not stay in

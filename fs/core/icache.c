@@ -22,10 +22,8 @@
 #include "icache_i.h"
 #include "lookups_i.h"
 #include "meta_i.h"
-#include "sorted.h"
 #include "store.h"
 #include "util_i.h"
-#include "values.h"
 
 #include <assert.h>
 #include <errno.h>

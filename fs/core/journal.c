@@ -159,7 +159,7 @@ static int write_flush(struct nvmefs_vol *vol, const struct nvmefs_mark *m, bool
 			   ret == -ENOSPC ? " (the metadata area is full)" : "");
 		return ret;
 	}
-	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
+	j->manifest_seq = nvmefs_store_manifest_seq(vol->store);
 	j->tail = m->replay;
 	j->since_flush = j->head - j->tail;
 	ret = write_super(vol, clean);
@@ -268,8 +268,8 @@ static void emit_dirty(struct nvmefs_vol *vol)
 			nvmefs_inode_dirty(vol, in); /* out of memory: the next commit */
 			break;
 		}
-		/* Logged without apply: the shadow store takes it here. */
-		nvmefs_meta_shadow_inode(vol, in);
+		/* Logged without apply: its INODE key is written here. */
+		nvmefs_meta_kv_inode(vol, in);
 	}
 }
 

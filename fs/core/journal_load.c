@@ -18,7 +18,6 @@
 #include "meta_i.h"
 #include "store.h"
 #include "util_i.h"
-#include "values.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -78,12 +77,12 @@ int nvmefs_journal_format(struct nvmefs_vol *vol)
 	if (ret)
 		return ret;
 	nvmefs_journal_runs_geom(&vol->label, &g);
-	ret = nvmefs_runs_format(&vol->set->devs[0], &g, vol->label.uuid);
+	ret = nvmefs_store_format(&vol->set->devs[0], &g, vol->label.uuid);
 	if (!ret)
 		ret = open_store(vol);
 	if (ret)
 		return ret;
-	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
+	j->manifest_seq = nvmefs_store_manifest_seq(vol->store);
 	j->super_seq = 0;
 	j->head = j->tail = 0;
 	j->next_seq = 1;
@@ -466,7 +465,7 @@ int nvmefs_journal_load(struct nvmefs_vol *vol)
 	if (ret)
 		return ret == -ENOMEM || ret == -EIO ? ret : -EUCLEAN;
 	nvmefs_store_mark(vol->store, &mark);
-	j->manifest_seq = nvmefs_runs_current(nvmefs_store_area(vol->store))->seq;
+	j->manifest_seq = nvmefs_store_manifest_seq(vol->store);
 	if (j->manifest_seq < s.manifest_floor) {
 		nvmefs_err("%s: metadata: the run area's newest valid manifest is %llu but the "
 			   "superblock says %llu was written: a newer manifest is damaged",

@@ -11,9 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "shadow_i.h"
 #include "store.h"
-#include "values.h"
 #include "nvmefs/util.h"
 
 bool nvmefs_kv_on(const struct nvmefs_vol *vol)

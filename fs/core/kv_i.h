@@ -4,7 +4,7 @@
  * makes of a record (meta.c, extmap.c; docs/METADATA-V2-STEP4.md §2) goes
  * to the store (vol->store: the metadata's durable state, flushed as
  * sorted runs, docs/FORMAT.md) and, in tests, to the shadow (vol->shadow:
- * the crosscheck's copy, shadow_i.h). meta held, or single-threaded (load,
+ * the crosscheck's copy, store.h). meta held, or single-threaded (load,
  * replay, mkfs, fsck).
  */
 #ifndef NVMEFS_KV_I_H

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * meta_i.h: the interface of fs/core/meta.c (the in-memory metadata model and record application),
- * for the core's other modules and the doors. The shared types are in fs_i.h.
+ * meta_i.h: the interface of fs/core/meta.c (the in-memory metadata model
+ * and record application) and meta_check.c (its checks, the crosscheck,
+ * fsck's store pass), for the core's other modules and the doors. The shared types are in fs_i.h.
  */
 #ifndef NVMEFS_META_I_H
 #define NVMEFS_META_I_H
@@ -56,14 +57,14 @@ int nvmefs_meta_verify(struct nvmefs_vol *vol);
 /* Remove the inode from the table and free its memory (dead, and held by
  * nothing: nvmefs_inode_held). */
 void nvmefs_inode_drop(struct nvmefs_vol *vol, struct nvmefs_inode *in);
-/* What a new inode with a name of name_len adds to meta_bytes (its v1
- * records). */
+/* What a new inode with a name of name_len adds to meta_bytes (its
+ * journal records: INODE and DIRENT_ADD). */
 uint64_t nvmefs_meta_cost_inode(size_t name_len);
 
 /*
- * The shadow store (fs/core/shadow_i.h; docs/METADATA-V2-STEP4.md, C2):
- * format v2's keys of the state, written through by apply beside the maps,
- * which stay the truth. It doubles metadata memory: off unless the
+ * The shadow (fs/store/store.h; docs/FORMAT.md, "Crosschecks"): a second
+ * copy of the state's keys in memory, written through by apply beside the
+ * store, for the crosscheck below. It doubles metadata memory: off unless the
  * environment has NVMEFS_META_CROSSCHECK=1 at nvmefs_meta_init (never for
  * a volume opened to be checked, opts.check) or a test starts it. Start it
  * before the first record is applied (-EBUSY after; 0 if on; -ENOMEM);
@@ -76,9 +77,11 @@ int nvmefs_meta_shadow_start(struct nvmefs_vol *vol);
 int nvmefs_meta_shadow_fill(struct nvmefs_vol *vol);
 void nvmefs_meta_shadow_stop(struct nvmefs_vol *vol);
 /* Put the inode's INODE key as the cache has it (its overwrite time folded
- * in first): for the journal's INODE records of dirty inodes, which it
- * logs without apply (emit_dirty). Nothing when off or dead. meta held. */
-void nvmefs_meta_shadow_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+ * in first) into the store, and the shadow when on (kv.c): for the
+ * journal's INODE records of dirty inodes, which it logs without apply
+ * (emit_dirty). Nothing when no key is taken (nvmefs_kv_on) or the inode
+ * is dead. meta held. */
+void nvmefs_meta_kv_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /*
  * Compare the shadow store with the maps both ways: every inode, entry
  * (DIRENT and DCOOKIE), extent, xattr and orphan of the maps, and every
@@ -96,5 +99,12 @@ int nvmefs_meta_crosscheck(struct nvmefs_vol *vol);
  * state under 10,000 keys, else once the writes since the last check are
  * a sixteenth of it (nvmefs_shadow_check_due). meta held. */
 bool nvmefs_meta_crosscheck_due(struct nvmefs_vol *vol);
+
+/* Between meta.c and meta_check.c: the slot of vol->dtab where the entry
+ * (parent, name[0..len)) is or would go; in's xattr name[0..len), or
+ * NULL. meta held. */
+struct nvmefs_dirent **nvmefs_meta_dir_slot(struct nvmefs_vol *vol, uint64_t parent,
+					    const char *name, size_t len);
+struct nvmefs_xattr *nvmefs_meta_xattr_find(struct nvmefs_inode *in, const char *name, size_t len);
 
 #endif

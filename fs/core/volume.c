@@ -79,7 +79,7 @@ void nvmefs_vol_set_geometry(struct nvmefs_vol *vol, const struct nvmefs_label *
 		vol->data_end[i] = labels[i].data_end;
 		vol->total_bytes += labels[i].data_end - labels[i].data_start;
 	}
-	/* meta_bytes counts v1 records (format.h); the same metadata takes about
+	/* meta_bytes counts journal records (format.h); the same metadata takes about
 	 * 1.35 times that as keys and values in runs, and a compaction may
 	 * rewrite every run (a level-0 merge into a level 1 that holds them
 	 * all, on a small area) beside the live ones and a flush's run: 9/32

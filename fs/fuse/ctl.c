@@ -277,7 +277,7 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	return o;
 }
 
-/* The store of sorted runs (fs/core/store.c): its flushes and
+/* The store of sorted runs (fs/store/store.c): its flushes and
  * compactions since the mount, in 4 KiB blocks (their write
  * amplification), and its run-block cache. */
 static json_object *store_stats(struct nvmefs_vol *vol)

@@ -119,8 +119,8 @@ out:
 }
 
 /* Size the metadata area on member 0: about 2%, within [32 MiB, 32 GiB]
- * (v1's 1% held its checkpoint twice; the runs need room to merge beside
- * the live ones, and keys cost about 1.35 times v1's records). */
+ * (the runs need room to merge beside the live ones, and keys cost about
+ * 1.35 times the journal's records of the same metadata). */
 static int plan_meta(struct nvmefs_label *l, uint64_t size0)
 {
 	uint64_t meta = size0 / 50, runs, journal;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: a manifest slot of format v2's run area
- * (fs/core/runs.h), the input zero-padded to the slot's 4 blocks, through
+ * (fs/store/runs_i.h), the input zero-padded to the slot's 4 blocks, through
  * nvmefs_manifest_decode(): as it is, then with its crc re-sealed over the
  * length its header claims, so that mutations reach the structural checks.
  * Whatever decodes must describe runs that fit the harness's area (inside
@@ -16,7 +16,7 @@
 
 #include "fuzz_bug.h"
 #include "fuzz_obj.h"
-#include "runs.h"
+#include "runs_i.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

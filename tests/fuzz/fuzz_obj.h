@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "sorted.h"
+#include "sorted_i.h"
 
 /* Seal the crc of the object (runfmt_i.h's 64-byte header: its block
  * count at byte 32, its crc at byte 12) at b over the length it claims,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target: a run's index and bloom filter (format v2's run area,
- * fs/core/runs.h) through nvmefs_runr_open(), which decodes both and
+ * fs/store/runs_i.h) through nvmefs_runr_open(), which decodes both and
  * checks them against the run's meta, then lookups. The input is a
  * 16-byte header (struct in_hdr: the meta's entry count, run blocks,
  * index and filter blocks, level, a mode byte) and the index and filter
@@ -13,7 +13,7 @@
  * its id is RUN_ID, its min key the index's first key as the input's
  * bytes give it (the writer's), its max above every key.
  *
- * A run the reader accepts must be as runs.h describes it: run blocks
+ * A run the reader accepts must be as runs_i.h describes it: run blocks
  * from 0, increasing, each at most NVMEFS_RUN_BLOCKS_MAX long and inside
  * the run, with valid, increasing keys inside the index, the first being
  * min; a filter of the bits nvmefs_filter_nbits gives for the entry
@@ -32,7 +32,7 @@
 #include "fuzz_obj.h"
 #include "fuzz_vol.h"
 #include "runfmt_i.h"
-#include "runs.h"
+#include "runs_i.h"
 #include "util_i.h"
 
 #define SLOT	 4u

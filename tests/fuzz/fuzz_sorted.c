@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target: a run block of format v2 (fs/core/sorted.h), the input
+ * libFuzzer target: a run block of format v2 (fs/store/sorted_i.h), the input
  * zero-padded to the largest run block, through nvmefs_run_decode(): as it
  * is, then with its crc re-sealed over the length its header claims, so
  * that mutations reach the structural checks. The run id and index are
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz_bug.h"
-#include "sorted.h"
+#include "sorted_i.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

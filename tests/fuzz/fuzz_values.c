@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target: a key and its value of format v2 (fs/core/values.h)
+ * libFuzzer target: a key and its value of format v2 (fs/store/store.h)
  * through nvmefs_val_decode(). The input is the key's length (u16,
  * little-endian), the key, and the value (the rest). Whatever decodes must
  * re-encode to the input's key and value; a value one byte shorter must be
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_bug.h"
-#include "values.h"
+#include "store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@
  * loading and the crc re-sealing that lets mutated inputs past the
  * checksums.
  *
- * Every volume has the shadow store on (fs/core/shadow_i.h): after a load
+ * Every volume has the shadow store on (fs/store/store.h): after a load
  * and after orphan reclaim, format v2's keys must match the maps
  * (nvmefs_meta_crosscheck), or it is a bug in the record -> key
  * translation. A state v1 accepts and v2's value encoders refuse (an entry
@@ -31,9 +31,9 @@
 
 #include "fuzz_obj.h"
 #include "meta_i.h"
-#include "runfmt.h"
-#include "shadow_i.h"
-#include "sorted.h"
+#include "runfmt_i.h"
+#include "store.h"
+#include "sorted_i.h"
 #include "store.h"
 #include "nvmefs/util.h"
 

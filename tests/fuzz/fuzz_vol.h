@@ -48,8 +48,8 @@
 #define FUZZ_NAME_SEED	7u /* keys the entry hash (meta.c), fixed */
 
 /* Frame magics (docs/FORMAT.md; private to fs/core/format.c). The run
- * area's are public: NVMEFS_RUN_MAGIC (sorted.h), NVMEFS_MANIFEST_MAGIC,
- * NVMEFS_INDEX_MAGIC and NVMEFS_FILTER_MAGIC (runfmt.h). */
+ * area's are public: NVMEFS_RUN_MAGIC (fs/store/sorted_i.h), NVMEFS_MANIFEST_MAGIC,
+ * NVMEFS_INDEX_MAGIC and NVMEFS_FILTER_MAGIC (fs/store/runfmt_i.h). */
 #define FUZZ_LABEL_MAGIC "NVMEFSL1"
 #define FUZZ_SUPER_MAGIC "NVMEFSS1"
 #define FUZZ_TXN_MAGIC	 "NVMEFSJ1"

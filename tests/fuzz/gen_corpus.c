@@ -33,10 +33,10 @@
 
 #include "fuzz_vol.h"
 #include "fuzz_wire.h"
-#include "runs.h"
-#include "sorted.h"
+#include "runs_i.h"
+#include "sorted_i.h"
 #include "store.h"
-#include "values.h"
+#include "store.h"
 
 #define MAX_RECS    256
 #define MANY_FILES  12

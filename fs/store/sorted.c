@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's keys and sorted-run blocks (sorted.h says what they are).
+ * Format v2's keys and sorted-run blocks (store.h and sorted_i.h say what they are).
  * Integers in keys are big-endian so that memcmp orders them; everything
- * else on disk is little-endian, as in format v1.
+ * else on disk is little-endian (docs/FORMAT.md).
  */
-#include "sorted.h"
+#include "sorted_i.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The shadow store (shadow_i.h): format v2's keys and values of the
- * metadata, written through by apply beside today's maps, in a memtable
- * (memtable_i.h's skip list). The one place that knows what holds them:
- * a later commit puts struct nvmefs_store (store.h) here.
+ * The shadow (store.h): a second copy of the metadata's keys and values,
+ * in a memtable (memtable_i.h's skip list), for the crosschecks
+ * (docs/FORMAT.md, "Crosschecks"). Never written to a member.
  */
-#include "shadow_i.h"
+#include "store.h"
 
 #include <endian.h>
 #include <errno.h>

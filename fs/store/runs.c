@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Sorted runs on a member's metadata area (runs.h): the area and its
+ * Sorted runs on a member's metadata area (runs_i.h): the area and its
  * manifest slots, the space of the runs, a run's writer, reader and
  * iterator, and the merge of several sources in key order. I/O is
  * synchronous on the member (nvmefs_dev_pio and nvmefs_dev_flush, as the
- * v1 journal's metadata I/O); the objects' encodings are in runfmt.c.
+ * journal's); the objects' encodings are in runfmt.c.
  */
 #include <assert.h>
 #include <endian.h>
@@ -16,7 +16,7 @@
 #include "nvmefs/devset.h"
 #include "nvmefs/util.h"
 #include "runfmt_i.h"
-#include "runs.h"
+#include "runs_i.h"
 #include "util_i.h"
 
 #define IDX_ENT_HDR 6u /* an index entry: block offset u32, key length u16, key */

@@ -121,24 +121,6 @@ int nvmefs_mem_put(struct nvmefs_memtable *m, const uint8_t *key, size_t klen, c
 	return 0;
 }
 
-bool nvmefs_mem_remove(struct nvmefs_memtable *m, const uint8_t *key, size_t klen)
-{
-	struct nvmefs_mem_node *prev[NVMEFS_MEM_HEIGHT], *x;
-
-	x = find_prev(m, key, klen, prev);
-	if (!x || nvmefs_key_cmp(x->key, x->klen, key, klen))
-		return false;
-	for (unsigned l = 0; l < x->height; l++)
-		prev[l]->next[l] = x->next[l];
-	while (m->height > 1 && !m->head->next[m->height - 1])
-		m->height--;
-	m->n--;
-	m->bytes -= node_bytes(x);
-	m->ent_bytes -= ent_bytes(x->klen, x->vlen);
-	free(x);
-	return true;
-}
-
 const struct nvmefs_mem_node *nvmefs_mem_find(const struct nvmefs_memtable *m, const uint8_t *key,
 					      size_t klen)
 {

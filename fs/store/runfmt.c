@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's run objects (runs.h says where they sit): the header that
+ * Format v2's run objects (runs_i.h says where they sit): the header that
  * index, filter and manifest share, the bloom filter's probes, and the
- * manifest's encoder and strict decoder. No I/O: fs/core/runs.c reads and
+ * manifest's encoder and strict decoder. No I/O: fs/store/runs.c reads and
  * writes them, tests/fuzz/fuzz_manifest.c feeds the decoder.
  */
 #include <endian.h>
@@ -44,7 +44,7 @@ struct mrun_disk {
 };
 _Static_assert(sizeof(struct mrun_disk) == 48, "manifest run record is 48 bytes");
 
-/* A manifest's body starts with the committer's mark (runfmt.h): its
+/* A manifest's body starts with the committer's mark (store.h): its
  * length in u64 words, a reserved u32, the words; then the runs. */
 struct mark_disk {
 	uint32_t words;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memtable_i.h: the in-memory ordered map of fs/core/memtable.c (key ->
+ * memtable_i.h: the in-memory ordered map of fs/store/memtable.c (key ->
  * value or tombstone, format v2's key order), for the LSM store
- * (fs/core/store.c, docs/METADATA-V2.md step 3b).
+ * (fs/store/store.c, flush.c, iter.c; docs/METADATA-V2.md step 3b) and
+ * the shadow (shadow.c).
  *
  * A skip list: O(log n) expected put and find, an in-order walk by the
  * level-0 links (a flush writes it as a run, an iterator copies a key
@@ -21,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sorted.h"
+#include "sorted_i.h"
 
 #define NVMEFS_MEM_HEIGHT 24 /* 4^24 entries before the list degrades */
 
@@ -57,10 +58,6 @@ void nvmefs_mem_exit(struct nvmefs_memtable *m);
  */
 int nvmefs_mem_put(struct nvmefs_memtable *m, const uint8_t *key, size_t klen, const void *val,
 		   size_t vlen, bool tomb);
-
-/* Take key's node out (a memory-only store's delete: nothing older to
- * hide, so no tombstone). true when it was there. */
-bool nvmefs_mem_remove(struct nvmefs_memtable *m, const uint8_t *key, size_t klen);
 
 /* The node of key, or NULL. Valid until the next put. */
 const struct nvmefs_mem_node *nvmefs_mem_find(const struct nvmefs_memtable *m, const uint8_t *key,

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Format v2's run area without I/O (docs/METADATA-V2.md, step 3): the
- * objects' constants, a run's meta as the manifest names it, the manifest
- * and its encoder and strict decoder (fs/core/runfmt.c, fuzz_manifest).
- * The area itself, which reads and writes them, is runs.h; this header is
- * apart so that the pure format depends on nothing of the area.
+ * runfmt_i.h: the run area's objects without I/O (fs/store/runfmt.c;
+ * docs/FORMAT.md, docs/METADATA-V2.md step 3): their constants, a run's
+ * meta as the manifest names it, the manifest with its encoder and strict
+ * decoder (fuzz_manifest), the 64-byte header that index, filter and
+ * manifest blocks share, and the bloom filter's probes. The area itself,
+ * which reads and writes them, is runs_i.h; this header is apart so that
+ * the pure format depends on nothing of the area.
  */
-#ifndef NVMEFS_RUNFMT_H
-#define NVMEFS_RUNFMT_H
+#ifndef NVMEFS_RUNFMT_I_H
+#define NVMEFS_RUNFMT_I_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "format.h"
-#include "sorted.h"
+#include "sorted_i.h"
 
 #define NVMEFS_MANIFEST_MAGIC "NVMEFSM2"
 #define NVMEFS_INDEX_MAGIC    "NVMEFSI2"
@@ -23,18 +24,10 @@
 #define NVMEFS_OBJ_VERSION    2u
 #define NVMEFS_OBJ_HDR	      64u
 #define NVMEFS_RUN_LEVELS     8u  /* levels 0..7 */
-#define NVMEFS_SLOT_DEFAULT   64u /* blocks per manifest slot when the geometry says 0 */
 #define NVMEFS_FILTER_BITS    10u /* per key */
 #define NVMEFS_FILTER_PROBES  7u
 /* Bytes a caller's run block buffer must hold (reader, iterator). */
 #define NVMEFS_RUN_BUF (NVMEFS_RUN_BLOCKS_MAX * NVMEFS_BLOCK)
-
-/* Where the area is on its member. */
-struct nvmefs_runs_geom {
-	uint64_t off;	      /* byte offset on the member, a multiple of NVMEFS_BLOCK */
-	uint64_t blocks;      /* length in 4 KiB blocks */
-	uint32_t slot_blocks; /* each manifest slot; 0: NVMEFS_SLOT_DEFAULT */
-};
 
 /* One run, as the manifest names it. Blocks count from the area's start. */
 struct nvmefs_run_meta {
@@ -55,28 +48,6 @@ static inline uint64_t nvmefs_run_blocks(const struct nvmefs_run_meta *r)
 {
 	return (uint64_t)r->data_blocks + r->index_blocks + r->filter_blocks;
 }
-
-/*
- * The committer's state a manifest carries beside its runs, opaque to the
- * area: what a mount needs before it replays and cannot scan for. Encoded
- * at the start of the manifest's body as a count of u64 words (u32), a
- * reserved u32 (0), then the words, little-endian, in this order. Fields
- * are only ever added at the end: NVMEFS_MARK_WORDS grows, and the
- * decoder then takes an older, shorter mark with the new fields 0. A mark
- * longer than this code knows is a newer committer's (-EPROTO).
- */
-struct nvmefs_mark {
-	uint64_t replay;     /* the journal position replay starts from */
-	uint64_t replay_seq; /* the transaction sequence expected there */
-	uint64_t next_ino;   /* the next inode number to hand out */
-	uint64_t ninodes;    /* inodes in use */
-	/* The metadata's size as v1 records would take it (vol->meta_bytes,
-	 * the estimate the metadata ENOSPC checks): a mount that does not
-	 * read every key cannot add it up. */
-	uint64_t meta_bytes;
-};
-#define NVMEFS_MARK_WORDS 5u
-_Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u64 words");
 
 /* A manifest. runs is owned by whoever filled it: nvmefs_manifest_decode
  * allocates it (nvmefs_manifest_free releases it). */
@@ -123,5 +94,57 @@ struct nvmefs_runs_ext {
 	struct nvmefs_run_meta meta; /* busy and done: what nvmefs_runw_end gave;
 				      * held: what nvmefs_runs_hold was given */
 };
+
+/* An object's header fields, as checked. */
+struct nvmefs_obj {
+	uint64_t id;	  /* run id (index, filter) or sequence (manifest) */
+	uint32_t nblocks; /* length in 4 KiB blocks */
+	uint32_t used;	  /* bytes after the header */
+	uint64_t count;	  /* index: run blocks; filter: keys; manifest: runs */
+	uint64_t aux;	  /* filter: bits; manifest: next run id */
+	uint32_t aux2;	  /* filter: probes */
+};
+
+/* The smallest number of blocks holding an object of used bytes. */
+static inline uint32_t nvmefs_obj_blocks(size_t used)
+{
+	return (uint32_t)((NVMEFS_OBJ_HDR + used + NVMEFS_BLOCK - 1) / NVMEFS_BLOCK);
+}
+
+/*
+ * Seal the object at buf, whose o->used bytes after the header are filled
+ * (buf has room for nvmefs_obj_blocks(o->used) blocks): the header from o
+ * (nblocks computed), zeros to the last block's end, the crc. Returns its
+ * length in bytes.
+ */
+size_t nvmefs_obj_seal(void *buf, const char magic[8], const uint8_t uuid[16],
+		       const struct nvmefs_obj *o);
+
+/*
+ * Check the object at buf (len bytes readable) as a magic one of volume
+ * uuid: magic, length within len, crc, version, journal id, used within the
+ * smallest length, reserved and trailing bytes zero. Fills o; 0, -EINVAL
+ * or -EPROTO (another version).
+ */
+int nvmefs_obj_check(const void *buf, size_t len, const char magic[8], const uint8_t uuid[16],
+		     struct nvmefs_obj *o);
+
+/* The filter's hash of a key (two halves of XXH3-128, seed 0). */
+void nvmefs_filter_hash(const uint8_t *key, size_t klen, uint64_t h[2]);
+/* Bits of a filter for n keys: NVMEFS_FILTER_BITS each, a multiple of 64,
+ * at least 64; 0 when n is too many for any filter (n * 10 would wrap). */
+uint64_t nvmefs_filter_nbits(uint64_t n);
+/* Set (add) or test a hash's probes in bits[nbits]. */
+void nvmefs_filter_add(uint8_t *bits, uint64_t nbits, const uint64_t h[2]);
+bool nvmefs_filter_test(const uint8_t *bits, uint64_t nbits, const uint64_t h[2]);
+
+/* qsort order of struct nvmefs_runs_ext by start. */
+int nvmefs_ext_by_start(const void *x, const void *y);
+
+/* A manifest slot's blocks in g (the default when g says 0). */
+static inline uint32_t nvmefs_runs_slot_blocks(const struct nvmefs_runs_geom *g)
+{
+	return g->slot_blocks ? g->slot_blocks : NVMEFS_SLOT_DEFAULT;
+}
 
 #endif

@@ -14,7 +14,7 @@
  *   [manifest slot A][manifest slot B][run space .........................]
  *
  * A run is one contiguous extent of the run space: its run blocks
- * (sorted.h), then its index (the first key and place of every run block),
+ * (sorted_i.h), then its index (the first key and place of every run block),
  * then its bloom filter (10 bits per key, 7 probes from one XXH3-128 of the
  * key). Index, filter and manifest are "objects": a 64-byte header (magic,
  * version, crc32c of the whole object, the volume's journal id, the run id
@@ -34,9 +34,9 @@
  * Space: the run space's free extents are what neither the current
  * manifest nor a run being written or written-but-not-committed holds,
  * computed when needed (there are few runs); a run that leaves the
- * manifest is free once the manifest without it is durable (v1's "free
- * after commit"). No allocator state is stored: opening the area rebuilds
- * it from the manifest.
+ * manifest is free once the manifest without it is durable (free after
+ * commit, as the data members' extents are). No allocator state is stored: opening the area
+ * rebuilds it from the manifest.
  *
  * Threads: the area's functions may be called from several threads; a
  * writer or iterator is used by one thread at a time; a reader's lookups
@@ -44,8 +44,8 @@
  * once, each with its own buffer; commits are serialized by the caller
  * (one at a time).
  */
-#ifndef NVMEFS_RUNS_H
-#define NVMEFS_RUNS_H
+#ifndef NVMEFS_RUNS_I_H
+#define NVMEFS_RUNS_I_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -53,9 +53,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "format.h"
-#include "runfmt.h"
-#include "sorted.h"
+#include "runfmt_i.h"
 
 struct nvmefs_dev;
 

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's values (values.h says what they are; docs/METADATA-V2.md
+ * Format v2's values (store.h says what they are; docs/METADATA-V2.md
  * gives each one's bytes). The decoders read bytes from a device: each
  * checks the value's length against its fixed part and explicit lengths
  * before it reads a field, and every field before it is trusted, with the
- * same checks as v1's record decoder (format.c) where v1 has the field.
+ * same checks as the journal's record decoder (format.c) where a record
+ * has the field.
  * The encoders run the same checks first, so that what they write decodes.
  */
-#include "values.h"
+#include "store.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -75,7 +76,7 @@ _Static_assert(sizeof(struct free_disk) == NVMEFS_VAL_FREE, "FREE value");
 _Static_assert(NVMEFS_VAL_INODE_MAX <= NVMEFS_VAL_MAX && NVMEFS_VAL_DCOOKIE_MAX <= NVMEFS_VAL_MAX,
 	       "every value fits a run entry");
 
-/* Keys' integers are big-endian (sorted.h). */
+/* Keys' integers are big-endian (store.h). */
 static uint64_t key64(const uint8_t *p)
 {
 	uint64_t v;
@@ -139,11 +140,12 @@ static bool inode_ok(const struct nvmefs_val *v)
 
 	if (r->type != NVMEFS_REC_INODE || !nvmefs_rec_inode_ok(r))
 		return false;
-	/* As v1's decoder reads a time (format.c get_time). */
+	/* As the record decoder reads a time (format.c get_time). */
 	if (r->inode.atime.nsec >= 1000000000u || r->inode.mtime.nsec >= 1000000000u ||
 	    r->inode.ctime.nsec >= 1000000000u || r->inode.crtime.nsec >= 1000000000u)
 		return false;
-	/* v1 ignores the layout of the other types; v2 stores none. */
+	/* The record decoder ignores the layout of the other types; a value
+	 * stores none. */
 	if (fmt != S_IFREG && fmt != S_IFDIR && !layout_zero(&r->inode.layout))
 		return false;
 	return sum_ok(v->rec.inode.mode, &v->sum);
@@ -158,7 +160,7 @@ static bool dirent_ok(const struct nvmefs_val *v)
 	       v->cookie >= NVMEFS_COOKIE_FIRST;
 }
 
-/* As v1's EXTENT record: whole blocks, not wrapping around. */
+/* As an EXTENT record: whole blocks, not wrapping around. */
 static bool extent_ok(const struct nvmefs_rec *r)
 {
 	const uint64_t c = r->extent.comp_off, d = r->extent.dev_off, n = r->extent.len;

@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Format v2's keys and sorted-run blocks (docs/METADATA-V2.md, step 2).
- * The encoding of a format v2 volume's metadata: the run writer and reader
- * (runs.h) and the store (store.h) are built on it; tested alone
+ * sorted_i.h: the sorted-run blocks of fs/store/sorted.c (docs/FORMAT.md,
+ * docs/METADATA-V2.md step 2), which hold the keys of store.h (their
+ * builders, order and check are in sorted.c too): the run writer and
+ * reader (runs_i.h) and the store are built on them; tested alone
  * (tests/test_sorted.c) and fuzzed (tests/fuzz/fuzz_sorted.c).
- *
- * Keys. Every piece of metadata becomes a key/value pair. A key is its kind
- * (one byte) and then big-endian fields, so that comparing two keys with
- * memcmp (then by length) orders them as their fields: all of an inode's
- * extents sit together in slot and offset order, a directory's entries
- * together, and so on.
  *
  * Run blocks. A sorted run is a sequence of blocks, each one or more 4 KiB
  * blocks long (an entry never straddles two run blocks, and an xattr value
@@ -22,52 +17,14 @@
  * key and the value; zeros after the last. A tombstone (a deletion that
  * hides older runs' entry of the key) has no value.
  */
-#ifndef NVMEFS_SORTED_H
-#define NVMEFS_SORTED_H
+#ifndef NVMEFS_SORTED_I_H
+#define NVMEFS_SORTED_I_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h"
-
-enum nvmefs_key_kind {
-	NVMEFS_KEY_INODE = 1,	/* ino */
-	NVMEFS_KEY_DIRENT = 2,	/* parent, hash of the name, name */
-	NVMEFS_KEY_DCOOKIE = 3, /* parent, cookie (readdir order) */
-	NVMEFS_KEY_EXTENT = 4,	/* ino, slot, component offset */
-	NVMEFS_KEY_XATTR = 5,	/* ino, name */
-	NVMEFS_KEY_ORPHAN = 6,	/* ino */
-	NVMEFS_KEY_FREE = 7,	/* member, end of the range (values.h) */
-};
-
-/* The longest key: a DIRENT, kind + parent + hash + a name of 255 bytes. */
-#define NVMEFS_KEY_MAX (1u + 8u + 8u + NVMEFS_NAME_MAX)
-
-/* Each builder fills k (room for NVMEFS_KEY_MAX) and returns the key's
- * length. Names must be 1..NVMEFS_NAME_MAX (xattrs: NVMEFS_XATTR_NAME_MAX)
- * bytes; a longer one is the caller's bug and gives 0. */
-size_t nvmefs_key_inode(uint8_t *k, uint64_t ino);
-size_t nvmefs_key_dirent(uint8_t *k, uint64_t parent, const char *name, size_t len);
-size_t nvmefs_key_dcookie(uint8_t *k, uint64_t parent, uint64_t cookie);
-size_t nvmefs_key_extent(uint8_t *k, uint64_t ino, uint32_t slot, uint64_t comp_off);
-size_t nvmefs_key_xattr(uint8_t *k, uint64_t ino, const char *name, size_t len);
-size_t nvmefs_key_orphan(uint8_t *k, uint64_t ino);
-/* A FREE key names a free range by its member and its END (the byte after
- * it), not its start: allocation takes the start of a free range (the goal
- * right after a file's last extent), so an append changes the range's
- * length under the same key, one put, where a key by start would need a
- * tombstone and a put (docs/METADATA-V2.md, "Free space"). */
-size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t end);
-
-/* The order of keys: memcmp over the shorter length, then the shorter
- * first. <0, 0 or >0. */
-int nvmefs_key_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
-
-/* 0 when k is a key some builder makes (a known kind, the length of that
- * kind, a name within limits and, for DIRENT, the hash of its name);
- * -EINVAL otherwise. */
-int nvmefs_key_check(const uint8_t *k, size_t len);
+#include "store.h"
 
 #define NVMEFS_RUN_MAGIC   "NVMEFSR2"
 #define NVMEFS_RUN_VERSION 2u
@@ -87,15 +44,6 @@ struct nvmefs_run_hdr {
 	uint32_t nblocks;  /* its length in 4 KiB blocks, 1..NVMEFS_RUN_BLOCKS_MAX */
 	uint32_t nentries; /* entries, >= 1 */
 	uint32_t used;	   /* bytes of entries after the header */
-};
-
-/* One entry, pointing into the run block it came from. */
-struct nvmefs_run_ent {
-	const uint8_t *key;
-	size_t klen;
-	const uint8_t *val;
-	size_t vlen;
-	bool tomb;
 };
 
 /* Building one run block in a caller's buffer of cap bytes (a multiple of
@@ -122,7 +70,7 @@ int nvmefs_run_add(struct nvmefs_run_writer *w, const uint8_t *key, size_t klen,
  * Seal the block: the header, zeros after the entries up to the next 4 KiB,
  * the crc. Returns its length in bytes (a multiple of NVMEFS_BLOCK), or 0
  * when it holds no entry. uuid: the volume's (its first 8 bytes are the
- * journal id every v1 frame carries too).
+ * journal id every journal transaction carries too).
  */
 size_t nvmefs_run_finish(struct nvmefs_run_writer *w, const uint8_t uuid[16], uint64_t run_id,
 			 uint64_t index, uint32_t level);
