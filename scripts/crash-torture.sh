@@ -33,7 +33,7 @@
 # usage: scripts/crash-torture.sh BUILD_DIR [ITERATIONS [SEED]]
 #   NVMEFS_META_CROSSCHECK=1 (set by ctest for test_torture): the daemons
 #   keep format v2's keys beside the maps and compare them at every commit
-#   (docs/METADATA-V2-STEP4.md, C2); a difference fails the run.
+#   (docs/FORMAT.md, "Crosschecks"); a difference fails the run.
 #   ITERATIONS: default 20. SEED: default random; each iteration derives its
 #   own (printed) seed from it. The moment of a kill -9 is wall-clock time,
 #   so a rerun repeats the operations and the choices, not every crash

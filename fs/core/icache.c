@@ -5,7 +5,7 @@
  * lookups.c's); reading an inode, a directory's entries or a file's
  * extents from the store when an operation first asks for them; what pins
  * an inode in memory; and the debug walk that checks all of it.
- * docs/METADATA-V2-STEP4.md, §3.
+ * docs/ARCHITECTURE.md, "The inode cache".
  *
  * A mounted volume (not vol->resident) starts with the root alone in
  * memory. A get that misses reads what it needs from the store with meta

@@ -7,7 +7,7 @@
  * An operation takes every inode it works on with nvmefs_inode_get and gives
  * it back with nvmefs_inode_put. Every inode is resident today (meta.c keeps
  * them all from mount to unmount); the references are what a bounded cache
- * (docs/METADATA-V2-STEP4.md, §3) will need before it may evict one: an
+ * (docs/ARCHITECTURE.md, "The inode cache") will need before it may evict one: an
  * inode with a reference is in use.
  */
 #ifndef NVMEFS_ICACHE_I_H

@@ -8,11 +8,11 @@
  * is half used, or the memtable large, the commit also flushes the store:
  * the memtable, frozen at the transaction, becomes a sorted run on the run
  * area, and the manifest naming it moves the replay start past the
- * transaction (docs/METADATA-V2.md). Released space becomes allocatable
- * once the transaction releasing it is durable. A committer thread commits
- * every interval, and a compactor thread compacts the store after a flush;
- * fsync commits at once. A failed metadata write makes the volume read-only
- * for good (until remount): better than a journal with a hole in it.
+ * transaction (docs/ARCHITECTURE.md, "The write-through and the commit"). Released space becomes
+ * allocatable once the transaction releasing it is durable. A committer thread commits every
+ * interval, and a compactor thread compacts the store after a flush; fsync commits at once. A
+ * failed metadata write makes the volume read-only for good (until remount): better than a journal
+ * with a hole in it.
  *
  * Its sibling journal_load.c makes and opens the journal and the store:
  * mkfs's format, the mount's load and replay, and the orphans' reclaim

@@ -132,7 +132,7 @@ static int read_super(struct nvmefs_vol *vol, struct nvmefs_super *best)
 
 /*
  * Replay when the inodes are not all in memory: read what the record
- * works on first (docs/METADATA-V2-STEP4.md §2), then apply. An inode the
+ * works on first (docs/ARCHITECTURE.md, "The inode cache"), then apply. An inode the
  * store does not have is left for apply to create or refuse.
  */
 static int apply_loaded(struct nvmefs_vol *vol, const struct nvmefs_rec *r)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kv_i.h: the write-through of fs/core/kv.c: every key and value apply
- * makes of a record (meta.c, extmap.c; docs/METADATA-V2-STEP4.md §2) goes
+ * makes of a record (meta.c, extmap.c; docs/FORMAT.md, "Keys and values") goes
  * to the store (vol->store: the metadata's durable state, flushed as
  * sorted runs, docs/FORMAT.md) and, in tests, to the shadow (vol->shadow:
  * the crosscheck's copy, store.h). meta held, or single-threaded (load,

@@ -2,7 +2,7 @@
 /*
  * The kernel's lookup counts (lookups_i.h): a table of their own, ino ->
  * count, open addressing, apart from the inodes so that an inode the kernel
- * names need not stay in memory for it (docs/METADATA-V2-STEP4.md, §3).
+ * names need not stay in memory for it (docs/ARCHITECTURE.md, "The inode cache").
  * Below both meta.c, which asks whether a freed inode is still held, and
  * icache.c, which counts the references: neither calls the other for it.
  */

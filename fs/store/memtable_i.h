@@ -2,7 +2,7 @@
 /*
  * memtable_i.h: the in-memory ordered map of fs/store/memtable.c (key ->
  * value or tombstone, format v2's key order), for the LSM store
- * (fs/store/store.c, flush.c, iter.c; docs/METADATA-V2.md step 3b) and
+ * (fs/store/store.c, flush.c, iter.c; docs/ARCHITECTURE.md, "The store") and
  * the shadow (shadow.c).
  *
  * A skip list: O(log n) expected put and find, an in-order walk by the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * runfmt_i.h: the run area's objects without I/O (fs/store/runfmt.c;
- * docs/FORMAT.md, docs/METADATA-V2.md step 3): their constants, a run's
+ * docs/FORMAT.md, "The run area"): their constants, a run's
  * meta as the manifest names it, the manifest with its encoder and strict
  * decoder (fuzz_manifest), the 64-byte header that index, filter and
  * manifest blocks share, and the bloom filter's probes. The area itself,

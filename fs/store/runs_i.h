@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Format v2's sorted runs on a member's metadata area (docs/METADATA-V2.md,
- * step 3): writing a run, reading it back, and the manifest that says which
+ * Format v2's sorted runs on a member's metadata area (docs/FORMAT.md,
+ * "The run area"): writing a run, reading it back, and the manifest that says which
  * runs are live. A format v2 volume's store (store.h) keeps its runs in
  * member 0's run area through it; it is a module over one member
  * descriptor and a byte range of it, tested on image files

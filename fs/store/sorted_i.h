@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sorted_i.h: the sorted-run blocks of fs/store/sorted.c (docs/FORMAT.md,
- * docs/METADATA-V2.md step 2), which hold the keys of store.h (their
+ * "Keys and values"), which hold the keys of store.h (their
  * builders, order and check are in sorted.c too): the run writer and
  * reader (runs_i.h) and the store are built on them; tested alone
  * (tests/test_sorted.c) and fuzzed (tests/fuzz/fuzz_sorted.c).

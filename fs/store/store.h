@@ -7,7 +7,7 @@
  * sorted runs); the values the keys map to; the shadow, an in-memory copy
  * of the keys for crosschecks. What these are built from (run blocks,
  * the run area, the memtable) is private to fs/store/ (*_i.h there).
- * docs/FORMAT.md describes the bytes, docs/METADATA-V2.md the design.
+ * docs/FORMAT.md describes the bytes, docs/ARCHITECTURE.md ("The store") the design.
  */
 #ifndef NVMEFS_STORE_H
 #define NVMEFS_STORE_H
@@ -55,7 +55,7 @@ size_t nvmefs_key_orphan(uint8_t *k, uint64_t ino);
  * it), not its start: allocation takes the start of a free range (the goal
  * right after a file's last extent), so an append changes the range's
  * length under the same key, one put, where a key by start would need a
- * tombstone and a put (docs/METADATA-V2.md, "Free space"). */
+ * tombstone and a put (docs/FORMAT.md, "Allocation"). */
 size_t nvmefs_key_free(uint8_t *k, uint32_t member, uint64_t end);
 
 /* The order of keys: memcmp over the shorter length, then the shorter
@@ -112,7 +112,7 @@ _Static_assert(sizeof(struct nvmefs_mark) == NVMEFS_MARK_WORDS * 8, "a mark is u
 /* ---- the store ---- */
 
 /*
- * Format v2's key/value store (docs/METADATA-V2.md, step 3b): an LSM tree
+ * Format v2's key/value store (docs/ARCHITECTURE.md, "The store"): an LSM tree
  * over one run area (runs_i.h). A format v2 volume keeps its metadata in
  * one (vol->store): apply writes every record's keys through into it
  * (kv.c), a commit flushes it (journal.c), and the mount loads its keys
@@ -333,9 +333,9 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
 /* ---- values ---- */
 
 /*
- * Format v2's values (docs/METADATA-V2.md, "Values (step 4a)"): what each
+ * Format v2's values (docs/FORMAT.md, "Keys and values"): what each
  * key maps to in the store, and the conversion from the journal's records
- * (fs/core/format.h) whose apply puts them (docs/METADATA-V2-STEP4.md §2):
+ * (fs/core/format.h) whose apply puts them (docs/FORMAT.md, "Keys and values"):
  * apply puts them into the volume's store (kv.c), and the mount decodes
  * them back; tested alone (tests/test_values.c) and fuzzed (fuzz_values).
  *
@@ -420,7 +420,7 @@ ssize_t nvmefs_val_encode(const struct nvmefs_val *v, uint8_t *key, size_t *klen
 int nvmefs_val_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
 		      struct nvmefs_val *v);
 
-/* The conversions of docs/METADATA-V2-STEP4.md §2, filling v (no check:
+/* The conversions (docs/FORMAT.md, "Keys and values"), filling v (no check:
  * nvmefs_val_encode checks). An INODE value from an INODE record and the
  * summary fields; a DIRENT (kind NVMEFS_KEY_DIRENT) or DCOOKIE
  * (NVMEFS_KEY_DCOOKIE) value from a DIRENT_ADD record and the cookie apply

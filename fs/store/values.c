@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Format v2's values (store.h says what they are; docs/METADATA-V2.md
+ * Format v2's values (store.h says what they are; docs/FORMAT.md
  * gives each one's bytes). The decoders read bytes from a device: each
  * checks the value's length against its fixed part and explicit lengths
  * before it reads a field, and every field before it is trusted, with the
