@@ -2,12 +2,12 @@
 /*
  * The striped libaio engine.
  *
- * Flow of one block: submit() allocates a unit per block and appends it to
- * its device's queue, then kick() moves queued units into the kernel while
- * the device has fewer than qd in flight. The device's reaper thread waits in
- * io_getevents(min_nr=1), checks each result, refills the window with kick()
- * and only then runs the completion callbacks, so the device never idles
- * while callbacks run.
+ * Flow of one block: nvmefs_engine_submit() takes a unit per block and
+ * appends it to its device's queue, then kick() moves queued units into the
+ * kernel while the device has fewer than qd in flight. The device's reaper
+ * thread waits in io_getevents(min_nr=1), checks each result, refills the
+ * window with kick() and only then runs the completion callbacks, so the
+ * device never idles while callbacks run.
  *
  * The reaper sleeps in io_getevents with no timeout. To wake it (shutdown, or
  * a unit that completes without the kernel: a hard io_submit error or an

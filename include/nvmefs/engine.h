@@ -91,9 +91,9 @@ void nvmefs_engine_destroy(struct nvmefs_engine *eng);
 
 /*
  * Queue req. Returns 0 and later calls req->done exactly once, or returns
- * -EINVAL (no segment, a device index out of range, a misaligned or
- * out-of-bounds segment) without calling it. Thread-safe; never holds a lock
- * across io_submit.
+ * without calling it -EINVAL (no segment, a device index out of range, a
+ * misaligned or out-of-bounds segment) or -ENOMEM (no memory for its
+ * blocks). Thread-safe; never holds a lock across io_submit.
  */
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 
