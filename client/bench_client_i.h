@@ -17,7 +17,7 @@ struct nvmefs_bench_client_opts {
 	const char *path;    /* a file inside a mounted nvmefs volume */
 	bool write;	     /* write (create, truncate) the file, else read it */
 	uint64_t size;	     /* bytes per pass, cut into size / block_size blocks */
-	uint64_t block_size; /* bytes per request: a multiple of 4096 */
+	uint64_t block_size; /* bytes per request: a multiple of 512 (bench.c) */
 	unsigned qd;	     /* requests in flight per thread */
 	unsigned threads;    /* clients, each with its own slice */
 };

@@ -5,13 +5,18 @@
  *
  *   stats   one JSON object: per member, the engine's counters (ops, bytes,
  *           errors, latency, in flight); the pinned pool; FUSE requests by
- *           type; the data path's counters. nvmefs-stat reads it.
+ *           type; the data path's, the native door's, the metadata cache's
+ *           and store's, and statahead's counters; the transport.
+ *           nvmefs-stat reads it.
  *   config  the options in force and the members, "key = value" lines.
  *
  * Its inodes are numbered above NVMEFS_INO_MAX, where no file can be; the
  * root's readdir does not show it (it is no directory entry), and no name
- * ".nvmefs" can be made in the root (ops.c). JSON comes from json-c, the
- * library the tools already use, for correct escaping of device paths.
+ * ".nvmefs" can be made in the root (nvmefs_is_ctl_name, fs/core/namei.c);
+ * a volume made before the control directory may hold one, and that
+ * entry is then served instead (vol->ctl_shadowed). JSON comes from
+ * json-c, the library the tools already use, for correct escaping of
+ * device paths.
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>

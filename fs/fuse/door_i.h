@@ -72,7 +72,8 @@ struct fuse_session;
 /*
  * Serve se with threads workers until it is unmounted or a signal stops it.
  * after_init(arg), if given, runs once, right after the INIT reply went to
- * the kernel. Returns 0, or -errno when receiving failed.
+ * the kernel. Returns 0, or -errno when receiving failed or the workers
+ * (or the io_uring queues -o uring demands) could not be set up.
  */
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg);

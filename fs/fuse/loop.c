@@ -21,8 +21,8 @@
  * One reader at a time (leader and followers), unless -o spin=0. Only the
  * leader reads /dev/fuse; the other idle workers wait on our condition
  * variable, not in the kernel. When /dev/fuse is empty, the leader polls it
- * for a while (up to -o spin=US, adapted as below) before it blocks in
- * read(2). A program making one request after another (stat, create, open
+ * for a while (up to -o spin=US, adapted as below) before it sleeps in
+ * poll(2). A program making one request after another (stat, create, open
  * of small files) thus finds a running thread instead of waking a sleeping
  * one. If several workers slept in read(2), the kernel would wake one of
  * them for every request anyway, and polling gained nothing (measured:
@@ -40,10 +40,12 @@
  * spending CPU on it.
  *
  * INIT flags libfuse 3.14 cannot express (FUSE_DIRECT_IO_ALLOW_MMAP, FUSE
- * 7.39): the session's I/O goes through fuse_session_custom_io() hooks that
- * are plain read(2) and writev(2), except that the writev carrying the reply
- * to INIT gets the flags op_init asked for (nvmefs_loop_init_flags) added,
- * with FUSE_INIT_EXT so that the kernel reads flags2.
+ * 7.39; FUSE_OVER_IO_URING, 7.42): the session's I/O goes through
+ * fuse_session_custom_io() hooks that are plain read(2) and writev(2),
+ * except that the writev carrying the reply to INIT gets the flags op_init
+ * and note_init asked for (nvmefs_loop_init_flags) added, with
+ * FUSE_INIT_EXT so that the kernel reads flags2, and that a reply to a
+ * request of the io_uring queues goes back there (nvmefs_uring_reply).
  *
  * Stopping: an unmount makes every read of /dev/fuse fail with ENODEV, and
  * each worker leaves. A signal (SIGTERM, SIGINT, SIGHUP through libfuse's

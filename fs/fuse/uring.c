@@ -28,10 +28,10 @@
  * fuse_session_process_buf). A queue has several threads, one leading at
  * a time, as the /dev/fuse loop's workers do: a leader about to wait
  * hands the ring on (resign), so that one slow request holds up no other
- * of its CPU. A WRITE's data stays
- * where the kernel put it, page-aligned: the devices write straight from
- * it (nvmefs_uring_payload); a READ's devices read straight into the
- * payload it is answered from. Its reply, from whichever thread makes it
+ * of its CPU. A WRITE's data stays where the kernel put it, page-aligned:
+ * the devices write straight from it (nvmefs_uring_payload); an aligned
+ * READ of a handle without read-ahead is read straight into the payload it
+ * is answered from. Its reply, from whichever thread makes it
  * (a READ's from an I/O completion), reaches loop.c's writev hook, which
  * gives it to nvmefs_uring_reply(): an answer to a ring request is copied
  * into its entry (nothing to copy when it is there already) and committed;
@@ -621,7 +621,7 @@ static bool on_cqe(struct queue *q, void *data, int res)
 		return !atomic_load(&u->stopping);
 	}
 	if (res < 0) {
-		/* -ENOTCONN, -ECONNABORTED: unmounted or aborted. */
+		/* -ENOTCONN, -ECONNABORTED, -ENODEV: unmounted or aborted. */
 		q->live--;
 		if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV)
 			queue_fail(q, "the kernel refused an entry", res);
