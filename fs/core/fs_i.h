@@ -369,8 +369,8 @@ struct nvmefs_vol {
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over
 	 * the run area (fs/store/store.h). Every record applied is written
-	 * through into it (meta.c) except while the mount loads the maps from
-	 * it (loading). */
+	 * through into it (kv.c) except while the mount loads the maps from
+	 * it (loading) or fills an inode read from it (filling). */
 	struct nvmefs_store *store;
 	bool loading;
 	/* meta: one inode, or its entries, extents or xattrs, read on demand

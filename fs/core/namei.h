@@ -2,7 +2,8 @@
 /*
  * namei.h: the filesystem core's namespace API: names, attributes,
  * extended attributes and open counts, for any door (the FUSE adapter in
- * fs/fuse/ops.c, a native client, the unit tests) with no FUSE type in sight.
+ * fs/fuse/ops.c and ops_file.c, the native door in fs/native/, the unit
+ * tests) with no FUSE type in sight.
  *
  * Every function takes plain arguments (the volume, inode numbers, the
  * caller's ids, buffers), takes the locks it needs itself (the metadata

@@ -7,9 +7,9 @@
  *
  * Finds the members when named by tag (fs/core/discover.c), opens and checks the members and loads
  * the metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
- * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with libfuse's
- * multithreaded loop until unmounted, and makes a last commit and flush so the next mount replays
- * nothing.
+ * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with nvmefs's own
+ * multithreaded loop (fs/fuse/loop.c) until unmounted, and makes a last commit and flush so the
+ * next mount replays nothing.
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
