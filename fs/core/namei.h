@@ -68,8 +68,8 @@ bool nvmefs_ns_read_only(struct nvmefs_vol *vol);
 /*
  * The inode ino, live or not, with its extent map, in *in for a door that
  * works on it without the metadata lock (SEEK_DATA): it stays in memory
- * until nvmefs_ns_put. 0, -ENOENT (unknown); later also -EIO, -ENOMEM from
- * a load. Takes the metadata lock.
+ * until nvmefs_ns_put. 0, -ENOENT (unknown), or -EIO, -ENOMEM or -EUCLEAN
+ * from reading it from the store. Takes the metadata lock.
  */
 int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in);
 /* Give back the inode of nvmefs_ns_get. Takes the metadata lock. */
