@@ -152,8 +152,9 @@ int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /*
- * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE and FALLOC_FL_PUNCH_HOLE on the
- * regular file ino, under its whole-file range lock (fs/core/data.c).
+ * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE and
+ * FALLOC_FL_ZERO_RANGE on the regular file ino, under its whole-file range
+ * lock (fs/core/data.c).
  */
 int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len);
 

@@ -410,7 +410,7 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 /*
  * Options that belong to the other mode, or to an option not given, would
  * be ignored; refuse them, naming both, rather than mount otherwise than
- * asked (writeback with mode=direct used to end up off, silently).
+ * asked (writeback with mode=direct would end up off, silently).
  */
 static int refuse_contradictions(const struct cfg *c, bool direct)
 {
