@@ -28,8 +28,8 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 /* What a read-ahead read saw of its file. */
 struct nvmefs_read_view {
 	uint64_t gen; /* the range-lock generation while the range was locked */
-	/* The size it clamped the read at, stored under vol->lock as it is
-	 * read; NVMEFS_SIZE_UNSEEN until then. */
+	/* The size it clamped the read at, stored as soon as it is read (the
+	 * size is an atomic, under no lock); NVMEFS_SIZE_UNSEEN until then. */
 	_Atomic uint64_t size;
 };
 #define NVMEFS_SIZE_UNSEEN UINT64_MAX

@@ -75,7 +75,7 @@ static void ext_del(struct nvmefs_vol *vol, const struct nvmefs_inode *in, unsig
 static int extmap_reserve(struct nvmefs_extmap *m, size_t n)
 {
 	/* Most files have one extent per slot (sequential writes merge), and
-	 * every file's maps stay in memory: start at one, not nvmefs_grow's
+	 * every cached file's maps are in memory: start at one, not nvmefs_grow's
 	 * 16 (512 bytes a slot), then double. */
 	if (!m->cap && n == 1) {
 		m->v = malloc(sizeof(*m->v));

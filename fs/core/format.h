@@ -124,12 +124,12 @@ void nvmefs_super_encode(const struct nvmefs_super *s, void *block);
 int nvmefs_super_decode(struct nvmefs_super *s, const void *block);
 
 /*
- * Journal transactions: txn_encode_hdr() writes the header into the first
- * NVMEFS_TXN_HDR bytes of buf, which holds the payload right after it, and
- * sets the crc over header and payload. txn_decode() checks a transaction in
- * buf (len bytes available from its start) against the volume's journal id
- * (the first 8 bytes of the UUID): returns 0 when it is whole and valid,
- * -EINVAL otherwise (the end of the log).
+ * Journal transactions: nvmefs_txn_encode() writes the header into the
+ * first NVMEFS_TXN_HDR bytes of buf, which holds the payload right after
+ * it, and sets the crc over header and payload. nvmefs_txn_decode() checks
+ * a transaction in buf (len bytes available from its start) against the
+ * volume's journal id (the first 8 bytes of the UUID): returns 0 when it
+ * is whole and valid, -EINVAL otherwise (the end of the log).
  */
 void nvmefs_txn_encode(const struct nvmefs_txn *t, const uint8_t uuid[16], void *buf);
 int nvmefs_txn_decode(struct nvmefs_txn *t, const uint8_t uuid[16], const void *buf, size_t len);

@@ -2,10 +2,11 @@
 /*
  * The core's shared types (fs/core/): the mounted volume, its in-memory metadata
  * (inodes, directories, extent maps, xattrs), the space allocator, the
- * journal, and the data path. See docs/FORMAT.md for the model: all metadata
- * lives in memory while mounted and reaches the devices as journal records
- * (group-committed) and, written through into the store's memtable (kv.c),
- * as sorted runs that commits flush (format v2).
+ * journal, and the data path. See docs/FORMAT.md for the model: the metadata
+ * a mount works on is in memory (read from the store on demand, icache.c)
+ * and reaches the devices as journal records (group-committed) and, written
+ * through into the store's memtable (kv.c), as sorted runs that commits
+ * flush (format v2).
  *
  * Locking: vol->lock (the metadata lock) protects every field marked
  * "meta"; it is never held across device I/O or a FUSE reply. An inode's
@@ -369,8 +370,8 @@ struct nvmefs_vol {
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over
 	 * the run area (fs/store/store.h). Every record applied is written
-	 * through into it (meta.c) except while the mount loads the maps from
-	 * it (loading). */
+	 * through into it (kv.c) except while the mount loads the maps from
+	 * it (loading) or fills an inode read from it (filling). */
 	struct nvmefs_store *store;
 	bool loading;
 	/* meta: one inode, or its entries, extents or xattrs, read on demand

@@ -464,10 +464,10 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	if (!in)
 		return;
 	assert(in->refs > 0);
-	/* Freed while this operation held it (its last name went, and no
-	 * handle or lookup kept it): its memory goes with the reference. */
 	if (--in->refs)
 		return;
+	/* Freed while this operation held it (its last name went, and no
+	 * handle or lookup kept it): its memory goes with the reference. */
 	if (in->dead) {
 		nvmefs_inode_reap(vol, in);
 		return;

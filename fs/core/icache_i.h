@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * icache_i.h: the interface of fs/core/icache.c (operation references on
- * inodes, the kernel's lookup counts, pins), for the core's other modules.
- * The shared types are in fs_i.h.
+ * inodes, reading them from the store, eviction, pins), for the core's
+ * other modules; the kernel's lookup counts are lookups_i.h's. The shared
+ * types are in fs_i.h.
  *
  * An operation takes every inode it works on with nvmefs_inode_get and gives
- * it back with nvmefs_inode_put. Every inode is resident today (meta.c keeps
- * them all from mount to unmount); the references are what a bounded cache
- * (docs/ARCHITECTURE.md, "The inode cache") will need before it may evict one: an
- * inode with a reference is in use.
+ * it back with nvmefs_inode_put. A mount reads inodes from the store when
+ * first asked and evicts those nothing pins (docs/ARCHITECTURE.md, "The
+ * inode cache"); a resident volume (vol->resident: fsck, some tests) keeps
+ * them all. An inode with a reference is in use and is never evicted.
  */
 #ifndef NVMEFS_ICACHE_I_H
 #define NVMEFS_ICACHE_I_H
@@ -17,8 +18,8 @@
 #include "lookups_i.h"
 
 /* What nvmefs_inode_get must find (NVMEFS_IGET_LIVE) or have in memory
- * besides the attributes. Nothing is ever missing today; the callers say
- * what they will read, so that a later load knows. */
+ * besides the attributes: a get reads what is asked for and missing from
+ * the store. */
 #define NVMEFS_IGET_LIVE    (1u << 0) /* -ENOENT for a freed (dead) inode */
 #define NVMEFS_IGET_EXTENTS (1u << 1) /* its extent map (regular files) */
 #define NVMEFS_IGET_XATTRS  (1u << 2) /* its extended attributes */
@@ -27,7 +28,7 @@
 /*
  * Inode ino with one operation reference for the caller, in *out (NULL on
  * error), meta held. 0, or -ENOENT (unknown, or freed with
- * NVMEFS_IGET_LIVE); later also -EIO, -ENOMEM or -EUCLEAN from a load,
+ * NVMEFS_IGET_LIVE), or -EIO, -ENOMEM or -EUCLEAN from a load,
  * which may then drop and take meta again: the caller reads what it needs
  * under meta after its gets. The reference keeps the inode in memory until
  * nvmefs_inode_put, across any unlock.
@@ -49,11 +50,11 @@ void nvmefs_inode_put(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 void nvmefs_inode_reap(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /*
  * True when in must stay in memory, false when a cache could evict it and
- * read it again (meta held; nothing is evicted yet): the root; an
- * operation reference; an open handle; attributes not yet logged (the
- * dirty list, an overwrite's time); I/O in flight; freed while the kernel
- * still names it (no stored copy is left). The kernel's lookups alone do
- * not pin: an inode it names is read again by number.
+ * read it again (meta held): the root; an operation reference; an open
+ * handle; attributes not yet logged (the dirty list, an overwrite's time);
+ * I/O in flight; freed while the kernel still names it (no stored copy is
+ * left). The kernel's lookups alone do not pin: an inode it names is read
+ * again by number.
  */
 bool nvmefs_inode_pinned(const struct nvmefs_vol *vol, const struct nvmefs_inode *in);
 

@@ -4,7 +4,7 @@
  * operations collect in an open transaction; a commit flushes the data
  * members (so no record reaches data that is not durable), appends the
  * transaction to the ring on member 0 and flushes it. Every record applied
- * is also written through into the store's memtable (meta.c); when the ring
+ * is also written through into the store's memtable (kv.c); when the ring
  * is half used, or the memtable large, the commit also flushes the store:
  * the memtable, frozen at the transaction, becomes a sorted run on the run
  * area, and the manifest naming it moves the replay start past the

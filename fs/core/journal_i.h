@@ -26,8 +26,9 @@ int nvmefs_journal_append(struct nvmefs_vol *vol, const struct nvmefs_rec *rec);
  * what names it in messages). -EUCLEAN for a malformed or contradicting
  * record, -ENOMEM. */
 int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, const char *what);
-/* Read the superblocks, open the store, fill the maps from it and replay
- * the journal from the manifest's position into vol. */
+/* Read the superblocks, open the store, fill the maps from it (or, when
+ * inodes are read on demand, only the root) and replay the journal from
+ * the manifest's position into vol. */
 int nvmefs_journal_load(struct nvmefs_vol *vol);
 /* Make every change so far durable (data flushed, records committed). */
 int nvmefs_journal_commit(struct nvmefs_vol *vol);

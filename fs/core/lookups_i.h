@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lookups_i.h: the interface of fs/core/lookups.c (the kernel's lookup
- * counts, and whether a freed inode is still held), for meta.c and
- * icache.c. The shared types are in fs_i.h.
+ * counts, and whether a freed inode is still held), for namei.c (which
+ * counts them), meta.c, icache.c and volume.c. The shared types are in
+ * fs_i.h.
  */
 #ifndef NVMEFS_LOOKUPS_I_H
 #define NVMEFS_LOOKUPS_I_H

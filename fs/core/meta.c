@@ -349,7 +349,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	in->gid = r->inode.gid;
 	in->nlink = r->inode.nlink;
 	in->flags = r->inode.flags;
-	/* READs read the size without meta (fs/core/data.c). */
+	/* READs read the size without meta (fs/core/data_io.c). */
 	__atomic_store_n(&in->size, r->inode.size, __ATOMIC_RELEASE);
 	in->rdev = r->inode.rdev;
 	ts_from(&in->atime, r->inode.atime);
@@ -364,7 +364,7 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 void nvmefs_inode_undirty(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	/* Off the list: the next overwrite queues it again (before its time
-	 * is folded, see note_overwrite in fs/core/data.c). */
+	 * is folded, see note_overwrite in fs/core/data_io.c). */
 	atomic_store(&in->wtime_queued, false);
 	if (!in->dirty_pprev)
 		return;

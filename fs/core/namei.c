@@ -7,7 +7,8 @@
  * metadata changes only through journal records (nvmefs_journal_log); the
  * rules every door shares live here (link counts, rename's, setgid
  * directories, the space a name costs in the metadata); the doors decode
- * their requests, call these and reply (fs/fuse/ops.c for the mount).
+ * their requests, call these and reply (fs/fuse/ops.c and ops_file.c for
+ * the mount, fs/native/server.c for native clients).
  *
  * Its sibling namei_attr.c holds what an inode carries: attributes
  * (getattr, setattr, readlink, atime), extended attributes, what a write

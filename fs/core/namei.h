@@ -2,7 +2,8 @@
 /*
  * namei.h: the filesystem core's namespace API: names, attributes,
  * extended attributes and open counts, for any door (the FUSE adapter in
- * fs/fuse/ops.c, a native client, the unit tests) with no FUSE type in sight.
+ * fs/fuse/ops.c and ops_file.c, the native door in fs/native/, the unit
+ * tests) with no FUSE type in sight.
  *
  * Every function takes plain arguments (the volume, inode numbers, the
  * caller's ids, buffers), takes the locks it needs itself (the metadata
@@ -67,8 +68,8 @@ bool nvmefs_ns_read_only(struct nvmefs_vol *vol);
 /*
  * The inode ino, live or not, with its extent map, in *in for a door that
  * works on it without the metadata lock (SEEK_DATA): it stays in memory
- * until nvmefs_ns_put. 0, -ENOENT (unknown); later also -EIO, -ENOMEM from
- * a load. Takes the metadata lock.
+ * until nvmefs_ns_put. 0, -ENOENT (unknown), or -EIO, -ENOMEM or -EUCLEAN
+ * from reading it from the store. Takes the metadata lock.
  */
 int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in);
 /* Give back the inode of nvmefs_ns_get. Takes the metadata lock. */
@@ -151,8 +152,9 @@ int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /*
- * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE and FALLOC_FL_PUNCH_HOLE on the
- * regular file ino, under its whole-file range lock (fs/core/data.c).
+ * fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE and
+ * FALLOC_FL_ZERO_RANGE on the regular file ino, under its whole-file range
+ * lock (fs/core/data.c).
  */
 int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t off, uint64_t len);
 

@@ -44,7 +44,7 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 	pthread_mutex_init(&vol->remount_lock, NULL);
 	pthread_cond_init(&vol->dio_cond, NULL);
 	pthread_cond_init(&vol->load_cond, NULL);
-	vol->resident = true; /* until a mount chooses otherwise (journal.c) */
+	vol->resident = true; /* until a mount chooses otherwise (journal_load.c) */
 	if (nvmefs_meta_init(vol) || nvmefs_journal_init(vol)) {
 		nvmefs_meta_exit(vol);
 		free(vol);

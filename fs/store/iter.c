@@ -102,7 +102,8 @@ static bool run_in_range(const struct nvmefs_store_iter *it, const struct nvmefs
  * key ranges, in key order in the view, so they are read one after the
  * other, each opened when the one before it ends. The merge then compares
  * a head per level, not per run: a walk of a store of hundreds of runs
- * (the mount's load) would otherwise scan them all for every key.
+ * (a whole load: fsck's, a resident volume's) would otherwise scan them
+ * all for every key.
  */
 struct lvlsrc {
 	struct srun *const *run; /* the level's runs in [lo, hi), in key order */

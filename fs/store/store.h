@@ -351,7 +351,7 @@ void nvmefs_store_iter_close(struct nvmefs_store_iter *it);
  * INODE an INODE record (plus its summary fields), DIRENT and
  * DCOOKIE a DIRENT_ADD record (plus the entry's cookie), EXTENT an EXTENT
  * record, XATTR an XATTR_SET record, ORPHAN an ORPHAN_ADD record; FREE has
- * no record (step 6).
+ * no record (the free map's changes put it: fs/core/alloc.c).
  */
 
 #define NVMEFS_VAL_VERSION 1u

@@ -3,11 +3,12 @@
  * fsck.nvmefs [-n|-y] [-v] DEV...: check an unmounted volume, and with -y
  * repair it.
  *
- * The volume is loaded as the mount loads it (labels, superblock, the run
- * area's manifest and every run block, journal replay, every block's crc
- * checked by the decoders) but in check
- * mode, which stops before the mount's own refusals, so that what the mount
- * would refuse or silently tolerate is found here:
+ * The volume is loaded whole (every inode resident, every run block read,
+ * where a mount reads inodes on demand) with the mount's checks (labels,
+ * superblock, the run area's manifest, journal replay, every block's crc
+ * checked by the decoders), but in check mode, which stops before the
+ * mount's own refusals, so that what the mount would refuse or silently
+ * tolerate is found here:
  *   1. labels: both copies on every member decode and agree;
  *   2. the journal: a damaged transaction with whole ones after it;
  *   3. inodes: extents inside their member's data area, block aligned,

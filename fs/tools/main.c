@@ -7,9 +7,9 @@
  *
  * Finds the members when named by tag (fs/core/discover.c), opens and checks the members and loads
  * the metadata before mounting, so every refusal reaches the terminal with a non-zero exit; then
- * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with libfuse's
- * multithreaded loop until unmounted, and makes a last commit and flush so the next mount replays
- * nothing.
+ * mounts, daemonizes (unless -f), starts the I/O engine and serves requests with nvmefs's own
+ * multithreaded loop (fs/fuse/loop.c) until unmounted, and makes a last commit and flush so the
+ * next mount replays nothing.
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -410,7 +410,7 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 /*
  * Options that belong to the other mode, or to an option not given, would
  * be ignored; refuse them, naming both, rather than mount otherwise than
- * asked (writeback with mode=direct used to end up off, silently).
+ * asked (writeback with mode=direct would end up off, silently).
  */
 static int refuse_contradictions(const struct cfg *c, bool direct)
 {

@@ -159,9 +159,9 @@ static int build_labels(struct nvmefs_devset *set, uint32_t chunk, const char *n
 	uint64_t data_len = 0;
 	struct timespec now;
 
-	/* A random (version 4) UUID, as before libuuid made it: not
-	 * uuid_generate(), which without a random source falls back to a
-	 * time-based one carrying the host's MAC address. */
+	/* A random (version 4) UUID, always: not uuid_generate(), which
+	 * without a random source falls back to a time-based one carrying the
+	 * host's MAC address. */
 	uuid_generate_random(l.uuid);
 	snprintf(l.name, sizeof(l.name), "%s", name ? name : "");
 	l.count = set->count;
