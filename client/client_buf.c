@@ -163,19 +163,29 @@ static struct shbuf *shbuf_find(uint64_t serial)
 static void regions_sync(struct nvmefs_client *c)
 {
 	uint64_t gen = atomic_load(&g_gen);
+	bool kept = false;
 
 	if (gen == c->gen)
 		return;
 	pthread_mutex_lock(&g_mu);
 	for (size_t i = c->nregions; i-- > 0;)
-		if (!c->regions[i]->bounce && !c->regions[i]->inflight &&
-		    !shbuf_find(c->regions[i]->serial))
+		if (!c->regions[i]->bounce && !shbuf_find(c->regions[i]->serial))
 			c->regions[i]->stale = true;
 	pthread_mutex_unlock(&g_mu);
-	for (size_t i = c->nregions; i-- > 0;)
-		if (c->regions[i]->stale)
+	/* A region freed under a request of c's (no client was given to the
+	 * free) stays until that request is reaped, stale: no buffer, not even
+	 * a new one mmap puts at its address, is ever found in it again. It
+	 * is looked at again at each call until then. */
+	for (size_t i = c->nregions; i-- > 0;) {
+		if (!c->regions[i]->stale)
+			continue;
+		if (c->regions[i]->inflight)
+			kept = true;
+		else
 			region_drop(c, i);
-	c->gen = gen;
+	}
+	if (!kept)
+		c->gen = gen;
 }
 
 int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void **out)
@@ -224,7 +234,7 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 		for (size_t i = 0; i < c->nregions; i++) {
 			struct region *r = c->regions[i];
 
-			if (r->bounce || r->base != buf)
+			if (r->bounce || r->stale || r->base != buf)
 				continue;
 			if (r->inflight)
 				return nvmefs_cl_fail(
@@ -265,7 +275,7 @@ struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, siz
 	regions_sync(c);
 	for (size_t i = 0; i < c->nregions; i++) {
 		r = c->regions[i];
-		if (!r->bounce && p >= r->base && len <= r->size &&
+		if (!r->bounce && !r->stale && p >= r->base && len <= r->size &&
 		    (size_t)(p - r->base) <= r->size - len)
 			return r;
 	}

@@ -724,6 +724,44 @@ static void test_buf(void)
 	nvmefs_client_stats(c2, &st);
 	CHECK_EQ(st.shared_bytes, BLK, "c2's shared memory: the new buffer only");
 	CHECK_EQ(nvmefs_buf_free(NULL, n), 0, "free the last");
+
+	/* A buffer freed with no client while c2 still has a read in flight
+	 * on it (the caller's fault): c2 keeps its registration only for that
+	 * read, and a new buffer that mmap puts at the same address, before or
+	 * after the reap, is served from its own memory, not from the freed
+	 * buffer's (the daemon writing into the old memfd). */
+	CHECK_EQ(nvmefs_buf_alloc(c2, MIB, -1, &d), 0, "a buffer for a read in flight");
+	CHECK_EQ(nvmefs_buf_alloc(NULL, BLK, -1, &n), 0, "and another");
+	if (!d || !n)
+		die("no buffers");
+	{
+		struct nvmefs_io io = {.fd = fd, .op = NVMEFS_OP_READ, .buf = d, .len = MIB};
+		void *again = NULL;
+
+		CHECK_EQ(nvmefs_submit(c2, &io, 1), 1, "submit a read");
+		CHECK_EQ(nvmefs_buf_free(NULL, d), 0, "free it with no client");
+		CHECK_EQ(nvmefs_pread(c2, fd, n, BLK, 0), BLK,
+			 "c2's next call, into another buffer");
+		CHECK_EQ(nvmefs_buf_alloc(NULL, MIB, -1, &again), 0, "a new buffer of that size");
+		if (!again)
+			die("no buffer");
+		for (int round = 0; round < 2; round++) {
+			memset(again, 0, MIB);
+			CHECK_EQ(nvmefs_pread(c2, fd, again, MIB, 0), MIB,
+				 "read into the new buffer");
+			/* The file: c2's 4 pages of seed 3, then make_file's seed 2. */
+			CHECK(mismatch(again, 4 * BLK, 3, 0) == -1 &&
+				      mismatch((uint8_t *)again + 4 * BLK, MIB - 4 * BLK, 2,
+					       4 * BLK) == -1,
+			      "%s the reap, the new buffer (at %p; the freed one at %p) holds the "
+			      "file's bytes",
+			      round ? "after" : "before", again, d);
+			if (!round)
+				reap(c2, &cqe, 1);
+		}
+		CHECK_EQ(nvmefs_buf_free(c2, again), 0, "free it");
+	}
+	CHECK_EQ(nvmefs_buf_free(NULL, n), 0, "free the last");
 	nvmefs_detach(c2);
 	close(fd);
 	CHECK(vmlck_kb() <= lck0, "every buffer freed is unlocked (VmLck %ld -> %ld kB)", lck0,
