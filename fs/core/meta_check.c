@@ -248,13 +248,7 @@ static void inode_keys(const struct nvmefs_inode *in, key_fn fn, void *arg)
 
 		if (!d)
 			continue;
-		memset(&r, 0, sizeof(r));
-		r.type = NVMEFS_REC_DIRENT_ADD;
-		r.dirent.parent = d->parent;
-		r.dirent.child = d->child;
-		r.dirent.type = d->type;
-		r.dirent.name = d->name;
-		r.dirent.name_len = d->name_len;
+		nvmefs_meta_dirent_rec(d, &r);
 		nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, d->cookie);
 		fn(arg, &v, true);
 		nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, d->cookie);

@@ -123,9 +123,20 @@ void nvmefs_meta_kv_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	in->shadow_stale = false;
 }
 
+void nvmefs_meta_dirent_rec(const struct nvmefs_dirent *d, struct nvmefs_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = NVMEFS_REC_DIRENT_ADD;
+	r->dirent.parent = d->parent;
+	r->dirent.child = d->child;
+	r->dirent.type = d->type;
+	r->dirent.name = d->name;
+	r->dirent.name_len = d->name_len;
+}
+
 void nvmefs_meta_kv_dirent(struct nvmefs_vol *vol, const struct nvmefs_dirent *d, bool put)
 {
-	struct nvmefs_rec r = {.type = NVMEFS_REC_DIRENT_ADD};
+	struct nvmefs_rec r;
 	uint8_t key[NVMEFS_KEY_MAX];
 	struct nvmefs_val v;
 
@@ -136,11 +147,7 @@ void nvmefs_meta_kv_dirent(struct nvmefs_vol *vol, const struct nvmefs_dirent *d
 		kv_del(vol, key, nvmefs_key_dcookie(key, d->parent, d->cookie));
 		return;
 	}
-	r.dirent.parent = d->parent;
-	r.dirent.child = d->child;
-	r.dirent.type = d->type;
-	r.dirent.name = d->name;
-	r.dirent.name_len = d->name_len;
+	nvmefs_meta_dirent_rec(d, &r);
 	nvmefs_val_dirent(&v, NVMEFS_KEY_DIRENT, &r, d->cookie);
 	kv_put(vol, &v);
 	nvmefs_val_dirent(&v, NVMEFS_KEY_DCOOKIE, &r, d->cookie);

@@ -22,6 +22,8 @@ void nvmefs_meta_inode_rec(const struct nvmefs_inode *in, struct nvmefs_rec *r);
 /* The summary fields an INODE value carries, from the maps (never from an
  * INODE record). */
 void nvmefs_meta_inode_sum(const struct nvmefs_inode *in, struct nvmefs_inode_sum *s);
+/* The DIRENT_ADD record of entry d (pointing into d). */
+void nvmefs_meta_dirent_rec(const struct nvmefs_dirent *d, struct nvmefs_rec *r);
 /* The XATTR_SET record of x on inode ino (pointing into x). */
 void nvmefs_meta_xattr_rec(uint64_t ino, const struct nvmefs_xattr *x, struct nvmefs_rec *r);
 /* Put (put) or delete the keys of an entry (DIRENT and DCOOKIE), an xattr,
