@@ -48,8 +48,12 @@
 
 struct remount {
 	const char *source, *mountpoint;
-	int ro;		     /* 1 ro, 0 rw, -1 neither given: as it is */
-	unsigned long flags; /* MS_NOSUID, MS_NODEV, MS_NOEXEC, the atime flags */
+	int ro; /* 1 ro, 0 rw, -1 neither given: as it is */
+	/* The options' MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_NODIRATIME and
+	 * atime flags: set, and cleared; the mount's others stay (mount(2)
+	 * sets them all, so the mount's own are the start). */
+	unsigned long set, clear;
+	unsigned long flags; /* what mount(2) is given */
 	unsigned atime;	     /* NVMEFS_ATIME_* + 1; 0: unchanged */
 };
 
@@ -86,7 +90,8 @@ static bool each_opt(int argc, char **argv, bool (*fn)(struct remount *r, const 
 
 static bool is_remount(struct remount *r, const char *opt)
 {
-	return !r && !strcmp(opt, "remount"); /* with r: only the arguments */
+	(void)r;
+	return !strcmp(opt, "remount");
 }
 
 bool nvmefs_remount_asked(int argc, char **argv)
@@ -106,23 +111,31 @@ static bool take_opt(struct remount *r, const char *o)
 		{"noexec", MS_NOEXEC, 0},	  {"exec", 0, MS_NOEXEC},
 		{"nodiratime", MS_NODIRATIME, 0}, {"diratime", 0, MS_NODIRATIME},
 	};
-	const unsigned long atimes = MS_NOATIME | MS_RELATIME | MS_STRICTATIME;
+	static const struct {
+		const char *name;
+		unsigned long flag;
+		unsigned policy;
+	} atimes[] = {
+		{"noatime", MS_NOATIME, NVMEFS_ATIME_NOATIME},
+		{"relatime", MS_RELATIME, NVMEFS_ATIME_RELATIME},
+		{"strictatime", MS_STRICTATIME, NVMEFS_ATIME_STRICTATIME},
+	};
+	const unsigned long all_atimes = MS_NOATIME | MS_RELATIME | MS_STRICTATIME;
 
-	if (!strcmp(o, "ro") || !strcmp(o, "rw")) {
+	if (!strcmp(o, "ro") || !strcmp(o, "rw"))
 		r->ro = o[1] == 'o';
-	} else if (!strcmp(o, "noatime")) {
-		r->flags = (r->flags & ~atimes) | MS_NOATIME;
-		r->atime = NVMEFS_ATIME_NOATIME + 1;
-	} else if (!strcmp(o, "relatime")) {
-		r->flags = (r->flags & ~atimes) | MS_RELATIME;
-		r->atime = NVMEFS_ATIME_RELATIME + 1;
-	} else if (!strcmp(o, "strictatime")) {
-		r->flags = (r->flags & ~atimes) | MS_STRICTATIME;
-		r->atime = NVMEFS_ATIME_STRICTATIME + 1;
-	} else {
-		for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-			if (!strcmp(o, flags[i].name))
-				r->flags = (r->flags | flags[i].set) & ~flags[i].clear;
+	for (size_t i = 0; i < sizeof(atimes) / sizeof(atimes[0]); i++) {
+		if (strcmp(o, atimes[i].name))
+			continue;
+		r->set = (r->set & ~all_atimes) | atimes[i].flag;
+		r->clear = (r->clear | all_atimes) & ~atimes[i].flag;
+		r->atime = atimes[i].policy + 1;
+	}
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (strcmp(o, flags[i].name))
+			continue;
+		r->set = (r->set | flags[i].set) & ~flags[i].clear;
+		r->clear = (r->clear | flags[i].clear) & ~flags[i].set;
 	}
 	return false;
 }
@@ -181,7 +194,7 @@ int nvmefs_remount_main(int argc, char **argv)
 	bool ro;
 	int err;
 
-	each_opt(argc, argv, is_remount, &r); /* SOURCE and MOUNTPOINT */
+	each_opt(argc, argv, take_opt, &r); /* and SOURCE, MOUNTPOINT */
 	if (!r.source || !r.mountpoint) {
 		fprintf(stderr, "nvmefs: remount: give SOURCE MOUNTPOINT -o remount,...\n");
 		return 1;
@@ -198,12 +211,12 @@ int nvmefs_remount_main(int argc, char **argv)
 		free(mnt);
 		return 1;
 	}
-	/* The options change the flags the mount has (mount(2) sets them all:
-	 * one left out would be cleared); the atime flags, left out, stay. */
+	/* The options change the flags the mount has; with no atime flag
+	 * given, the kernel keeps the mount's. */
 	r.flags = (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (sv.f_flag & ST_NODEV ? MS_NODEV : 0) |
 		  (sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
 		  (sv.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0);
-	each_opt(argc, argv, take_opt, &r);
+	r.flags = (r.flags & ~r.clear) | r.set;
 	ro = r.ro < 0 ? (sv.f_flag & ST_RDONLY) != 0 : r.ro;
 	if (ro) {
 		if ((err = kernel_remount(&r, true))) {
