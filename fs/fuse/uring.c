@@ -836,7 +836,8 @@ bool nvmefs_uring_idle(const struct nvmefs_uring *u)
 		bool busy;
 
 		pthread_mutex_lock(&q->lock);
-		busy = q->live || q->joined < q->nthreads;
+		/* live only once every thread has left: the leader changes it unlocked. */
+		busy = q->joined < q->nthreads || q->live;
 		pthread_mutex_unlock(&q->lock);
 		if (busy)
 			return false;
