@@ -2318,6 +2318,56 @@ static void openfile_shared(void)
 	close(dfd);
 }
 
+/*
+ * A read-only handle sees every change made through the others. In direct
+ * mode a small file's read-only open goes through the page cache
+ * (-o cache_small): the kernel must drop what it cached of the ranges the
+ * other handles write, truncate and copy into. Read to EOF each time.
+ */
+static void openfile_readers(void)
+{
+	char buf[64];
+	int r, w, src;
+	loff_t in = 0, out = 2;
+
+	CHECK_ERR(put_file(at("rd"), "0123456789", 10), 0);
+	r = open(at("rd"), O_RDONLY);
+	w = open(at("rd"), O_WRONLY);
+	CHECK(r >= 0 && w >= 0);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 10 && !memcmp(buf, "0123456789", 10));
+	CHECK(pwrite(w, "AB", 2, 0) == 2);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 10 && !memcmp(buf, "AB23456789", 10));
+	CHECK_ERR(sys(ftruncate(w, 4)), 0);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 4 && !memcmp(buf, "AB23", 4));
+	CHECK(pwrite(w, "xyz", 3, 8) == 3);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 11 && !memcmp(buf, "AB23\0\0\0\0xyz", 11));
+	/* copy_file_range into it, from another file */
+	CHECK_ERR(put_file(at("rd-src"), "cd", 2), 0);
+	src = open(at("rd-src"), O_RDONLY);
+	CHECK(src >= 0);
+	CHECK(copy_file_range(src, &in, w, &out, 2, 0) == 2);
+	close(src);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 11 && !memcmp(buf, "ABcd\0\0\0\0xyz", 11));
+	close(w);
+	/* a new read-only open: nothing stale kept from the first */
+	close(r);
+	CHECK_FILE(at("rd"), "ABcd\0\0\0\0xyz", 11);
+	/* a read-write handle's writes, and a rewrite from scratch */
+	w = open(at("rd"), O_RDWR);
+	r = open(at("rd"), O_RDONLY);
+	CHECK(r >= 0 && w >= 0);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 11);
+	CHECK(pwrite(w, "Q", 1, 1) == 1);
+	CHECK(pread(r, buf, 2, 0) == 2 && !memcmp(buf, "AQ", 2));
+	close(w);
+	CHECK_ERR(put_file(at("rd"), "new", 3), 0);
+	CHECK(pread(r, buf, sizeof(buf), 0) == 3 && !memcmp(buf, "new", 3));
+	close(r);
+	CHECK_FILE(at("rd"), "new", 3);
+	unlink(at("rd"));
+	unlink(at("rd-src"));
+}
+
 /* MAP_SHARED stores reach read(), and write() reaches the mapping. */
 static void openfile_mmap(void)
 {
@@ -2442,6 +2492,7 @@ static void test_openfile(void)
 	if (!area_begin("openfile"))
 		return;
 	openfile_shared();
+	openfile_readers();
 	openfile_mmap();
 	openfile_mmap_times();
 	openfile_locks();

@@ -214,6 +214,9 @@ struct nvmefs_vol_opts {
 	unsigned threads;
 	uint64_t readahead;
 	unsigned prefetch; /* direct mode: requests read ahead per file (0: off) */
+	/* Direct mode: a read-only open of a regular file of at most this many
+	 * bytes goes through the page cache (fs/fuse/ops_file.c; 0: none). */
+	uint64_t cache_small;
 	/* Metadata kept in memory that no operation, handle or commit holds
 	 * (-o meta_cache; 0: NVMEFS_META_CACHE_DEFAULT; 1: none, every
 	 * unused inode goes at once). A mount that loads the whole metadata
@@ -425,6 +428,7 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
  * a block either side of it (its header page, an unaligned range's edge). */
 #define NVMEFS_POOL_BUF	    ((1u << 20) + 2 * NVMEFS_BLOCK)
 #define NVMEFS_POOL_DEFAULT (64u << 20) /* -o pool= */
+#define NVMEFS_CACHE_SMALL_DEFAULT (1u << 20) /* -o cache_small= */
 
 #define NVMEFS_META_CACHE_DEFAULT (128ull << 20) /* -o meta_cache= */
 

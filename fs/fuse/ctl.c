@@ -410,7 +410,8 @@ static char *render_config(struct nvmefs_vol *vol)
 		fprintf(f, "write_only_direct = %d\nreadahead = %llu\n", vol->wronly_direct,
 			(unsigned long long)o->readahead);
 	else
-		fprintf(f, "prefetch = %u\n", o->prefetch);
+		fprintf(f, "prefetch = %u\ncache_small = %llu\n", o->prefetch,
+			(unsigned long long)o->cache_small);
 	fprintf(f, "queue_depth = %u\nthreads = %u\nspin_us = %u\n",
 		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",

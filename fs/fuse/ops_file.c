@@ -56,12 +56,39 @@ struct handle {
 	struct nvmefs_read_note note; /* relatime, nvmefs_ns_note_read */
 };
 
+/*
+ * Direct mode, -o cache_small: a read-only open of a small regular file
+ * goes through the page cache, as in cached mode. Direct I/O buys such a
+ * file nothing (one request carries it whole) and costs it round trips: a
+ * program that reads to the end (cp, cat, Python's read(), numpy.load)
+ * sends a second READ that finds EOF, which the page cache answers from
+ * i_size, and a file read again (each epoch of a data loader) is read
+ * again. Only from FUSE 7.39 (Linux 6.6, vol->direct_mmap), whose
+ * direct_io writes through the other handles invalidate the cached pages
+ * they overwrite; the native door invalidates what it writes itself. The
+ * size is the one at open: a file that grows stays cached for this handle.
+ */
+static bool cache_small(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			const struct fuse_file_info *fi)
+{
+	uint64_t size;
+
+	if (!vol->opts.direct || !vol->opts.cache_small || !vol->direct_mmap ||
+	    (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || !S_ISREG(in->mode))
+		return false;
+	pthread_mutex_lock(&vol->lock);
+	size = in->size;
+	pthread_mutex_unlock(&vol->lock);
+	return size <= vol->opts.cache_small;
+}
+
 /* How the kernel caches the handle (see wronly_direct in op_init, ops.c), and the
  * handle's state (fh, freed at RELEASE). -ENOMEM. */
 static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			  struct fuse_file_info *fi)
 {
 	bool wronly_direct = vol->wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY;
+	bool cached = cache_small(vol, in, fi);
 	bool strict_read =
 		__atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME &&
 		(fi->flags & O_ACCMODE) != O_WRONLY;
@@ -69,7 +96,7 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 
 	if (!h)
 		return -ENOMEM;
-	fi->direct_io = vol->opts.direct || (fi->flags & O_DIRECT) || wronly_direct ||
+	fi->direct_io = (vol->opts.direct && !cached) || (fi->flags & O_DIRECT) || wronly_direct ||
 			(vol->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && low_space(vol));
 	/* Its writes invalidate what they overwrite: the rest of the file's
 	 * cache stays. Under strictatime a read open starts from an empty
@@ -77,7 +104,7 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	 * from the page cache reaches no FUSE server; generic/003). */
 	fi->keep_cache = (!fi->direct_io || wronly_direct) && !strict_read;
 	h->in = in;
-	if (vol->opts.direct && vol->opts.prefetch && S_ISREG(in->mode) &&
+	if (vol->opts.direct && !cached && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
 		h->pf = nvmefs_prefetch_open(in);
 	fi->fh = (uintptr_t)h;

@@ -60,7 +60,7 @@ struct cfg {
 	char *extra[NVMEFS_MAX_DEVICES + 2];
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
-		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth;
+		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth, *cache_small;
 	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
 	unsigned atime; /* NVMEFS_ATIME_*: the last of relatime, noatime, strictatime */
 };
@@ -81,6 +81,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%s", commit),
 	OPT("readahead=%s", readahead),
 	OPT("prefetch=%s", prefetch),
+	OPT("cache_small=%s", cache_small),
 	OPT("statahead=%s", statahead),
 	OPT("spin=%s", spin),
 	OPT("dirty=%s", dirty),
@@ -140,6 +141,8 @@ static void usage(FILE *f)
 		"  -o readahead=SIZE    cached mode: readahead window (default 16M)\n"
 		"  -o prefetch=N        direct mode: requests read ahead of a sequential\n"
 		"                       reader, per file (default 2, 0: none)\n"
+		"  -o cache_small=SIZE  direct mode: read-only opens of files of at most\n"
+		"                       SIZE use the page cache (default 1M, 0: none)\n"
 		"  -o statahead=N       entries of a directory read ahead of a program\n"
 		"                       that looks them up in order (default 512, 0: none)\n"
 		"  -o writeback         cached mode: the kernel's write-back cache; a full\n"
@@ -354,6 +357,15 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	o->prefetch = 2;
 	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
 		return -EINVAL;
+	o->cache_small = NVMEFS_CACHE_SMALL_DEFAULT;
+	if (c->cache_small) {
+		if (nvmefs_parse_size(c->cache_small, &v) || v > (1ull << 40)) {
+			nvmefs_err("bad cache_small '%s': want a size up to 1T (0: none)",
+				   c->cache_small);
+			return -EINVAL;
+		}
+		o->cache_small = v;
+	}
 	o->statahead = 512;
 	if (c->statahead && parse_uint("statahead", c->statahead, 0, 65536, &o->statahead))
 		return -EINVAL;
@@ -433,6 +445,12 @@ static int refuse_contradictions(const struct cfg *c, bool direct)
 		nvmefs_err("readahead=%s and %s contradict each other: readahead is the page "
 			   "cache's (cached mode); direct mode reads ahead with prefetch=N",
 			   c->readahead, mode);
+		return -EINVAL;
+	}
+	if (!direct && c->cache_small) {
+		nvmefs_err("cache_small=%s and %s contradict each other: in cached mode "
+			   "every file's reads go through the page cache",
+			   c->cache_small, mode);
 		return -EINVAL;
 	}
 	if (!direct && c->prefetch) {
@@ -769,6 +787,7 @@ out:
 	free(c.commit);
 	free(c.readahead);
 	free(c.prefetch);
+	free(c.cache_small);
 	free(c.spin);
 	free(c.uring_mode);
 	free(c.uring_depth);
