@@ -209,7 +209,11 @@ plus uring for the io_uring ones: demanded, so a kernel that does not
 offer it fails that mount rather than falling back to /dev/fuse). Each
 nvmefs mount first records the transport its .nvmefs/config names
 (results.tsv row "transport"); one that says otherwise than asked is an
-error. Workloads on each: 1 (dd), 2 (fio sequential: its read is issue
+error. Workloads on each: first the round trip (lookup.py: 50,000 stats
+of absent names, 5,000 with --quick, one process, the loop timed whole:
+on FUSE one LOOKUP answered ENOENT each, so lookups/s in row lookup_rate
+is what one synchronous round trip costs; btrfs answers in the kernel),
+then 1 (dd), 2 (fio sequential: its read is issue
 33's "fio libaio O_DIRECT 1 MiB QD32 read of a 4 GiB file"), a new one,
 fio 4 KiB random O_DIRECT reads at QD32 (libaio; a file of 4 GiB, 512 MiB
 with --quick, written first with 1 MiB O_DIRECT writes, not measured,
@@ -334,6 +338,7 @@ WL_ROWS = {
     "torch": ["torch_save", "torch_load"],
     "native": ["native_write", "native_read", "native_copied"],
     "randread": ["rand4k_read"],
+    "lookup": ["lookup_rate"],
     "transport": ["transport"],
 }
 SEQ = ("dd_write", "dd_read", "fio_write", "fio_read")
@@ -359,7 +364,7 @@ def ram_plan(native_only):
 # and the kernel's switch for FUSE over io_uring (module docstring).
 TR_SETUP = "transport"
 TR_FS = ("btrfs", "direct", "direct+uring", "cached", "cached+uring")
-TR_WL = ["dd", "fioseq", "randread", "small", "torch"]
+TR_WL = ["lookup", "dd", "fioseq", "randread", "small", "torch"]
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 
 
@@ -469,6 +474,7 @@ class Sizes:
             self.ram_w4, self.small_n, self.torch_mib = 128 * MIB, 1000, 128
             self.cap_dev, self.cap_per_drive = GIB, 256 * MIB
             self.rand_size, self.rand_secs = 512 * MIB, 5
+            self.lookup_n = 5000
         else:
             self.ram_dev, self.ram_raw_loops = 3 * GIB, 2
             self.ram_dd = self.ram_fio = 4 * GIB
@@ -476,6 +482,8 @@ class Sizes:
             self.cap_dev, self.cap_per_drive = 3 * GIB, 2 * GIB
             # --only transport's random reads: a file of 4 GiB, 20 s.
             self.rand_size, self.rand_secs = 4 * GIB, 20
+            # --only transport's round trips: stats of absent names.
+            self.lookup_n = 50000
 
 
 def tlimit(nbytes):
@@ -571,6 +579,26 @@ print(json.dumps(t), flush=True)
 sys.exit(rc)
 '''
 
+LOOKUP_PY = r'''# lookup.py ROOT N: N stats of names that do not exist under ROOT, one
+# after another, the loop timed whole. On a FUSE mount each is one LOOKUP
+# round trip the daemon answers ENOENT (nothing cached: every name is new),
+# so the rate is what one synchronous round trip costs; on a kernel
+# filesystem it is the in-kernel lookup. Prints one JSON line.
+import json, os, sys, time
+
+root, n = sys.argv[1], int(sys.argv[2])
+names = [os.path.join(root, "absent%07d" % i) for i in range(n)]
+t0 = time.perf_counter()
+for p in names:
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        pass
+    else:
+        sys.exit("exists: " + p)
+print(json.dumps({"lookups": n, "seconds": time.perf_counter() - t0}), flush=True)
+'''
+
 TORCH_PY = r'''# torch_io.py PATH MIB WARM_PATH WARM_BYTES: torch.save of a state dict of
 # MIB MiB (16 float32 tensors) to PATH with fsync, drop caches, write and
 # delete WARM_BYTES at WARM_PATH, torch.load; the tensors are compared after
@@ -604,6 +632,19 @@ if sd2.keys() != sd.keys() or not all(torch.equal(sd[k], sd2[k]) for k in sd):
     sys.exit("torch.load returned different tensors")
 print(json.dumps({"bytes": nbytes, "save": t_save, "load": t_load}))
 '''
+
+
+def lookup_rate(line):
+    """Lookups per second (a whole number, as a string) from lookup.py's
+    JSON LINE, or None."""
+    try:
+        d = json.loads(line)
+        n, secs = int(d["lookups"]), float(d["seconds"])
+    except (TypeError, ValueError, KeyError):
+        return None
+    if n <= 0 or secs <= 0:
+        return None
+    return str(emu.round_half_up(n / secs))
 
 
 def small_rates(line):
@@ -1460,6 +1501,19 @@ class Bench:
         self.record(s, n, fs, "rand4k_read", v)
         return self.remove(f)
 
+    def wl_lookup(self, s, n, fs):
+        """lookup.py: sz.lookup_n stats of absent names, one process: one
+        synchronous round trip each on a FUSE mount (lookups/s)."""
+        lg = self.newlog("%s-x%d-%s-lookup" % (s, n, fs))
+        if self.run(600, lg, [PY, self.work + "/lookup.py", self.mnt, self.sz.lookup_n]):
+            return False
+        v = lookup_rate(emu.last_line(lg))
+        if v is None:
+            self.last_fail = "lookup.py printed no rate (see %s)" % lg
+            return False
+        self.record(s, n, fs, "lookup_rate", v)
+        return True
+
     def wl_transport(self, s, n, fs):
         """Record the transport the mount reports (.nvmefs/config); False
         when it is not the one FS asks for."""
@@ -1881,6 +1935,8 @@ class Bench:
             f.write(SMALL_PY)
         with open(self.work + "/torch_io.py", "w") as f:
             f.write(TORCH_PY)
+        with open(self.work + "/lookup.py", "w") as f:
+            f.write(LOOKUP_PY)
         log("results in " + self.out)
         if self.a.only == "deepnvme":
             dn = DeepNVMe(self)
@@ -2340,6 +2396,8 @@ class TrReport:
         sz, h = self.sz, emu.human_iec
         sm = "%d x 4 KiB files, one process, each phase timed whole" % sz.small_n
         return [
+            ("lookup_rate", "stat of %d absent names, one process, timed whole: one LOOKUP "
+             "round trip each on FUSE" % sz.lookup_n, "lookups/s", None),
             ("dd_write", "dd write %s, bs=1M conv=fsync" % h(sz.ram_dd), "MB/s", "raw_write"),
             ("dd_read", "dd read, bs=1M, cold cache", "MB/s", "raw_read"),
             ("fio_write", "fio seq write of a %s file, 1 MiB, libaio QD32 O_DIRECT" % h(sz.ram_fio), "MB/s", "raw_write"),

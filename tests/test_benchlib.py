@@ -434,8 +434,9 @@ class BenchFigures(unittest.TestCase):
                          ["btrfs", "direct", "direct+uring", "cached", "cached+uring"])
         self.assertEqual([fs for fs, _ in bench.transport_plan(False)], ["btrfs", "direct", "cached"])
         plan = dict(bench.transport_plan(True))
-        self.assertEqual(plan["btrfs"], ["dd", "fioseq", "randread", "small", "torch"])
-        self.assertEqual(plan["cached+uring"], ["transport", "dd", "fioseq", "randread", "small", "torch"])
+        self.assertEqual(plan["btrfs"], ["lookup", "dd", "fioseq", "randread", "small", "torch"])
+        self.assertEqual(plan["cached+uring"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
+                                                "torch"])
         for fs, wls in bench.transport_plan(True):
             self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
         for fs, want in (("direct", ("direct", False)), ("cached+uring", ("cached", True)),
@@ -452,6 +453,10 @@ class BenchFigures(unittest.TestCase):
                          "io_uring")
         self.assertEqual(bench.config_transport("transport = /dev/fuse\n"), "/dev/fuse")
         self.assertIsNone(bench.config_transport("mode = direct\n"))
+        self.assertEqual(bench.lookup_rate(json.dumps({"lookups": 50000, "seconds": 1.25})), "40000")
+        for bad in ("", "nothing", json.dumps({"lookups": 0, "seconds": 1.0}),
+                    json.dumps({"lookups": 10, "seconds": 0}), json.dumps({"seconds": 1.0})):
+            self.assertIsNone(bench.lookup_rate(bad), bad)
         rand = json.dumps({"jobs": [{"jobname": "rand", "error": 0,
                                      "read": {"iops": 21345.6, "total_ios": 106728, "io_bytes": 437157888}}]})
         self.assertEqual(bench.fio_iops("note: x\n" + rand, "read"), "21346")
@@ -511,7 +516,7 @@ class BenchFigures(unittest.TestCase):
     def transport_res(self):
         n = str(bench.RAM_NDEV)
         res = {("transport", n, "fio", "raw_write"): "4000", ("transport", n, "fio", "raw_read"): "5000"}
-        figs = {"dd_write": 1000, "dd_read": 1200, "fio_write": 900, "fio_read": 1000, "rand4k_read": 20000,
+        figs = {"lookup_rate": 50000, "dd_write": 1000, "dd_read": 1200, "fio_write": 900, "fio_read": 1000, "rand4k_read": 20000,
                 "small_create": 20000, "small_stat": 100000, "small_read": 20000, "small_delete": 30000,
                 "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5}
         for fs, f in (("btrfs", 1.0), ("direct", 0.5), ("direct+uring", 0.8), ("cached", 0.4),
@@ -527,18 +532,21 @@ class BenchFigures(unittest.TestCase):
         res = self.transport_res()
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         t = rep.table()
-        self.assertEqual(len(t), 2 + 13)
+        self.assertEqual(len(t), 2 + 14)
         self.assertTrue(all(l.count(" | ") == 13 for l in t), t)
-        self.assertEqual(t[5], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
+        self.assertEqual(t[2].split(" | ")[1:4], ["lookups/s", "-", "50000"])
+        self.assertEqual(t[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
                          "| 1000 | 500 | 800 | 400 | 350 | 1.60 | 0.88 | 0.50 | 0.80 | 0.40 | 0.35 |")
-        self.assertEqual(t[6].split(" | ")[1:3], ["IOPS", "-"])
+        self.assertEqual(t[7].split(" | ")[1:3], ["IOPS", "-"])
         self.assertTrue(t[-1].startswith("| nvmefs daemon peak RSS (VmHWM), pool=64M | MiB | - | - | 80.5 |"), t[-1])
         self.assertEqual(rep.transports(), "direct: /dev/fuse; direct io_uring: io_uring; cached: /dev/fuse; "
                          "cached io_uring: io_uring")
         w = rep.wins()
-        self.assertTrue(w[0].startswith("- direct: io_uring faster or equal in dd_write 1.60, "), w[0])
+        self.assertTrue(w[0].startswith("- direct: io_uring faster or equal in lookup_rate 1.60, dd_write 1.60, "),
+                        w[0])
         self.assertIn("/dev/fuse faster in nothing", w[0])
-        self.assertIn("- cached: io_uring faster or equal in nothing; /dev/fuse faster in dd_write 0.88", w[1])
+        self.assertIn("- cached: io_uring faster or equal in nothing; /dev/fuse faster in lookup_rate 0.88, "
+                      "dd_write 0.88", w[1])
         out = rep.targets()
         # 3 per nvmefs mount, 5 per mode.
         self.assertEqual(len(out), 4 * 3 + 2 * 5)
@@ -561,8 +569,8 @@ class BenchFigures(unittest.TestCase):
         self.assertIn("FAIL transport cached io_uring dd write: no figure (not run, /dev/fuse cached 400.0); "
                       "target >= 1.0 x /dev/fuse cached", out)
         self.assertIn("cached io_uring: not run", rep.transports())
-        self.assertTrue(rep.table()[2].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
-                        rep.table()[2])
+        self.assertTrue(rep.table()[3].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
+                        rep.table()[3])
 
     def test_args(self):
         self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")
