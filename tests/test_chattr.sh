@@ -17,7 +17,11 @@
 #   process with CAP_LINUX_IMMUTABLE under another uid is refused).
 # The flags persist across a remount, still enforced, and fsck is clean.
 # xfstests generic/079, 159, 160, 277.
-# usage: test_chattr.sh BUILD [cached|direct]
+# With -o writeback (mode cached,writeback) the kernel takes a write(2)
+# into its page cache without asking the daemon: a descriptor opened before
+# +i or +a still writes there (USER-GUIDE.md says so); those checks are
+# left out.
+# usage: test_chattr.sh BUILD [cached|direct|cached,writeback]
 # The helpers below run through check, which shellcheck does not follow.
 # shellcheck disable=SC2317
 set -euo pipefail
@@ -26,6 +30,8 @@ set -euo pipefail
 mnt_time_limit 150 "$0" "$@"
 build=$(realpath "$1") # the test works from inside the mount
 mode=${2:-direct}
+wb=0
+[ "$mode" != cached,writeback ] || wb=1
 mnt_need chattr e2fsprogs
 mnt_need xfs_io xfsprogs
 mnt_need setpriv util-linux
@@ -61,7 +67,7 @@ check "xfs_io's lsattr (FS_IOC_FSGETXATTR) shows i" \
 	sh -c 'xfs_io -r -c lsattr f | grep -q "^[^ ]*i"'
 check "immutable: append refused" refused sh -c 'echo x >>f'
 check "immutable: overwrite refused" refused sh -c 'echo x >f'
-check "immutable: write through a descriptor opened before refused" \
+[ "$wb" = 1 ] || check "immutable: write through a descriptor opened before refused" \
 	refused sh -c 'echo x >&3'
 check "immutable: truncate refused" refused truncate -s 0 f
 check "immutable: fallocate refused (descriptor opened before)" \
@@ -120,7 +126,7 @@ check "append-only: content is both lines" content a "$(printf 'one\ntwo')"
 # nvmefs's own rule: ext4 checks only at open and fcntl(F_SETFL), which
 # the daemon does not see.
 echo base >b
-if [ "$MNT_NO_MOUNT" = 0 ]; then
+if [ "$MNT_NO_MOUNT" = 0 ] && [ "$wb" = 0 ]; then
 	coproc PW { pwrite_at0 b 2>&1; }
 	sleep 0.5
 	check "chattr +a with a descriptor open" chattr +a b

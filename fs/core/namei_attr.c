@@ -90,24 +90,24 @@ static mode_t privs_to_kill(const struct nvmefs_inode *in, const struct nvmefs_c
  * chattr's rules on setattr (meta held), as the VFS's notify_change: an
  * immutable inode changes in nothing; an append-only one neither in size,
  * mode or owner, nor in a time given explicitly (to now is allowed). With
- * the write-back cache the kernel keeps the mtime of its own writes and
- * sends it later with ctime, nothing else: allowed on an append-only file,
- * which the kernel may append to (a user's touch -m -d on it looks the
- * same and passes too).
+ * the write-back cache the kernel keeps mtime itself and sends it as a
+ * time (with ctime), never as "now", both for touch and after its own
+ * writes: an mtime is then taken as the kernel's on an append-only file,
+ * which the kernel may append to (so a touch -m -d passes there too).
  */
 static int may_setattr(const struct nvmefs_vol *vol, const struct nvmefs_inode *in, int to_set)
 {
 	const int any = NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID | NVMEFS_SET_SIZE |
 			NVMEFS_SET_ATIME | NVMEFS_SET_MTIME | NVMEFS_SET_ATIME_NOW |
 			NVMEFS_SET_MTIME_NOW;
-	bool given = ((to_set & NVMEFS_SET_ATIME) && !(to_set & NVMEFS_SET_ATIME_NOW)) ||
-		     ((to_set & NVMEFS_SET_MTIME) && !(to_set & NVMEFS_SET_MTIME_NOW));
+	bool kernel_mtime = vol->writeback && (to_set & NVMEFS_SET_CTIME);
+	bool given =
+		((to_set & NVMEFS_SET_ATIME) && !(to_set & NVMEFS_SET_ATIME_NOW)) ||
+		((to_set & NVMEFS_SET_MTIME) && !(to_set & NVMEFS_SET_MTIME_NOW) && !kernel_mtime);
 
 	if ((in->flags & NVMEFS_IFL_IMMUTABLE) && (to_set & any))
 		return -EPERM;
 	if (!(in->flags & NVMEFS_IFL_APPEND))
-		return 0;
-	if (vol->writeback && (to_set & any) == NVMEFS_SET_MTIME && (to_set & NVMEFS_SET_CTIME))
 		return 0;
 	if ((to_set & (NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID | NVMEFS_SET_SIZE)) ||
 	    given)
