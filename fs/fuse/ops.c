@@ -491,6 +491,46 @@ _Static_assert(NVMEFS_IFL_IMMUTABLE == FS_IMMUTABLE_FL && NVMEFS_IFL_APPEND == F
 		       NVMEFS_IFL_NODUMP == FS_NODUMP_FL && NVMEFS_IFL_NOATIME == FS_NOATIME_FL,
 	       "the core's file attribute flags are FS_IOC_SETFLAGS's");
 
+#define NXFLAGS (sizeof(xflags_map) / sizeof(xflags_map[0]))
+
+/* FS_IOC_GETFLAGS or FS_IOC_FSGETXATTR: ino's flags, as an int or an fsxattr. */
+static void ioctl_getflags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, size_t out_len)
+{
+	struct fsxattr fx;
+	uint32_t f = 0;
+	int err = out_len < (cmd == FS_IOC_GETFLAGS ? sizeof(f) : sizeof(fx))
+			  ? -EINVAL
+			  : nvmefs_ns_getflags(VOL(req), ino, &f);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+	} else if (cmd == FS_IOC_GETFLAGS) {
+		fuse_reply_ioctl(req, 0, &f, sizeof(f));
+	} else {
+		memset(&fx, 0, sizeof(fx));
+		for (size_t i = 0; i < NXFLAGS; i++)
+			if (f & xflags_map[i].ifl)
+				fx.fsx_xflags |= xflags_map[i].xflag;
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+	}
+}
+
+/* An FS_IOC_FSSETXATTR's fsxattr as the core's flags in *f: nothing but
+ * the flags nvmefs has (no extent size hints, no projects), else
+ * -EOPNOTSUPP. */
+static int fsx_to_flags(struct fsxattr fx, uint32_t *f)
+{
+	if (fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize)
+		return -EOPNOTSUPP;
+	*f = 0;
+	for (size_t i = 0; i < NXFLAGS; i++) {
+		if (fx.fsx_xflags & xflags_map[i].xflag)
+			*f |= xflags_map[i].ifl;
+		fx.fsx_xflags &= ~xflags_map[i].xflag;
+	}
+	return fx.fsx_xflags & ~FS_XFLAG_HASATTR ? -EOPNOTSUPP : 0;
+}
+
 /*
  * FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (an int), FS_IOC_FSGETXATTR and
  * FS_IOC_FSSETXATTR (a struct fsxattr): how Linux 5.13+ asks a FUSE server
@@ -511,20 +551,7 @@ static bool ioctl_flags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, const void
 	switch (cmd) {
 	case FS_IOC_GETFLAGS:
 	case FS_IOC_FSGETXATTR:
-		err = out_len < (cmd == FS_IOC_GETFLAGS ? sizeof(f) : sizeof(fx))
-			      ? -EINVAL
-			      : nvmefs_ns_getflags(VOL(req), ino, &f);
-		if (err) {
-			fuse_reply_err(req, -err);
-		} else if (cmd == FS_IOC_GETFLAGS) {
-			fuse_reply_ioctl(req, 0, &f, sizeof(f));
-		} else {
-			memset(&fx, 0, sizeof(fx));
-			for (size_t i = 0; i < sizeof(xflags_map) / sizeof(xflags_map[0]); i++)
-				if (f & xflags_map[i].ifl)
-					fx.fsx_xflags |= xflags_map[i].xflag;
-			fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
-		}
+		ioctl_getflags(req, ino, cmd, out_len);
 		return true;
 	case FS_IOC_SETFLAGS:
 		err = in_len < sizeof(f) ? -EINVAL : 0;
@@ -533,31 +560,22 @@ static bool ioctl_flags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, const void
 		break;
 	case FS_IOC_FSSETXATTR:
 		err = in_len < sizeof(fx) ? -EINVAL : 0;
-		if (!err)
+		if (!err) {
 			memcpy(&fx, in, sizeof(fx));
-		/* Nothing but the flags nvmefs has: no extent size hints,
-		 * no projects. */
-		if (!err && (fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize))
-			err = -EOPNOTSUPP;
-		for (size_t i = 0; !err && i < sizeof(xflags_map) / sizeof(xflags_map[0]); i++) {
-			if (fx.fsx_xflags & xflags_map[i].xflag)
-				f |= xflags_map[i].ifl;
-			fx.fsx_xflags &= ~xflags_map[i].xflag;
+			err = fsx_to_flags(fx, &f);
 		}
-		if (!err && fx.fsx_xflags & ~FS_XFLAG_HASATTR)
-			err = -EOPNOTSUPP;
 		break;
 	default:
 		return false;
 	}
 	if (!err)
 		err = nvmefs_ns_setflags(VOL(req), &cred, ino, f);
-	if (!err)
-		nvmefs_loop_inval_attr(ino); /* its ctime moved */
-	if (err)
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
-		fuse_reply_ioctl(req, 0, NULL, 0);
+		return true;
+	}
+	nvmefs_loop_inval_attr(ino); /* its ctime moved */
+	fuse_reply_ioctl(req, 0, NULL, 0);
 	return true;
 }
 
