@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 	}
 	if (vol && ino) {
 		CHECK_ERR(nvmefs_vol_start(vol), 0);
-		CHECK_ERR(nvmefs_ns_open(vol, ino, false, &in), 0);
+		CHECK_ERR(nvmefs_ns_open(vol, ino, O_RDONLY, &in), 0);
 		check_all(vol, in, "after close and open");
 		nvmefs_ns_release(vol, ino);
 	}

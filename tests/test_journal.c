@@ -603,7 +603,7 @@ static void test_on_demand(void)
 	CHECK(nvmefs_iget(vol, od)->dir->loaded && vol->ncached == 3);
 	CHECK(st.st_ino == ino && st.st_blocks == big.st_blocks && st.st_size == big.st_size);
 	CHECK(!nvmefs_iget(vol, ino)->ext_loaded);
-	CHECK_ERR(nvmefs_ns_open(vol, ino, false, &in), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, ino, O_RDONLY, &in), 0);
 	CHECK(in->ext_loaded && in->alloc_bytes == 1 << 20);
 	/* Each slot's map as large as what it holds: a million cached files
 	 * keep theirs (nvmefs_grow's first 16 were 512 bytes a slot). */

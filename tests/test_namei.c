@@ -16,11 +16,14 @@
  * operation reference behind (fs/core/icache.c). The kernel's lookup
  * counts: forgets of unknown inodes and of more than is held, a freed inode
  * kept until its last forget, what pins an inode, the table's growth and
- * deletions.
+ * deletions. chattr's flags: who may set which, and what immutable,
+ * append-only and noatime refuse or leave, on files and directories, kept
+ * across the reopen.
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +85,9 @@ static long idle_after(struct nvmefs_vol *vol, long ret, int line)
 #define nvmefs_xattr_get(v, ...)     IDLE(v, nvmefs_xattr_get(v, __VA_ARGS__))
 #define nvmefs_xattr_list(v, ...)    IDLE(v, nvmefs_xattr_list(v, __VA_ARGS__))
 #define nvmefs_xattr_remove(v, ...)  IDLE(v, nvmefs_xattr_remove(v, __VA_ARGS__))
+#define nvmefs_ns_getflags(v, ...)   IDLE(v, nvmefs_ns_getflags(v, __VA_ARGS__))
+#define nvmefs_ns_setflags(v, ...)   IDLE(v, nvmefs_ns_setflags(v, __VA_ARGS__))
+#define nvmefs_ns_fallocate(v, ...)  IDLE(v, nvmefs_ns_fallocate(v, __VA_ARGS__))
 
 static const struct nvmefs_cred alice = {.uid = 1000, .gid = 1000};
 static const struct nvmefs_cred root = {.uid = 0, .gid = 0};
@@ -315,8 +321,8 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 	struct nvmefs_inode *in = NULL, *in2 = NULL;
 
 	/* A write's: on open files, whose handles keep the inodes. */
-	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
-	CHECK_ERR(nvmefs_ns_open(vol, g, false, &in2), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDONLY, &in), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, g, O_RDONLY, &in2), 0);
 	if (!in || !in2)
 		return;
 
@@ -336,6 +342,155 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 	CHECK((attr_of(vol, g).st_mode & 07777) == 0745);
 	nvmefs_ns_release(vol, f);
 	nvmefs_ns_release(vol, g);
+}
+
+static uint32_t flags_of(struct nvmefs_vol *vol, uint64_t ino)
+{
+	uint32_t fl = UINT32_MAX;
+
+	CHECK_ERR(nvmefs_ns_getflags(vol, ino, &fl), 0);
+	return fl;
+}
+
+/* Who may set which of chattr's flags (namei.h). */
+static void test_flags_setting(struct nvmefs_vol *vol, uint64_t d)
+{
+	uint64_t f = mk(vol, &alice, d, "f", S_IFREG | 0644);
+	uint64_t s = mk(vol, &alice, d, "fifo", S_IFIFO | 0644);
+	uint32_t fl;
+
+	CHECK(flags_of(vol, f) == 0);
+	CHECK_ERR(nvmefs_ns_getflags(vol, s, &fl), -ENOTTY);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, s, NVMEFS_IFL_NODUMP), -ENOTTY);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, f, 0x4 /* FS_COMPR_FL */), -EOPNOTSUPP);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &alice, f, NVMEFS_IFL_IMMUTABLE), -EPERM);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &alice, f, NVMEFS_IFL_APPEND), -EPERM);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &bob, f, NVMEFS_IFL_NODUMP), -EPERM); /* not his */
+	CHECK_ERR(nvmefs_ns_setflags(vol, &alice, f, NVMEFS_IFL_NODUMP | NVMEFS_IFL_NOATIME), 0);
+	CHECK(flags_of(vol, f) == (NVMEFS_IFL_NODUMP | NVMEFS_IFL_NOATIME));
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, f, NVMEFS_IFL_NODUMP | NVMEFS_IFL_IMMUTABLE), 0);
+	/* ext4's rule: what stays immutable changes no other flag. */
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, f, NVMEFS_IFL_IMMUTABLE), -EPERM);
+	CHECK(flags_of(vol, f) == (NVMEFS_IFL_NODUMP | NVMEFS_IFL_IMMUTABLE));
+}
+
+/* What an immutable file refuses (f, made by test_flags_setting). */
+static void test_flags_immutable(struct nvmefs_vol *vol, uint64_t d)
+{
+	uint64_t f = ino_of(vol, d, "f");
+	struct nvmefs_inode *in = NULL;
+	struct stat attr = {.st_mode = 0600}, st;
+
+	mk(vol, &alice, d, "o", S_IFREG | 0644);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_WRONLY, &in), -EPERM);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDWR | O_APPEND, &in), -EPERM);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDONLY | O_TRUNC, &in), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_MODE, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_UID, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_SIZE, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_MTIME | NVMEFS_SET_MTIME_NOW,
+				    &st),
+		  -EPERM);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.x", "1", 1, 0), -EPERM);
+	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.x"), -EPERM);
+	CHECK_ERR(nvmefs_xattr_set(vol, f, NVMEFS_LAYOUT_XATTR, "chunk=64K", 9, 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_fallocate(vol, f, 0, 0, 4096), -EPERM);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "f", d, "g", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "o", d, "f", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "o", d, "f", NVMEFS_RENAME_EXCHANGE), -EPERM);
+	CHECK_ERR(nvmefs_ns_link(vol, f, d, "h", &st), -EPERM);
+	/* Reading is allowed (writes: tests/test_chattr.sh). */
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDONLY, &in), 0);
+	if (in)
+		nvmefs_ns_release(vol, f);
+	CHECK(ino_of(vol, d, "f") == f);
+}
+
+/* What an append-only file refuses and takes. */
+static void test_flags_append(struct nvmefs_vol *vol, uint64_t d)
+{
+	uint64_t a = mk(vol, &alice, d, "a", S_IFREG | 0644);
+	struct nvmefs_inode *in = NULL;
+	struct stat attr = {.st_mode = 0600}, st;
+
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, a, NVMEFS_IFL_APPEND), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, a, O_WRONLY, &in), -EPERM);
+	CHECK_ERR(nvmefs_ns_open(vol, a, O_RDWR | O_APPEND | O_TRUNC, &in), -EPERM);
+	CHECK_ERR(nvmefs_ns_open(vol, a, O_RDWR | O_APPEND, &in), 0);
+	if (in)
+		nvmefs_ns_release(vol, a);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, a, &attr, NVMEFS_SET_SIZE, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, a, &attr, NVMEFS_SET_MODE, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, a, &attr, NVMEFS_SET_MTIME, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, a, &attr,
+				    NVMEFS_SET_ATIME | NVMEFS_SET_ATIME_NOW | NVMEFS_SET_MTIME |
+					    NVMEFS_SET_MTIME_NOW,
+				    &st),
+		  0); /* touch: to now */
+	CHECK_ERR(nvmefs_ns_fallocate(vol, a, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+		  -EPERM);
+	CHECK_ERR(nvmefs_ns_fallocate(vol, a, FALLOC_FL_KEEP_SIZE, 0, 8192), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, a, "user.x", "1", 1, 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "a"), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "a", ROOT, "a", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_link(vol, a, d, "h", &st), -EPERM);
+}
+
+/* Directories: immutable takes and loses no name, append-only loses none. */
+static void test_flags_dirs(struct nvmefs_vol *vol, uint64_t d)
+{
+	uint64_t o = ino_of(vol, d, "o"), p = mk(vol, &alice, ROOT, "flp", S_IFDIR | 0755);
+	struct stat st;
+
+	mk(vol, &alice, p, "x", S_IFREG | 0644);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, d, NVMEFS_IFL_IMMUTABLE), 0);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "new", S_IFREG | 0644, 0, NULL, &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, "o", S_IFREG | 0644, 0, NULL, &st), -EEXIST);
+	CHECK_ERR(nvmefs_ns_link(vol, o, d, "o2", &st), -EPERM);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "o"), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "o", p, "o", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, p, "x", d, "x", 0), -EPERM);
+	/* An immutable directory keeps its own name too. */
+	CHECK_ERR(nvmefs_ns_rename(vol, ROOT, "fl", p, "fl", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, ROOT, "fl", ROOT, "fl2", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, d, NVMEFS_IFL_APPEND), 0);
+	CHECK_ERR(nvmefs_ns_rename(vol, p, "x", d, "x", 0), 0);
+	CHECK_ERR(nvmefs_ns_unlink(vol, d, "x"), -EPERM);
+	CHECK_ERR(nvmefs_ns_rename(vol, d, "o", d, "o3", 0), -EPERM);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, p, NVMEFS_IFL_IMMUTABLE), 0);
+	CHECK_ERR(nvmefs_ns_rmdir(vol, ROOT, "flp"), -EPERM); /* empty, but immutable */
+}
+
+/* noatime: a read leaves atime; without it the same read moves it. */
+static void test_flags_noatime(struct nvmefs_vol *vol, uint64_t d)
+{
+	uint64_t n = mk(vol, &alice, d, "n", S_IFREG | 0644);
+	struct stat old = {.st_atim = {1000, 0}}, st;
+	struct nvmefs_inode *in = NULL;
+
+	CHECK_ERR(nvmefs_ns_setflags(vol, &alice, n, NVMEFS_IFL_NOATIME), 0);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &alice, n, &old, NVMEFS_SET_ATIME, &st), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, n, O_RDONLY, &in), 0);
+	if (!in)
+		return;
+	nvmefs_ns_touch_atime(vol, in);
+	CHECK(attr_of(vol, n).st_atim.tv_sec == 1000);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &alice, n, 0), 0);
+	nvmefs_ns_touch_atime(vol, in);
+	CHECK(attr_of(vol, n).st_atim.tv_sec > 1000);
+	nvmefs_ns_release(vol, n);
+}
+
+static void test_flags(struct nvmefs_vol *vol)
+{
+	uint64_t d = mk(vol, &alice, ROOT, "fl", S_IFDIR | 0755);
+
+	test_flags_setting(vol, d);
+	test_flags_immutable(vol, d);
+	test_flags_append(vol, d);
+	test_flags_noatime(vol, d);
+	test_flags_dirs(vol, d);
 }
 
 /* A truncation by a caller takes what a write does, after the kernel's mode. */
@@ -373,7 +528,7 @@ static void test_open_unlinked(struct nvmefs_vol *vol)
 	nvmefs_ns_release(vol, f);		      /* the last handle: the space goes */
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), 0); /* the reference keeps it in memory */
 	CHECK(st.st_nlink == 0);
-	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), -ENOENT);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDONLY, &in), -ENOENT);
 	nvmefs_ns_forget(vol, f, 1);
 	CHECK_ERR(nvmefs_ns_getattr(vol, f, &st), -ENOENT);
 }
@@ -479,7 +634,7 @@ static void test_lookups(struct nvmefs_vol *vol)
 	f = st.st_ino;
 	CHECK_ERR(nvmefs_journal_commit(vol), 0);
 	CHECK(pinned(vol, ROOT) && !pinned(vol, d) && !pinned(vol, f));
-	CHECK_ERR(nvmefs_ns_open(vol, f, false, &in), 0);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDONLY, &in), 0);
 	CHECK(pinned(vol, f));
 	nvmefs_ns_release(vol, f);
 	CHECK(!pinned(vol, f));
@@ -611,6 +766,13 @@ static void check_after_reopen(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_xattr_get(vol, ino_of(vol, ROOT, "xa"), "user.a", buf, sizeof(buf)), 2);
 	CHECK(ino_of(vol, ROOT, "ou") == 0);
 	CHECK(attr_of(vol, ino_of(vol, ino_of(vol, ROOT, "sg"), "sub")).st_gid == 50);
+	/* chattr's flags are in the INODE records (test_flags) */
+	r = ino_of(vol, ROOT, "fl");
+	CHECK(flags_of(vol, r) == NVMEFS_IFL_APPEND);
+	CHECK(flags_of(vol, ino_of(vol, r, "f")) == (NVMEFS_IFL_NODUMP | NVMEFS_IFL_IMMUTABLE));
+	CHECK(flags_of(vol, ino_of(vol, r, "a")) == NVMEFS_IFL_APPEND);
+	CHECK(flags_of(vol, ino_of(vol, ROOT, "flp")) == NVMEFS_IFL_IMMUTABLE);
+	CHECK_ERR(nvmefs_ns_unlink(vol, r, "a"), -EPERM);
 }
 
 static char last_err[512];
@@ -712,6 +874,7 @@ int main(int argc, char **argv)
 		test_xattrs(vol);
 		test_kill_privs(vol);
 		test_kill_privs_truncate(vol);
+		test_flags(vol);
 		test_open_unlinked(vol);
 		test_refs(vol);
 		test_lookups(vol);

@@ -67,7 +67,8 @@ static void add_inodes(void)
 	/* Zero and largest fields, 32 devices. */
 	r = add_inode(UINT64_MAX, S_IFREG | 07777);
 	nvmefs_layout_init(&r->inode.layout, NVMEFS_CHUNK_MAX, NVMEFS_MAX_DEVICES, 31);
-	r->inode.uid = r->inode.gid = r->inode.nlink = r->inode.flags = UINT32_MAX;
+	r->inode.uid = r->inode.gid = r->inode.nlink = UINT32_MAX;
+	r->inode.flags = NVMEFS_IFL_ALL; /* every chattr flag nvmefs has */
 	r->inode.size = INT64_MAX;
 	r->inode.rdev = UINT64_MAX;
 	r->inode.atime = r->inode.ctime = tmax;
@@ -273,6 +274,8 @@ static void check_refused(void)
 	REFUSED(0, v.rec.inode.layout.stripe_count = 0);      /* v1's layout check */
 	REFUSED(0, v.rec.inode.atime.nsec = 1000000000);      /* v1's time check */
 	REFUSED(0, v.rec.inode.ino = 0);		      /* no inode 0 */
+	REFUSED(0, v.rec.inode.flags = 0x4);		      /* a flag nvmefs has not */
+	REFUSED(6, v.rec.inode.flags = NVMEFS_IFL_NODUMP);    /* flags on a symlink */
 	REFUSED(3, v.sum.next_cookie = 2);		      /* "..": not an entry's */
 	REFUSED(3, v.sum.nentries = 1);			      /* more entries than cookies */
 	REFUSED(3, v.sum.parent = 0);			      /* no parent */

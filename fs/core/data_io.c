@@ -464,6 +464,30 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 
 static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags);
 
+/*
+ * chattr's rules on a write, for every door (the open's are in namei.c):
+ * none to an immutable file; to an append-only one only at its end (an
+ * O_APPEND write, or one at or past the size), so that a descriptor opened
+ * before the flag was set, or a native client's, cannot write elsewhere.
+ * The write-back cache's pages (NVMEFS_WRITE_KEEP_TIMES) pass: the kernel
+ * took their writes already (through a descriptor that the open checked)
+ * and writes back whole pages, from before the end. The flags are read
+ * without meta: a change races with the writes in flight.
+ */
+static int may_write(struct nvmefs_inode *in, uint64_t off, unsigned flags)
+{
+	uint32_t iflags = __atomic_load_n(&in->flags, __ATOMIC_RELAXED);
+
+	if (flags & NVMEFS_WRITE_KEEP_TIMES)
+		return 0;
+	if (iflags & NVMEFS_IFL_IMMUTABLE)
+		return -EPERM;
+	if ((iflags & NVMEFS_IFL_APPEND) && !(flags & NVMEFS_WRITE_APPEND) &&
+	    off < __atomic_load_n(&in->size, __ATOMIC_ACQUIRE))
+		return -EPERM;
+	return 0;
+}
+
 void nvmefs_data_write_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,
 			     const void *data, size_t len, uint64_t off, unsigned flags,
 			     nvmefs_data_done_fn done, void *ctx)
@@ -480,10 +504,10 @@ static void write_start(struct dio *d, const void *data, size_t len, uint64_t of
 	struct nvmefs_inode *in = d->in;
 	bool append = flags & NVMEFS_WRITE_APPEND;
 	uint64_t a, e;
-	int ret;
+	int ret = may_write(in, off, flags);
 
-	if (!len) {
-		dio_finish(d, 0);
+	if (ret || !len) {
+		dio_finish(d, ret);
 		return;
 	}
 	/* An appending write learns its offset only under a whole-file lock. */

@@ -517,6 +517,9 @@ bool nvmefs_rec_inode_ok(const struct nvmefs_rec *r)
 		return false;
 	if (r->inode.size > (uint64_t)INT64_MAX)
 		return false;
+	if (r->inode.flags & ~NVMEFS_IFL_ALL ||
+	    (r->inode.flags && fmt != S_IFREG && fmt != S_IFDIR))
+		return false;
 	if (fmt == S_IFREG)
 		return nvmefs_layout_check(l, NVMEFS_MAX_DEVICES) == 0;
 	if (fmt == S_IFDIR)

@@ -157,6 +157,20 @@ enum nvmefs_rec_type {
 #define NVMEFS_EXT_UNWRITTEN 1u /* allocated, reads as zeros */
 
 /*
+ * An INODE record's flags: the file attribute flags of chattr(1), with the
+ * values of FS_IOC_SETFLAGS's FS_*_FL (linux/fs.h), on regular files and
+ * directories. Any other bit is refused (a newer nvmefs's flag, or damage).
+ * The daemon enforces them itself (the kernel does not for a FUSE inode):
+ * fs/core/namei.c, namei_attr.c and data_io.c.
+ */
+#define NVMEFS_IFL_IMMUTABLE 0x10u /* no change at all, no new or removed name in it */
+#define NVMEFS_IFL_APPEND    0x20u /* written only at its end; no name removed in it */
+#define NVMEFS_IFL_NODUMP    0x40u /* stored only: for dump(8) */
+#define NVMEFS_IFL_NOATIME   0x80u /* reads leave atime */
+#define NVMEFS_IFL_ALL                                                                             \
+	(NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND | NVMEFS_IFL_NODUMP | NVMEFS_IFL_NOATIME)
+
+/*
  * A directory's INODE record carries the default layout of its new files
  * in the layout field: all zero for none; devs[0] NVMEFS_LAYOUT_ANY_DEV
  * when the members are chosen per file (only chunk and count are set).

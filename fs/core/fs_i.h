@@ -83,7 +83,8 @@ struct nvmefs_store;
 struct nvmefs_inode {
 	struct nvmefs_inode *hnext; /* meta: inode hash chain */
 	uint64_t ino;
-	/* meta: attributes, as in the INODE record */
+	/* meta: attributes, as in the INODE record; flags (NVMEFS_IFL_*, chattr's)
+	 * are also read without meta by a WRITE (stored atomically) */
 	uint32_t mode, uid, gid, nlink, flags;
 	uint64_t size, rdev;
 	struct timespec atime, mtime, ctime, crtime;

@@ -348,8 +348,9 @@ static int apply_inode(struct nvmefs_vol *vol, const struct nvmefs_rec *r)
 	in->uid = r->inode.uid;
 	in->gid = r->inode.gid;
 	in->nlink = r->inode.nlink;
-	in->flags = r->inode.flags;
-	/* READs read the size without meta (fs/core/data_io.c). */
+	/* READs read the size, and WRITEs the flags, without meta
+	 * (fs/core/data_io.c). */
+	__atomic_store_n(&in->flags, r->inode.flags, __ATOMIC_RELAXED);
 	__atomic_store_n(&in->size, r->inode.size, __ATOMIC_RELEASE);
 	in->rdev = r->inode.rdev;
 	ts_from(&in->atime, r->inode.atime);

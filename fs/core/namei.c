@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,6 +123,22 @@ static int check_dir_name(struct nvmefs_vol *vol, const struct nvmefs_inode *p, 
 	return 0;
 }
 
+/*
+ * chattr's rules on names (meta held), as the VFS's may_create and
+ * may_delete apply them to a kernel filesystem: an immutable directory
+ * takes no new name; a name goes from neither an immutable nor an
+ * append-only directory, nor when the inode it names is either.
+ */
+static int may_add(const struct nvmefs_inode *p)
+{
+	return p->flags & NVMEFS_IFL_IMMUTABLE ? -EPERM : 0;
+}
+
+static int may_remove(const struct nvmefs_inode *p, const struct nvmefs_inode *in)
+{
+	return (p->flags | in->flags) & (NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND) ? -EPERM : 0;
+}
+
 /* Checks shared by everything that adds a name (meta held). */
 static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const char *name,
 			  uint64_t cost)
@@ -132,6 +149,8 @@ static int check_new_name(struct nvmefs_vol *vol, struct nvmefs_inode *p, const 
 		return ret;
 	if (nvmefs_dir_find(vol, p->ino, name) || nvmefs_is_ctl_name(p->ino, name))
 		return -EEXIST;
+	if (may_add(p))
+		return -EPERM;
 	if (vol->meta_bytes + cost > vol->meta_cap)
 		return -ENOSPC;
 	return 0;
@@ -418,6 +437,8 @@ int nvmefs_ns_link(struct nvmefs_vol *vol, uint64_t ino, uint64_t newparent, con
 		ret = -ENOENT;
 	else if (!ret && S_ISDIR(in->mode))
 		ret = -EPERM;
+	else if (!ret && in->flags & (NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND))
+		ret = -EPERM; /* the VFS's vfs_link */
 	else if (!ret && in->nlink >= NVMEFS_LINK_MAX)
 		ret = -EMLINK;
 	if (!ret)
@@ -481,6 +502,8 @@ static int remove_name(struct nvmefs_vol *vol, uint64_t parent, const char *name
 	 * so this is a door that does not, or a bug). */
 	if (!ret && ((d = nvmefs_dir_find(vol, parent, name)) == NULL || d->child != in->ino))
 		ret = -EAGAIN;
+	if (!ret)
+		ret = may_remove(p, in);
 	if (!ret)
 		ret = unlink_child(vol, p, name, in, dir);
 	nvmefs_inode_put(vol, in);
@@ -647,6 +670,20 @@ static int rename_check(struct nvmefs_vol *vol, const struct rename_set *r, cons
 	return 0;
 }
 
+/*
+ * chattr's rules on a rename (meta held), as the VFS's vfs_rename: the
+ * source's name removed, then the target's removed or a name added (which
+ * also keeps an immutable directory's ".." where it is).
+ */
+static int rename_may(const struct rename_set *r)
+{
+	int ret = may_remove(r->p, r->src);
+
+	if (!ret)
+		ret = r->dst ? may_remove(r->np, r->dst) : may_add(r->np);
+	return ret;
+}
+
 static int rename_move(struct nvmefs_vol *vol, const struct rename_set *r, const char *name,
 		       const char *newname, unsigned flags)
 {
@@ -660,13 +697,16 @@ static int rename_move(struct nvmefs_vol *vol, const struct rename_set *r, const
 			return -ENOENT;
 		if (src == dst)
 			return 0;
-		return rename_exchange(vol, r, name, newname, &now);
+		ret = rename_may(r);
+		return ret ? ret : rename_exchange(vol, r, name, newname, &now);
 	}
 	if (dst && (flags & NVMEFS_RENAME_NOREPLACE))
 		return -EEXIST;
 	if (dst == src)
 		return 0; /* two names of one inode: POSIX says do nothing */
-	ret = rename_check(vol, r, newname);
+	ret = rename_may(r);
+	if (!ret)
+		ret = rename_check(vol, r, newname);
 	if (!ret && dst) {
 		ret = log_dirent(vol, NVMEFS_REC_DIRENT_DEL, np->ino, newname, dst);
 		if (!ret && S_ISDIR(dst->mode))
@@ -724,14 +764,29 @@ int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 
 /* ---- open handles ---- */
 
-int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvmefs_inode **out)
+/* chattr's rules on an open with oflags (meta held), as the VFS's may_open. */
+static int may_open(const struct nvmefs_inode *in, int oflags)
 {
+	bool writes = (oflags & O_ACCMODE) != O_RDONLY || (oflags & O_TRUNC);
+
+	if (in->flags & NVMEFS_IFL_IMMUTABLE && writes)
+		return -EPERM;
+	if (in->flags & NVMEFS_IFL_APPEND && writes && (!(oflags & O_APPEND) || oflags & O_TRUNC))
+		return -EPERM;
+	return 0;
+}
+
+int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, int oflags, struct nvmefs_inode **out)
+{
+	bool trunc = oflags & O_TRUNC;
 	struct nvmefs_inode *in;
 	int ret;
 
 	/* From here the handle keeps the inode: no reference past the open. */
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
+	if (!ret)
+		ret = may_open(in, oflags);
 	if (!ret)
 		in->opens++;
 	nvmefs_inode_put(vol, in);

@@ -124,11 +124,15 @@ int nvmefs_ns_rename(struct nvmefs_vol *vol, uint64_t parent, const char *name, 
 		     const char *newname, unsigned flags);
 
 /*
- * Open ino: counts a handle (an unlinked file keeps its data until the
- * last one goes). trunc truncates a regular file to 0, as O_TRUNC does
- * whatever the access mode. *in is the inode, valid until the release.
+ * Open ino with open(2)'s oflags (of which the access mode, O_TRUNC and
+ * O_APPEND count): counts a handle (an unlinked file keeps its data until
+ * the last one goes). O_TRUNC truncates a regular file to 0 whatever the
+ * access mode, as Linux does. -EPERM, as the VFS's may_open for a kernel
+ * filesystem: an immutable file opened for writing or with O_TRUNC, an
+ * append-only one opened for writing without O_APPEND or with O_TRUNC.
+ * *in is the inode, valid until the release.
  */
-int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, bool trunc, struct nvmefs_inode **in);
+int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, int oflags, struct nvmefs_inode **in);
 /* Make a regular file name in parent (as nvmefs_ns_mknod) and open it:
  * *st, one reference and one handle; *in as for nvmefs_ns_open. */
 int nvmefs_ns_create(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
@@ -193,6 +197,33 @@ struct nvmefs_read_note {
  */
 void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			 struct nvmefs_read_note *note);
+
+/*
+ * File attribute flags (chattr(1), lsattr(1); NVMEFS_IFL_* in format.h,
+ * with FS_IOC_GETFLAGS's values) of a regular file or directory, kept in
+ * its INODE record. The core enforces them for every door, as ext4 and
+ * the VFS do for a kernel filesystem (the kernel enforces nothing for a
+ * FUSE inode): immutable: no write, truncation, fallocate, setattr, xattr
+ * change, link, and neither the inode's names nor, for a directory, the
+ * names in it added or removed (-EPERM); append-only: writes only at the
+ * end, open for writing only with O_APPEND, no truncation, no fallocate
+ * but plain allocation, no change of mode, owner or explicit times, no
+ * xattr change, and neither its names nor the names in a directory
+ * removed; noatime: reads leave atime; nodump: stored only.
+ */
+/* ino's flags in *flags: 0, -ENOENT, -ENOTTY (not a file or directory). */
+int nvmefs_ns_getflags(struct nvmefs_vol *vol, uint64_t ino, uint32_t *flags);
+/*
+ * Set ino's flags to flags (ctime becomes now): 0; -EOPNOTSUPP for a flag
+ * nvmefs does not have (outside NVMEFS_IFL_ALL); -EPERM when cred is
+ * neither the owner nor root, when immutable or append-only would change
+ * and cred is not root (the capability CAP_LINUX_IMMUTABLE, of which a
+ * FUSE server sees nothing: uid 0 stands for it), or when an immutable
+ * inode that stays immutable would change another flag (as ext4); -ENOTTY
+ * for another file type; -EROFS.
+ */
+int nvmefs_ns_setflags(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		       uint32_t flags);
 
 /* Space and inodes, as statfs(2) shows them. */
 void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);

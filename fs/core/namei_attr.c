@@ -3,8 +3,9 @@
  * The namespace (see namei.h for the contract), what an inode carries:
  * attributes (getattr; setattr, with the truncation it may do; readlink;
  * atime under relatime, strictatime or noatime), extended attributes (the
- * layout's virtual one goes to xlayout.c), what a write takes away (setuid,
- * setgid, security.capability), fallocate, and the volume's statfs. Changed
+ * layout's virtual one goes to xlayout.c), chattr's file attribute flags
+ * and the rules they make, what a write takes away (setuid, setgid,
+ * security.capability), fallocate, and the volume's statfs. Changed
  * only through journal records (nvmefs_journal_log) or the dirty inode
  * list, each function taking its own locks.
  *
@@ -12,6 +13,8 @@
  * rename, open counts and readdir.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <string.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -83,6 +86,35 @@ static mode_t privs_to_kill(const struct nvmefs_inode *in, const struct nvmefs_c
 	return kill;
 }
 
+/*
+ * chattr's rules on setattr (meta held), as the VFS's notify_change: an
+ * immutable inode changes in nothing; an append-only one neither in size,
+ * mode or owner, nor in a time given explicitly (to now is allowed). With
+ * the write-back cache the kernel keeps mtime itself and sends it as a
+ * time (with ctime), never as "now", both for touch and after its own
+ * writes: an mtime is then taken as the kernel's on an append-only file,
+ * which the kernel may append to (so a touch -m -d passes there too).
+ */
+static int may_setattr(const struct nvmefs_vol *vol, const struct nvmefs_inode *in, int to_set)
+{
+	const int any = NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID | NVMEFS_SET_SIZE |
+			NVMEFS_SET_ATIME | NVMEFS_SET_MTIME | NVMEFS_SET_ATIME_NOW |
+			NVMEFS_SET_MTIME_NOW;
+	bool kernel_mtime = vol->writeback && (to_set & NVMEFS_SET_CTIME);
+	bool given =
+		((to_set & NVMEFS_SET_ATIME) && !(to_set & NVMEFS_SET_ATIME_NOW)) ||
+		((to_set & NVMEFS_SET_MTIME) && !(to_set & NVMEFS_SET_MTIME_NOW) && !kernel_mtime);
+
+	if ((in->flags & NVMEFS_IFL_IMMUTABLE) && (to_set & any))
+		return -EPERM;
+	if (!(in->flags & NVMEFS_IFL_APPEND))
+		return 0;
+	if ((to_set & (NVMEFS_SET_MODE | NVMEFS_SET_UID | NVMEFS_SET_GID | NVMEFS_SET_SIZE)) ||
+	    given)
+		return -EPERM;
+	return 0;
+}
+
 /* setattr's changes other than the size, and the result in *out (meta held). */
 static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct stat *attr,
 		      int to_set, struct stat *out)
@@ -128,6 +160,8 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, ui
 	}
 	if (!err && in->dead)
 		err = -ENOENT;
+	if (!err)
+		err = may_setattr(vol, in, to_set);
 	if (!err)
 		mode = in->mode; /* its type never changes */
 	pthread_mutex_unlock(&vol->lock);
@@ -200,7 +234,7 @@ void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 		return;
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	if (!in->dead &&
+	if (!in->dead && !(in->flags & NVMEFS_IFL_NOATIME) &&
 	    (strict || ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
 	     now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
 		in->atime = now;
@@ -230,6 +264,12 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 }
 
 /* ---- extended attributes ---- */
+
+/* chattr's rule on xattrs, as the VFS's xattr_permission (meta held). */
+static int may_xattr(const struct nvmefs_inode *in)
+{
+	return in->flags & (NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND) ? -EPERM : 0;
+}
 
 static int xattr_name_check(const char *name)
 {
@@ -280,6 +320,8 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, con
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
 	x = in ? find_xattr(in, name) : NULL;
+	if (!ret)
+		ret = may_xattr(in);
 	if (!ret && (flags & XATTR_CREATE) && x)
 		ret = -EEXIST;
 	else if (!ret && (flags & XATTR_REPLACE) && !x)
@@ -381,11 +423,75 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 		return ret == -EOPNOTSUPP ? -ENODATA : ret;
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
+	if (!ret)
+		ret = may_xattr(in);
 	if (!ret && !find_xattr(in, name))
 		ret = -ENODATA;
 	if (!ret)
 		ret = log_xattr_del(vol, ino, name);
 	if (!ret) {
+		nvmefs_timespec_now(&in->ctime);
+		nvmefs_inode_dirty(vol, in);
+	}
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* ---- file attribute flags (chattr) ---- */
+
+int nvmefs_ns_getflags(struct nvmefs_vol *vol, uint64_t ino, uint32_t *flags)
+{
+	struct nvmefs_inode *in;
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, ino, 0, &in);
+	if (!ret && !S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		ret = -ENOTTY;
+	if (!ret)
+		*flags = in->flags;
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+/* Whether cred may change in's flags from in->flags to flags (meta held). */
+static int may_setflags(const struct nvmefs_inode *in, const struct nvmefs_cred *cred,
+			uint32_t flags)
+{
+	const uint32_t guarded = NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND;
+	uint32_t changed = in->flags ^ flags;
+
+	if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		return -ENOTTY;
+	if (flags & ~NVMEFS_IFL_ALL)
+		return -EOPNOTSUPP;
+	if (cred->uid != 0 && cred->uid != in->uid)
+		return -EPERM; /* the VFS's inode_owner_or_capable */
+	if ((changed & guarded) && cred->uid != 0)
+		return -EPERM; /* CAP_LINUX_IMMUTABLE */
+	/* ext4's rule: an inode that stays immutable changes in nothing. */
+	if ((in->flags & flags & NVMEFS_IFL_IMMUTABLE) && changed)
+		return -EPERM;
+	return 0;
+}
+
+int nvmefs_ns_setflags(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		       uint32_t flags)
+{
+	struct nvmefs_inode *in;
+	int ret;
+
+	if (nvmefs_ns_read_only(vol))
+		return -EROFS;
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE, &in);
+	if (!ret)
+		ret = may_setflags(in, cred, flags);
+	if (!ret && in->flags != flags) {
+		/* A WRITE reads them without meta (data_io.c write_start). */
+		__atomic_store_n(&in->flags, flags, __ATOMIC_RELAXED);
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -417,6 +523,11 @@ int nvmefs_ns_kill_privs(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	if (!atomic_load_explicit(&in->privs, memory_order_acquire))
 		return 0;
 	pthread_mutex_lock(&vol->lock);
+	if (in->flags & NVMEFS_IFL_IMMUTABLE) {
+		/* Nothing changes; the write or fallocate is refused too. */
+		pthread_mutex_unlock(&vol->lock);
+		return -EPERM;
+	}
 	kill = privs_to_kill(in, cred);
 	if (kill) {
 		in->mode &= ~kill;
@@ -450,6 +561,11 @@ int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
 	if (!ret && !S_ISREG(in->mode))
 		ret = -ENODEV;
+	/* As the VFS's vfs_fallocate: only plain allocation on an
+	 * append-only file, nothing on an immutable one. */
+	else if (!ret && ((in->flags & NVMEFS_IFL_IMMUTABLE) ||
+			  ((in->flags & NVMEFS_IFL_APPEND) && (mode & ~FALLOC_FL_KEEP_SIZE))))
+		ret = -EPERM;
 	pthread_mutex_unlock(&vol->lock);
 	if (!ret && len == 0)
 		ret = -EINVAL;

@@ -232,6 +232,8 @@ int nvmefs_xlayout_set(struct nvmefs_vol *vol, uint64_t ino, const char *value, 
 	pthread_mutex_lock(&vol->lock);
 	if (in->dead)
 		ret = -ENOENT;
+	else if (in->flags & (NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND))
+		ret = -EPERM; /* chattr's rule on xattrs, as namei_attr.c's */
 	else if (!value && !in->layout.chunk_size)
 		ret = -ENODATA;
 	else

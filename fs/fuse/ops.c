@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel's inode: it looks "." and ".." up (namei.c lookup_dots). */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/* Directories' attribute flags come as ioctls on them (ioctl_flags). */
+	if (conn->capable & FUSE_CAP_IOCTL_DIR)
+		conn->want |= FUSE_CAP_IOCTL_DIR;
 	/* -o writeback (cached mode): writes land in the page cache and reach
 	 * us as large write-back requests, many at a time, instead of one
 	 * synchronous request per write(2). The kernel then owns size, mtime
@@ -472,9 +476,112 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	atomic_store(&vol->init_done, true);
 }
 
-/* Only the control directory's remount (fs/tools/remount.c) is ours;
- * everything else (a TCGETS from isatty(), ...) is not a tty: ENOTTY, what
- * the kernel makes of libfuse's ENOSYS. */
+/* ---- file attribute flags (chattr, lsattr, xfs_io's chattr) ---- */
+
+/* The fsxattr flags (FS_XFLAG_*) that stand for the core's NVMEFS_IFL_*. */
+static const struct {
+	uint32_t ifl, xflag;
+} xflags_map[] = {
+	{NVMEFS_IFL_IMMUTABLE, FS_XFLAG_IMMUTABLE},
+	{NVMEFS_IFL_APPEND, FS_XFLAG_APPEND},
+	{NVMEFS_IFL_NODUMP, FS_XFLAG_NODUMP},
+	{NVMEFS_IFL_NOATIME, FS_XFLAG_NOATIME},
+};
+_Static_assert(NVMEFS_IFL_IMMUTABLE == FS_IMMUTABLE_FL && NVMEFS_IFL_APPEND == FS_APPEND_FL &&
+		       NVMEFS_IFL_NODUMP == FS_NODUMP_FL && NVMEFS_IFL_NOATIME == FS_NOATIME_FL,
+	       "the core's file attribute flags are FS_IOC_SETFLAGS's");
+
+#define NXFLAGS (sizeof(xflags_map) / sizeof(xflags_map[0]))
+
+/* FS_IOC_GETFLAGS or FS_IOC_FSGETXATTR: ino's flags, as an int or an fsxattr. */
+static void ioctl_getflags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, size_t out_len)
+{
+	struct fsxattr fx;
+	uint32_t f = 0;
+	int err = out_len < (cmd == FS_IOC_GETFLAGS ? sizeof(f) : sizeof(fx))
+			  ? -EINVAL
+			  : nvmefs_ns_getflags(VOL(req), ino, &f);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+	} else if (cmd == FS_IOC_GETFLAGS) {
+		fuse_reply_ioctl(req, 0, &f, sizeof(f));
+	} else {
+		memset(&fx, 0, sizeof(fx));
+		for (size_t i = 0; i < NXFLAGS; i++)
+			if (f & xflags_map[i].ifl)
+				fx.fsx_xflags |= xflags_map[i].xflag;
+		fuse_reply_ioctl(req, 0, &fx, sizeof(fx));
+	}
+}
+
+/* An FS_IOC_FSSETXATTR's fsxattr as the core's flags in *f: nothing but
+ * the flags nvmefs has (no extent size hints, no projects), else
+ * -EOPNOTSUPP. */
+static int fsx_to_flags(struct fsxattr fx, uint32_t *f)
+{
+	if (fx.fsx_extsize || fx.fsx_projid || fx.fsx_cowextsize)
+		return -EOPNOTSUPP;
+	*f = 0;
+	for (size_t i = 0; i < NXFLAGS; i++) {
+		if (fx.fsx_xflags & xflags_map[i].xflag)
+			*f |= xflags_map[i].ifl;
+		fx.fsx_xflags &= ~xflags_map[i].xflag;
+	}
+	return fx.fsx_xflags & ~FS_XFLAG_HASATTR ? -EOPNOTSUPP : 0;
+}
+
+/*
+ * FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (an int), FS_IOC_FSGETXATTR and
+ * FS_IOC_FSSETXATTR (a struct fsxattr): how Linux 5.13+ asks a FUSE server
+ * for a file's or directory's attribute flags (fs/fuse/ioctl.c's
+ * fuse_fileattr_get and fuse_fileattr_set, behind chattr's and lsattr's
+ * ioctls, on a handle of its own). The kernel has checked ownership and
+ * CAP_LINUX_IMMUTABLE; the core checks them again by uid (namei.h).
+ * Returns false for another command.
+ */
+static bool ioctl_flags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, const void *in, size_t in_len,
+			size_t out_len)
+{
+	struct nvmefs_cred cred = req_cred(req);
+	struct fsxattr fx;
+	uint32_t f = 0;
+	int err;
+
+	switch (cmd) {
+	case FS_IOC_GETFLAGS:
+	case FS_IOC_FSGETXATTR:
+		ioctl_getflags(req, ino, cmd, out_len);
+		return true;
+	case FS_IOC_SETFLAGS:
+		err = in_len < sizeof(f) ? -EINVAL : 0;
+		if (!err)
+			memcpy(&f, in, sizeof(f));
+		break;
+	case FS_IOC_FSSETXATTR:
+		err = in_len < sizeof(fx) ? -EINVAL : 0;
+		if (!err) {
+			memcpy(&fx, in, sizeof(fx));
+			err = fsx_to_flags(fx, &f);
+		}
+		break;
+	default:
+		return false;
+	}
+	if (!err)
+		err = nvmefs_ns_setflags(VOL(req), &cred, ino, f);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return true;
+	}
+	nvmefs_loop_inval_attr(ino); /* its ctime moved */
+	fuse_reply_ioctl(req, 0, NULL, 0);
+	return true;
+}
+
+/* The control directory's remount (fs/tools/remount.c) and the attribute
+ * flags are ours; everything else (a TCGETS from isatty(), ...) is not a
+ * tty: ENOTTY, what the kernel makes of libfuse's ENOSYS. */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in, size_t in_len,
 		     size_t out_len)
@@ -483,7 +590,9 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
 
 	(void)arg;
 	(void)fi;
-	(void)out_len;
+	if (!(flags & FUSE_IOCTL_COMPAT) && !nvmefs_ctl_ino(ino) &&
+	    ioctl_flags(req, ino, cmd, in, in_len, out_len))
+		return;
 	if (!(flags & FUSE_IOCTL_COMPAT))
 		err = -nvmefs_ctl_ioctl(VOL(req), ino, cmd, fuse_req_ctx(req)->uid, in, in_len);
 	if (err)

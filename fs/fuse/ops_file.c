@@ -239,8 +239,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* As Linux does, O_TRUNC truncates whatever the access mode (the kernel
-	 * has checked write permission). */
-	err = nvmefs_ns_open(vol, ino, fi->flags & O_TRUNC, &in);
+	 * has checked write permission); the core refuses what the file's
+	 * immutable or append-only flag forbids. */
+	err = nvmefs_ns_open(vol, ino, fi->flags, &in);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;

@@ -175,7 +175,7 @@ static int64_t do_reg_fd(struct nclient *c, int fd, unsigned *may)
 	i = slot((void **)&c->files, &c->nfiles, sizeof(*c->files), file_used);
 	if (i < 0)
 		return i;
-	ret = nvmefs_ns_open(vol, ino, false, &in);
+	ret = nvmefs_ns_open(vol, ino, O_RDONLY, &in);
 	if (ret)
 		return ret;
 	if (!S_ISREG(in->mode)) {
