@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "fs_i.h"
+#include "acl_i.h"
 #include "namei.h"
 #include "namei_i.h"
 #include "icache_i.h"
@@ -281,6 +282,83 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 
 /* ---- making names ---- */
 
+/* What a new inode inherits of its directory's default ACL, as Linux's
+ * posix_acl_create(): the default itself (NULL: none) and the access ACL
+ * made from it (NULL: none, the mode says it all). */
+struct acl_inherit {
+	const struct nvmefs_xattr *dflt;
+	void *access; /* malloc'ed */
+	size_t len;
+};
+
+/* The mode of a new inode made with mode by cred in p, and what it
+ * inherits (meta held). 0 or -ENOMEM. */
+static int inherit_acl(struct nvmefs_inode *p, const struct nvmefs_cred *cred, mode_t *mode,
+		       struct acl_inherit *ai)
+{
+	const struct nvmefs_xattr *d = NULL;
+
+	memset(ai, 0, sizeof(*ai));
+	if (S_ISLNK(*mode))
+		return 0;
+	if (p && p->nxattrs)
+		d = nvmefs_meta_xattr_find(p, NVMEFS_ACL_DEFAULT, strlen(NVMEFS_ACL_DEFAULT));
+	if (!d || d->value_len <= NVMEFS_ACL_HDR || nvmefs_acl_check(d->value, d->value_len)) {
+		*mode &= ~(mode_t)(cred->umask & 0777);
+		return 0;
+	}
+	ai->dflt = S_ISDIR(*mode) ? d : NULL;
+	ai->access = malloc(d->value_len);
+	if (!ai->access)
+		return -ENOMEM;
+	memcpy(ai->access, d->value, d->value_len);
+	ai->len = d->value_len;
+	if (nvmefs_acl_create_masq(ai->access, ai->len, mode) == 0) {
+		free(ai->access);
+		ai->access = NULL;
+	}
+	return 0;
+}
+
+/* The bytes ai adds to the metadata. */
+static uint64_t inherit_cost(const struct acl_inherit *ai)
+{
+	uint64_t cost = 0;
+
+	if (ai->access)
+		cost += NVMEFS_XATTR_COST + strlen(NVMEFS_ACL_ACCESS) + ai->len;
+	if (ai->dflt)
+		cost += NVMEFS_XATTR_COST + strlen(NVMEFS_ACL_DEFAULT) + ai->dflt->value_len;
+	return cost;
+}
+
+static int log_acl(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
+		   size_t len)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_SET};
+
+	r.xattr.ino = ino;
+	r.xattr.name = name;
+	r.xattr.name_len = (uint16_t)strlen(name);
+	r.xattr.value = value;
+	r.xattr.value_len = (uint32_t)len;
+	return nvmefs_journal_log(vol, &r);
+}
+
+/* The new inode in's ACLs (meta held): in the transaction of its INODE
+ * record, so that no crash leaves it with the mode but not the ACL. */
+static int give_acls(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct acl_inherit *ai)
+{
+	int ret = 0;
+
+	if (ai->access)
+		ret = log_acl(vol, in->ino, NVMEFS_ACL_ACCESS, ai->access, ai->len);
+	if (!ret && ai->dflt)
+		ret = log_acl(vol, in->ino, NVMEFS_ACL_DEFAULT, ai->dflt->value,
+			      ai->dflt->value_len);
+	return ret;
+}
+
 /* Make a new inode named name in directory p (meta held): *out, with a
  * reference for the caller. */
 static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, struct nvmefs_inode *p,
@@ -288,19 +366,23 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, str
 		     struct nvmefs_inode **out)
 {
 	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct acl_inherit ai;
 	struct nvmefs_inode *in;
 	struct timespec now;
 	int ret;
 
 	*out = NULL;
-	ret = check_new_name(vol, p, name,
-			     nvmefs_meta_cost_inode(strlen(name)) + (target ? strlen(target) : 0));
+	ret = inherit_acl(p, cred, &mode, &ai);
+	if (!ret)
+		ret = check_new_name(vol, p, name,
+				     nvmefs_meta_cost_inode(strlen(name)) +
+					     (target ? strlen(target) : 0) + inherit_cost(&ai));
+	if (!ret && S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
+		ret = -EMLINK;
+	if (!ret && vol->next_ino > NVMEFS_INO_MAX)
+		ret = -ENOSPC;
 	if (ret)
-		return ret;
-	if (S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
-		return -EMLINK;
-	if (vol->next_ino > NVMEFS_INO_MAX)
-		return -ENOSPC;
+		goto out_free;
 	nvmefs_timespec_now(&now);
 	r.inode.ino = vol->next_ino;
 	r.inode.mode = mode;
@@ -329,20 +411,24 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, str
 	}
 	ret = nvmefs_journal_log(vol, &r);
 	if (ret)
-		return ret;
+		goto out_free;
 	ret = nvmefs_inode_get(vol, r.inode.ino, 0, &in);
 	if (ret)
-		return ret;
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, in);
+		goto out_free;
+	ret = give_acls(vol, in, &ai);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, in);
 	if (ret) {
 		nvmefs_inode_put(vol, in);
-		return ret;
+		goto out_free;
 	}
 	if (S_ISDIR(mode))
 		p->nlink++;
 	touch_dir(vol, p, &now);
 	*out = in;
-	return 0;
+out_free:
+	free(ai.access);
+	return ret;
 }
 
 /* make_node in directory parent: its inode in *out, with a reference. */
@@ -354,7 +440,8 @@ static int make_node_in(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, 
 	int ret;
 
 	*out = NULL;
-	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES | NVMEFS_IGET_XATTRS,
+			  &p);
 	if (!ret)
 		ret = make_node(vol, cred, p, name, mode, rdev, target, out);
 	nvmefs_inode_put(vol, p);
