@@ -133,6 +133,7 @@ touch "$MNT/rm"
 check "an ACL to remove" setfacl -m "u:$A:rwx" "$MNT/rm"
 check "setfacl -b removes the ACL" setfacl -b "$MNT/rm"
 check "...no xattr left" no_acl_xattr "$MNT/rm"
+check "setfacl -k where there is no default" setfacl -k "$MNT/pdir"
 check "a default ACL on a file is refused" bash -c "! setfacl -d -m u:$A:r '$MNT/rm' 2>/dev/null"
 
 # setgid goes when an owner outside the file's group sets an ACL

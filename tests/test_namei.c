@@ -387,6 +387,8 @@ static void test_acls(struct nvmefs_vol *vol)
 	/* a header alone removes the default; then the umask applies */
 	CHECK_ERR(nvmefs_xattr_set(vol, &alice, d, D, v, 4, 0), 0);
 	CHECK_ERR(nvmefs_xattr_get(vol, d, D, NULL, 0), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_remove(vol, d, D), 0); /* none there: as ext4 */
+	CHECK_ERR(nvmefs_xattr_remove(vol, d, "user.none"), -ENODATA);
 	g = mk(vol, &masked, d, "g", S_IFREG | 0666);
 	CHECK((attr_of(vol, g).st_mode & 07777) == 0600);
 	CHECK_ERR(nvmefs_xattr_get(vol, g, A, NULL, 0), -ENODATA);

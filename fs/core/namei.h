@@ -219,7 +219,8 @@ void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);
  * does: the mode's rwx bits become the ACL's (its mask for the group's), an
  * access ACL the mode says all of is not kept, and setgid goes unless cred
  * is root or in the file's group. A default ACL is for directories
- * (-EACCES elsewhere); symlinks take none (-EOPNOTSUPP).
+ * (-EACCES elsewhere); symlinks take none (-EOPNOTSUPP). Removing an ACL
+ * that is not there succeeds, as on Linux's own filesystems.
  */
 int nvmefs_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
 		     const char *name, const void *value, size_t size, int flags);

@@ -461,8 +461,10 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 		return ret == -EOPNOTSUPP ? -ENODATA : ret;
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
+	/* Removing an ACL there is not succeeds, as on ext4 and XFS
+	 * (setfacl -k on a directory without a default). */
 	if (!ret && !find_xattr(in, name))
-		ret = -ENODATA;
+		ret = nvmefs_acl_name(name) ? 1 : -ENODATA;
 	if (!ret)
 		ret = log_xattr_del(vol, ino, name);
 	if (!ret) {
@@ -471,7 +473,7 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	}
 	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
-	return ret;
+	return ret > 0 ? 0 : ret;
 }
 
 /* ---- what a write takes away ---- */
