@@ -30,6 +30,8 @@ set(FS_CORE_SOURCES
     core/prefetch.c
     core/namei.c
     core/namei_attr.c
+    core/namei_acl.c
+    core/acl.c
     core/icache.c
     core/lookups.c
     core/xlayout.c

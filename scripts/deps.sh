@@ -22,6 +22,8 @@ pkgs=(
 	libclang-rt-14-dev
 	# programs tests/test_tools.sh runs on a mounted volume
 	rsync sqlite3 git attr tar diffutils python3-numpy python3-torch
+	# setfacl and getfacl for tests/test_acl.sh (and xfstests' ACL tests)
+	acl
 	# DeepSpeed's own aio unit tests against nvmefs (tests/test_deepspeed_aio.py)
 	python3-pytest
 )

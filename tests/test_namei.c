@@ -288,11 +288,11 @@ static void test_xattrs(struct nvmefs_vol *vol)
 	uint64_t f = mk(vol, &alice, ROOT, "xa", S_IFREG | 0644);
 	char buf[64], big[NVMEFS_XATTR_VALUE_MAX + 1];
 
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "1", 1, XATTR_REPLACE), -ENODATA);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "1", 1, XATTR_CREATE), 0);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "22", 2, XATTR_CREATE), -EEXIST);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.a", "22", 2, XATTR_REPLACE), 0);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.b", "", 0, 0), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.a", "1", 1, XATTR_REPLACE), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.a", "1", 1, XATTR_CREATE), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.a", "22", 2, XATTR_CREATE), -EEXIST);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.a", "22", 2, XATTR_REPLACE), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.b", "", 0, 0), 0);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", NULL, 0), 2);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", buf, 1), -ERANGE);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "user.a", buf, sizeof(buf)), 2);
@@ -302,15 +302,103 @@ static void test_xattrs(struct nvmefs_vol *vol)
 	CHECK_ERR(nvmefs_xattr_list(vol, f, buf, 3), -ERANGE);
 	CHECK_ERR(nvmefs_xattr_list(vol, f, buf, sizeof(buf)), 14);
 	CHECK(!memcmp(buf, "user.a\0user.b\0", 14));
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "system.posix_acl_access", "x", 1, 0), -EOPNOTSUPP);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "system.posix_acl_access", "x", 1, 0),
+		  -EOPNOTSUPP);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "system.posix_acl_access", buf, sizeof(buf)), -ENODATA);
 	memset(big, 'v', sizeof(big));
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.big", big, sizeof(big), 0), -E2BIG);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "user.big", big, sizeof(big), 0), -E2BIG);
 	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.b"), 0);
 	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.b"), -ENODATA);
 	CHECK_ERR(nvmefs_xattr_list(vol, f, NULL, 0), 7);
 	/* the layout xattr is virtual: a file's, and not listed */
 	CHECK(nvmefs_xattr_get(vol, f, NVMEFS_LAYOUT_XATTR, buf, sizeof(buf)) > 0);
+}
+
+/* An ACL xattr of n entries {tag, perm, id} (id -1: none) in buf: its size. */
+static size_t acl_value(uint8_t *buf, const uint32_t (*e)[3], size_t n)
+{
+	size_t pos = 4;
+
+	memset(buf, 0, 4);
+	buf[0] = 2; /* the version */
+	for (size_t i = 0; i < n; i++, pos += 8) {
+		buf[pos] = (uint8_t)e[i][0];
+		buf[pos + 1] = 0;
+		buf[pos + 2] = (uint8_t)e[i][1];
+		buf[pos + 3] = 0;
+		memcpy(buf + pos + 4, &e[i][2], 4); /* little-endian hosts */
+	}
+	return pos;
+}
+
+/* POSIX ACLs as the core keeps them for the kernel (vol->posix_acl, which
+ * op_init sets when the kernel checks them): the mode from the ACL, chmod,
+ * inheritance from a default, the umask without one, what is refused. */
+static void test_acls(struct nvmefs_vol *vol)
+{
+	static const uint32_t named[][3] = {
+		{1, 7, ~0u}, {2, 4, 1001}, {4, 5, ~0u}, {0x10, 4, ~0u}, {0x20, 0, ~0u}};
+	static const uint32_t minimal[][3] = {{1, 6, ~0u}, {4, 6, ~0u}, {0x20, 0, ~0u}};
+	const struct nvmefs_cred masked = {.uid = 1000, .gid = 1000, .umask = 077};
+	const char *A = "system.posix_acl_access", *D = "system.posix_acl_default";
+	uint8_t v[64], got[64];
+	struct stat attr = {.st_mode = 0750}, st;
+	size_t nv = acl_value(v, named, 5), nm;
+	uint64_t f, d, sub, g, l;
+
+	vol->posix_acl = true;
+	f = mk(vol, &alice, ROOT, "acl", S_IFREG | 02600);
+	d = mk(vol, &alice, ROOT, "acld", S_IFDIR | 0700);
+	l = 0;
+	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, ROOT, "acll", S_IFLNK, 0, "acl", &st), 0);
+	l = st.st_ino;
+	nvmefs_ns_forget(vol, l, 1);
+	/* an access ACL: kept, its mask in the group bits; bob (outside the
+	 * file's group) setting it takes setgid away */
+	CHECK_ERR(nvmefs_xattr_set(vol, &bob, f, A, v, nv, 0), 0);
+	CHECK((attr_of(vol, f).st_mode & 07777) == 0740);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, A, got, sizeof(got)), (long)nv);
+	CHECK(!memcmp(got, v, nv));
+	CHECK_ERR(nvmefs_xattr_list(vol, f, NULL, 0), (long)strlen(A) + 1);
+	/* chmod changes the ACL's owner, mask and other entries */
+	CHECK_ERR(nvmefs_ns_setattr(vol, &alice, f, &attr, NVMEFS_SET_MODE, &st), 0);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, A, got, sizeof(got)), (long)nv);
+	CHECK(got[4 + 2] == 7 && got[28 + 2] == 5 && got[36 + 2] == 0 && got[12 + 2] == 4);
+	/* an ACL the mode says all of sets the mode and goes */
+	nm = acl_value(v, minimal, 3);
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, f, A, v, nm, 0), 0);
+	CHECK((attr_of(vol, f).st_mode & 07777) == 0660);
+	CHECK_ERR(nvmefs_xattr_get(vol, f, A, NULL, 0), -ENODATA);
+	/* refused: not an ACL, a default on a file, any on a symlink, other
+	 * system.* names */
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, A, "x", 1, 0), -EINVAL);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, A, v, nm - 1, 0), -EINVAL);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, D, v, nm, 0), -EACCES);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, l, A, v, nm, 0), -EOPNOTSUPP);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "system.other", "1", 1, 0), -EOPNOTSUPP);
+	/* a default: inherited with the create's mode, the umask (077) ignored */
+	nv = acl_value(v, named, 5);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, d, D, v, nv, 0), 0);
+	CHECK((attr_of(vol, d).st_mode & 07777) == 0700); /* a default leaves the mode */
+	g = mk(vol, &masked, d, "f", S_IFREG | 0666);
+	sub = mk(vol, &masked, d, "sub", S_IFDIR | 0777);
+	CHECK((attr_of(vol, g).st_mode & 07777) == 0640);
+	CHECK((attr_of(vol, sub).st_mode & 07777) == 0740);
+	CHECK_ERR(nvmefs_xattr_get(vol, g, A, got, sizeof(got)), (long)nv);
+	CHECK(got[4 + 2] == 6 && got[28 + 2] == 4 && got[36 + 2] == 0); /* rw-, mask r--, --- */
+	CHECK_ERR(nvmefs_xattr_get(vol, g, D, NULL, 0), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_get(vol, sub, D, got, sizeof(got)), (long)nv);
+	CHECK(!memcmp(got, v, nv));
+	CHECK_ERR(nvmefs_xattr_get(vol, sub, A, NULL, 0), (long)nv);
+	/* a header alone removes the default; then the umask applies */
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, d, D, v, 4, 0), 0);
+	CHECK_ERR(nvmefs_xattr_get(vol, d, D, NULL, 0), -ENODATA);
+	CHECK_ERR(nvmefs_xattr_remove(vol, d, D), 0); /* none there: as ext4 */
+	CHECK_ERR(nvmefs_xattr_remove(vol, d, "user.none"), -ENODATA);
+	g = mk(vol, &masked, d, "g", S_IFREG | 0666);
+	CHECK((attr_of(vol, g).st_mode & 07777) == 0600);
+	CHECK_ERR(nvmefs_xattr_get(vol, g, A, NULL, 0), -ENODATA);
+	vol->posix_acl = false; /* as the rest of the test expects */
 }
 
 /* What a write takes away, by who writes. */
@@ -326,7 +414,7 @@ static void test_kill_privs(struct nvmefs_vol *vol)
 	if (!in || !in2)
 		return;
 
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "security.capability", "c", 1, 0), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, f, "security.capability", "c", 1, 0), 0);
 	CHECK_ERR(nvmefs_ns_kill_privs(vol, in, &root), 0); /* root keeps the bits */
 	CHECK((attr_of(vol, f).st_mode & 07777) == 06755);
 	CHECK_ERR(nvmefs_xattr_get(vol, f, "security.capability", NULL, 0), -ENODATA);
@@ -391,9 +479,9 @@ static void test_flags_immutable(struct nvmefs_vol *vol, uint64_t d)
 	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_MTIME | NVMEFS_SET_MTIME_NOW,
 				    &st),
 		  -EPERM);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, "user.x", "1", 1, 0), -EPERM);
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, f, "user.x", "1", 1, 0), -EPERM);
 	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.x"), -EPERM);
-	CHECK_ERR(nvmefs_xattr_set(vol, f, NVMEFS_LAYOUT_XATTR, "chunk=64K", 9, 0), -EPERM);
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, f, NVMEFS_LAYOUT_XATTR, "chunk=64K", 9, 0), -EPERM);
 	CHECK_ERR(nvmefs_ns_fallocate(vol, f, 0, 0, 4096), -EPERM);
 	CHECK_ERR(nvmefs_ns_unlink(vol, d, "f"), -EPERM);
 	CHECK_ERR(nvmefs_ns_rename(vol, d, "f", d, "g", 0), -EPERM);
@@ -431,7 +519,7 @@ static void test_flags_append(struct nvmefs_vol *vol, uint64_t d)
 	CHECK_ERR(nvmefs_ns_fallocate(vol, a, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
 		  -EPERM);
 	CHECK_ERR(nvmefs_ns_fallocate(vol, a, FALLOC_FL_KEEP_SIZE, 0, 8192), 0);
-	CHECK_ERR(nvmefs_xattr_set(vol, a, "user.x", "1", 1, 0), -EPERM);
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, a, "user.x", "1", 1, 0), -EPERM);
 	CHECK_ERR(nvmefs_ns_unlink(vol, d, "a"), -EPERM);
 	CHECK_ERR(nvmefs_ns_rename(vol, d, "a", ROOT, "a", 0), -EPERM);
 	CHECK_ERR(nvmefs_ns_link(vol, a, d, "h", &st), -EPERM);
@@ -746,7 +834,7 @@ static void test_enospc(struct nvmefs_vol *vol)
 	}
 	CHECK_ERR(ret, -ENOSPC);
 	CHECK(n > 5 && n < 1000);
-	CHECK_ERR(nvmefs_xattr_set(vol, d, "user.v", value, sizeof(value), 0), -ENOSPC);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, d, "user.v", value, sizeof(value), 0), -ENOSPC);
 	vol->meta_cap = cap;
 	CHECK_ERR(nvmefs_ns_mknod(vol, &alice, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
 	nvmefs_ns_forget(vol, st.st_ino, 1);
@@ -773,6 +861,13 @@ static void check_after_reopen(struct nvmefs_vol *vol)
 	CHECK(flags_of(vol, ino_of(vol, r, "a")) == NVMEFS_IFL_APPEND);
 	CHECK(flags_of(vol, ino_of(vol, ROOT, "flp")) == NVMEFS_IFL_IMMUTABLE);
 	CHECK_ERR(nvmefs_ns_unlink(vol, r, "a"), -EPERM);
+	/* ACLs and the modes they gave stay */
+	vol->posix_acl = true;
+	CHECK_ERR(nvmefs_xattr_get(vol, ino_of(vol, ino_of(vol, ROOT, "acld"), "sub"),
+				   "system.posix_acl_default", NULL, 0),
+		  44);
+	CHECK((attr_of(vol, ino_of(vol, ino_of(vol, ROOT, "acld"), "f")).st_mode & 07777) == 0640);
+	vol->posix_acl = false;
 }
 
 static char last_err[512];
@@ -807,7 +902,7 @@ static void test_crosscheck(struct nvmefs_vol *vol)
 	char name[64];
 
 	CHECK(vol->shadow != NULL);
-	CHECK_ERR(nvmefs_xattr_set(vol, ino, "user.xc", "1", 1, 0), 0);
+	CHECK_ERR(nvmefs_xattr_set(vol, &alice, ino, "user.xc", "1", 1, 0), 0);
 	CHECK_ERR(nvmefs_journal_commit(vol), 0); /* every inode clean */
 	if (!vol->shadow || !ino)
 		return;
@@ -872,6 +967,7 @@ int main(int argc, char **argv)
 		test_rename(vol);
 		test_setattr(vol);
 		test_xattrs(vol);
+		test_acls(vol);
 		test_kill_privs(vol);
 		test_kill_privs_truncate(vol);
 		test_flags(vol);

@@ -322,6 +322,10 @@ struct nvmefs_vol {
 	bool wronly_direct;    /* cached mode: write-only opens skip the page cache */
 	bool direct_mmap;      /* direct_io handles may be mapped shared (FUSE 7.39) */
 	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
+	/* The kernel checks POSIX ACLs (FUSE_POSIX_ACL with FUSE_DONT_MASK,
+	 * op_init): the system.posix_acl_* xattrs are taken (fs/core/acl.c);
+	 * without it they are refused as every other system.* one. */
+	bool posix_acl;
 	/* FUSE over io_uring (fs/fuse/uring.c): its queues while they serve
 	 * (NULL: /dev/fuse alone), how many, and the entries of each. */
 	struct nvmefs_uring *uring;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "fs_i.h"
+#include "acl_i.h"
 #include "namei.h"
 #include "namei_i.h"
 #include "icache_i.h"
@@ -307,19 +308,23 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, str
 		     struct nvmefs_inode **out)
 {
 	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE};
+	struct nvmefs_acl_inherit ai;
 	struct nvmefs_inode *in;
 	struct timespec now;
 	int ret;
 
 	*out = NULL;
-	ret = check_new_name(vol, p, name,
-			     nvmefs_meta_cost_inode(strlen(name)) + (target ? strlen(target) : 0));
+	ret = nvmefs_ns_inherit_acl(p, cred, &mode, &ai);
+	if (!ret)
+		ret = check_new_name(vol, p, name,
+				     nvmefs_meta_cost_inode(strlen(name)) +
+					     (target ? strlen(target) : 0) + nvmefs_ns_inherit_cost(&ai));
+	if (!ret && S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
+		ret = -EMLINK;
+	if (!ret && vol->next_ino > NVMEFS_INO_MAX)
+		ret = -ENOSPC;
 	if (ret)
-		return ret;
-	if (S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
-		return -EMLINK;
-	if (vol->next_ino > NVMEFS_INO_MAX)
-		return -ENOSPC;
+		goto out_free;
 	nvmefs_timespec_now(&now);
 	r.inode.ino = vol->next_ino;
 	r.inode.mode = mode;
@@ -348,20 +353,24 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, str
 	}
 	ret = nvmefs_journal_log(vol, &r);
 	if (ret)
-		return ret;
+		goto out_free;
 	ret = nvmefs_inode_get(vol, r.inode.ino, 0, &in);
 	if (ret)
-		return ret;
-	ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, in);
+		goto out_free;
+	ret = nvmefs_ns_give_acls(vol, in, &ai);
+	if (!ret)
+		ret = log_dirent(vol, NVMEFS_REC_DIRENT_ADD, p->ino, name, in);
 	if (ret) {
 		nvmefs_inode_put(vol, in);
-		return ret;
+		goto out_free;
 	}
 	if (S_ISDIR(mode))
 		p->nlink++;
 	touch_dir(vol, p, &now);
 	*out = in;
-	return 0;
+out_free:
+	free(ai.access);
+	return ret;
 }
 
 /* make_node in directory parent: its inode in *out, with a reference. */
@@ -373,7 +382,8 @@ static int make_node_in(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, 
 	int ret;
 
 	*out = NULL;
-	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &p);
+	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES | NVMEFS_IGET_XATTRS,
+			  &p);
 	if (!ret)
 		ret = make_node(vol, cred, p, name, mode, rdev, target, out);
 	nvmefs_inode_put(vol, p);

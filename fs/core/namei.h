@@ -38,6 +38,10 @@ struct nvmefs_cred {
 	/* The caller's process or thread, whose supplementary groups are read
 	 * from /proc when a setgid bit needs them; 0: gid is its only group. */
 	int32_t pid;
+	/* The caller's umask, for a new inode's mode in a directory without a
+	 * default ACL (FUSE_DONT_MASK leaves it to us); 0: none, or the door
+	 * applied it already. */
+	uint32_t umask;
 };
 
 /* The longest hard-link count a file or directory gets (EMLINK beyond). */
@@ -88,7 +92,8 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
 /* Attributes of ino (also of an unlinked one still referenced). */
 int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
 /*
- * Change what to_set (NVMEFS_SET_*) names, from attr; a size change
+ * Change what to_set (NVMEFS_SET_*) names, from attr (a mode change also
+ * changes the access ACL, as Linux's posix_acl_chmod()); a size change
  * truncates or extends the file under its whole-file range lock. ctime
  * becomes now unless NVMEFS_SET_CTIME gives it. The result in *out.
  * Changes of an unlinked, freed inode (the kernel's late times after its
@@ -106,8 +111,11 @@ int nvmefs_ns_readlink(struct nvmefs_vol *vol, uint64_t ino, char **target);
  * Make name in parent: a file, device, fifo or socket (mode's type), a
  * directory (S_IFDIR), or a symlink to target (S_IFLNK, target given).
  * Owned by cred, or the directory's group under a setgid directory (whose
- * new subdirectories are setgid too), as Linux does. Its attributes in
- * *st, and one reference.
+ * new subdirectories are setgid too), as Linux does. Under a directory
+ * with a default ACL the inode's permissions and access ACL come from it
+ * and mode as Linux's posix_acl_create() says (a new directory takes the
+ * default ACL as its own default too); elsewhere mode loses cred's umask
+ * (symlinks neither: 0777). Its attributes in *st, and one reference.
  */
 int nvmefs_ns_mknod(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t parent,
 		    const char *name, mode_t mode, dev_t rdev, const char *target, struct stat *st);
@@ -229,14 +237,24 @@ int nvmefs_ns_setflags(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, u
 void nvmefs_ns_statfs(struct nvmefs_vol *vol, struct statvfs *st);
 
 /*
- * Extended attributes (user.*, trusted.*, security.*; system.* is
- * EOPNOTSUPP: no POSIX ACLs). flags are setxattr(2)'s XATTR_CREATE and
- * XATTR_REPLACE. get and list copy into buf of size bytes and return the
- * length, or with size 0 only the length; -ERANGE when buf is too small.
- * The layout xattr (NVMEFS_LAYOUT_XATTR) is virtual: fs/core/xlayout.c.
+ * Extended attributes (user.*, trusted.*, security.*, and when the kernel
+ * checks ACLs (vol->posix_acl) system.posix_acl_access and
+ * system.posix_acl_default; other system.* names are EOPNOTSUPP). flags
+ * are setxattr(2)'s XATTR_CREATE and XATTR_REPLACE. get and list copy into
+ * buf of size bytes and return the length, or with size 0 only the length;
+ * -ERANGE when buf is too small. The layout xattr (NVMEFS_LAYOUT_XATTR) is
+ * virtual: fs/core/xlayout.c.
+ *
+ * An ACL set by cred (NULL: no caller to check) is checked (-EINVAL when it
+ * is not one; fs/core/acl.c), and does what Linux's posix_acl_update_mode()
+ * does: the mode's rwx bits become the ACL's (its mask for the group's), an
+ * access ACL the mode says all of is not kept, and setgid goes unless cred
+ * is root or in the file's group. A default ACL is for directories
+ * (-EACCES elsewhere); symlinks take none (-EOPNOTSUPP). Removing an ACL
+ * that is not there succeeds, as on Linux's own filesystems.
  */
-int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
-		     size_t size, int flags);
+int nvmefs_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		     const char *name, const void *value, size_t size, int flags);
 ssize_t nvmefs_xattr_get(struct nvmefs_vol *vol, uint64_t ino, const char *name, void *buf,
 			 size_t size);
 ssize_t nvmefs_xattr_list(struct nvmefs_vol *vol, uint64_t ino, char *buf, size_t size);

@@ -3,8 +3,9 @@
  * The namespace (see namei.h for the contract), what an inode carries:
  * attributes (getattr; setattr, with the truncation it may do; readlink;
  * atime under relatime, strictatime or noatime), extended attributes (the
- * layout's virtual one goes to xlayout.c), chattr's file attribute flags
- * and the rules they make, what a write takes away (setuid, setgid,
+ * layout's virtual one goes to xlayout.c; POSIX ACLs, whose rules are
+ * acl.c's, keep the mode in step), chattr's file attribute flags and the
+ * rules they make, what a write takes away (setuid, setgid,
  * security.capability), fallocate, and the volume's statfs. Changed
  * only through journal records (nvmefs_journal_log) or the dirty inode
  * list, each function taking its own locks.
@@ -15,11 +16,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 #include <time.h>
 
 #include "fs_i.h"
+#include "acl_i.h"
 #include "namei.h"
 #include "namei_i.h"
 #include "icache_i.h"
@@ -30,10 +33,6 @@
 #include "xlayout_i.h"
 
 #include "nvmefs/util.h"
-
-/* Bytes an xattr costs beyond its name and value (the fixed part of its
- * XATTR_SET record, which meta_bytes counts). */
-#define XATTR_COST 24
 
 /* ---- attributes ---- */
 
@@ -64,6 +63,14 @@ static void set_times(struct nvmefs_inode *in, const struct stat *attr, int to_s
 		in->mtime = attr->st_mtim;
 }
 
+/* Whether cred may keep a setgid bit of a file of group gid: root (it
+ * stands for CAP_FSETID), or a member of gid, as Linux's
+ * in_group_or_capable(). */
+static bool in_group_or_root(const struct nvmefs_cred *cred, uint32_t gid)
+{
+	return cred->uid == 0 || cred->gid == gid || nvmefs_pid_in_group(cred->pid, gid);
+}
+
 /*
  * The mode bits a change of in's data or size by cred takes (meta held), as
  * Linux's setattr_should_drop_suidgid(): none for root (it stands for
@@ -79,9 +86,7 @@ static mode_t privs_to_kill(const struct nvmefs_inode *in, const struct nvmefs_c
 		return 0;
 	if (in->mode & S_ISUID)
 		kill |= S_ISUID;
-	if ((in->mode & S_ISGID) &&
-	    ((in->mode & S_IXGRP) ||
-	     (cred->gid != in->gid && !nvmefs_pid_in_group(cred->pid, in->gid))))
+	if ((in->mode & S_ISGID) && ((in->mode & S_IXGRP) || !in_group_or_root(cred, in->gid)))
 		kill |= S_ISGID;
 	return kill;
 }
@@ -115,6 +120,33 @@ static int may_setattr(const struct nvmefs_vol *vol, const struct nvmefs_inode *
 	return 0;
 }
 
+/*
+ * chmod of in to mode changes its access ACL too, as Linux's
+ * posix_acl_chmod() (meta held): logged before the mode changes, in the
+ * same transaction, so that the two never disagree after a crash.
+ */
+static int chmod_acl(struct nvmefs_vol *vol, struct nvmefs_inode *in, mode_t mode)
+{
+	struct nvmefs_xattr *x;
+	void *v;
+	int ret = 0;
+
+	if (S_ISLNK(in->mode) || !in->nxattrs)
+		return 0;
+	x = nvmefs_meta_xattr_find(in, NVMEFS_ACL_ACCESS, strlen(NVMEFS_ACL_ACCESS));
+	if (!x || nvmefs_acl_check(x->value, x->value_len))
+		return 0; /* none (a bad one cannot be stored) */
+	v = malloc(x->value_len);
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, x->value, x->value_len);
+	nvmefs_acl_chmod(v, x->value_len, mode);
+	if (memcmp(v, x->value, x->value_len))
+		ret = nvmefs_ns_log_xattr_set(vol, in->ino, NVMEFS_ACL_ACCESS, v, x->value_len);
+	free(v);
+	return ret;
+}
+
 /* setattr's changes other than the size, and the result in *out (meta held). */
 static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const struct stat *attr,
 		      int to_set, struct stat *out)
@@ -143,7 +175,8 @@ static void set_attrs(struct nvmefs_vol *vol, struct nvmefs_inode *in, const str
 int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
 		      const struct stat *attr, int to_set, struct stat *out)
 {
-	unsigned need = to_set & NVMEFS_SET_SIZE ? NVMEFS_IGET_EXTENTS : 0;
+	unsigned need = (to_set & NVMEFS_SET_SIZE ? NVMEFS_IGET_EXTENTS : 0) |
+			(to_set & NVMEFS_SET_MODE ? NVMEFS_IGET_XATTRS : 0);
 	struct nvmefs_inode *in;
 	mode_t mode = 0;
 	int err;
@@ -176,6 +209,8 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, ui
 			err = nvmefs_ns_truncate_locked(vol, in, (uint64_t)attr->st_size);
 	}
 	pthread_mutex_lock(&vol->lock);
+	if (!err && (to_set & NVMEFS_SET_MODE))
+		err = chmod_acl(vol, in, attr->st_mode);
 	if (!err)
 		set_attrs(vol, in, attr, to_set, out);
 	/* The kernel sends the mode it computed with the size, but FUSE's rule
@@ -271,12 +306,12 @@ static int may_xattr(const struct nvmefs_inode *in)
 	return in->flags & (NVMEFS_IFL_IMMUTABLE | NVMEFS_IFL_APPEND) ? -EPERM : 0;
 }
 
-static int xattr_name_check(const char *name)
+static int xattr_name_check(const struct nvmefs_vol *vol, const char *name)
 {
 	if (strlen(name) > NVMEFS_XATTR_NAME_MAX)
 		return -ERANGE;
-	if (!strncmp(name, "system.", 7))
-		return -EOPNOTSUPP; /* no POSIX ACLs */
+	if (!strncmp(name, "system.", 7) && !(vol->posix_acl && nvmefs_acl_name(name)))
+		return -EOPNOTSUPP; /* only the kernel's ACLs, when it checks them */
 	return 0;
 }
 
@@ -301,16 +336,45 @@ static int log_xattr_del(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	return nvmefs_journal_log(vol, &r);
 }
 
-int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, const void *value,
-		     size_t size, int flags)
+/*
+ * An ACL's part of a set on in (meta held): whether its value is kept and
+ * the mode it leaves in *mode, as posix_acl_update_mode() (namei.h). A
+ * header alone stands for no ACL: it goes, as the kernel's
+ * posix_acl_from_xattr() makes of it.
+ */
+static int acl_update_mode(const struct nvmefs_cred *cred, const struct nvmefs_inode *in,
+			   const char *name, const void *value, size_t size, bool *keep,
+			   mode_t *mode)
 {
-	struct nvmefs_rec r = {.type = NVMEFS_REC_XATTR_SET};
+	bool access = !strcmp(name, NVMEFS_ACL_ACCESS);
+
+	*mode = in->mode;
+	*keep = size > NVMEFS_ACL_HDR;
+	if (S_ISLNK(in->mode))
+		return -EOPNOTSUPP;
+	if (!access && !S_ISDIR(in->mode))
+		return -EACCES;
+	if (!access || !*keep)
+		return 0;
+	*keep = nvmefs_acl_equiv_mode(value, size, mode) > 0;
+	if (cred && !in_group_or_root(cred, in->gid))
+		*mode &= ~(mode_t)S_ISGID;
+	return 0;
+}
+
+int nvmefs_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uint64_t ino,
+		     const char *name, const void *value, size_t size, int flags)
+{
+	bool acl = nvmefs_acl_name(name), keep = true;
 	struct nvmefs_inode *in;
 	struct nvmefs_xattr *x;
-	int ret = xattr_name_check(name);
+	mode_t mode = 0;
+	int ret = xattr_name_check(vol, name);
 
 	if (!ret && size > NVMEFS_XATTR_VALUE_MAX)
 		ret = -E2BIG;
+	if (!ret && acl)
+		ret = nvmefs_acl_check(value, size);
 	if (!ret && nvmefs_ns_read_only(vol))
 		ret = -EROFS;
 	if (ret)
@@ -322,21 +386,24 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, uint64_t ino, const char *name, con
 	x = in ? find_xattr(in, name) : NULL;
 	if (!ret)
 		ret = may_xattr(in);
+	if (!ret)
+		mode = in->mode;
 	if (!ret && (flags & XATTR_CREATE) && x)
 		ret = -EEXIST;
 	else if (!ret && (flags & XATTR_REPLACE) && !x)
 		ret = -ENODATA;
-	else if (!ret && vol->meta_bytes + XATTR_COST + strlen(name) + size > vol->meta_cap)
+	else if (!ret && acl)
+		ret = acl_update_mode(cred, in, name, value, size, &keep, &mode);
+	if (!ret && keep &&
+	    vol->meta_bytes + NVMEFS_XATTR_COST + strlen(name) + size > vol->meta_cap)
 		ret = -ENOSPC;
+	if (!ret && keep)
+		ret = nvmefs_ns_log_xattr_set(vol, ino, name, value, size);
+	else if (!ret && x)
+		ret = log_xattr_del(vol, ino, name);
 	if (!ret) {
-		r.xattr.ino = ino;
-		r.xattr.name = name;
-		r.xattr.name_len = (uint16_t)strlen(name);
-		r.xattr.value = value;
-		r.xattr.value_len = (uint32_t)size;
-		ret = nvmefs_journal_log(vol, &r);
-	}
-	if (!ret) {
+		in->mode = mode;
+		nvmefs_inode_note_privs(in);
 		nvmefs_timespec_now(&in->ctime);
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -350,7 +417,7 @@ ssize_t nvmefs_xattr_get(struct nvmefs_vol *vol, uint64_t ino, const char *name,
 {
 	struct nvmefs_inode *in;
 	struct nvmefs_xattr *x = NULL;
-	ssize_t ret = xattr_name_check(name);
+	ssize_t ret = xattr_name_check(vol, name);
 
 	if (!strcmp(name, NVMEFS_LAYOUT_XATTR)) { /* virtual, and not listed */
 		char text[128];
@@ -413,7 +480,7 @@ out:
 int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 {
 	struct nvmefs_inode *in;
-	int ret = xattr_name_check(name);
+	int ret = xattr_name_check(vol, name);
 
 	if (!ret && nvmefs_ns_read_only(vol))
 		ret = -EROFS;
@@ -425,8 +492,10 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_XATTRS, &in);
 	if (!ret)
 		ret = may_xattr(in);
+	/* Removing an ACL there is not succeeds, as on ext4 and XFS
+	 * (setfacl -k on a directory without a default). */
 	if (!ret && !find_xattr(in, name))
-		ret = -ENODATA;
+		ret = nvmefs_acl_name(name) ? 1 : -ENODATA;
 	if (!ret)
 		ret = log_xattr_del(vol, ino, name);
 	if (!ret) {
@@ -435,7 +504,7 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	}
 	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);
-	return ret;
+	return ret > 0 ? 0 : ret;
 }
 
 /* ---- file attribute flags (chattr) ---- */

@@ -7,7 +7,8 @@
  * door's to check (names' lengths, the control files), calls the core
  * (fs/core/namei.h), which changes the metadata under its own locks and
  * holds the POSIX rules the kernel leaves to the filesystem, and sends
- * exactly one reply. Permissions are the kernel's (default_permissions).
+ * exactly one reply. Permissions are the kernel's (default_permissions),
+ * POSIX ACLs' too; the mode and inheritance they imply are the core's.
  * An entry reply counts a lookup: the kernel's count keeps an inode in
  * memory after its last link goes (FORGET gives it back); its space goes
  * at the last close.
@@ -347,6 +348,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 			size_t size, int flags)
 {
 	struct nvmefs_vol *vol = VOL(req);
+	struct nvmefs_cred cred = req_cred(req);
 
 	if (refuse_ctl(req, ino, 0, NULL))
 		return;
@@ -354,7 +356,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		fuse_reply_err(req, -vol->test_ctl(vol, value, size));
 		return;
 	}
-	fuse_reply_err(req, -nvmefs_xattr_set(vol, ino, name, value, size, flags));
+	fuse_reply_err(req, -nvmefs_xattr_set(vol, &cred, ino, name, value, size, flags));
 }
 
 /* A getxattr or listxattr reply: the length n (or -errno) for a size of 0,
@@ -433,6 +435,22 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Directories' attribute flags come as ioctls on them (ioctl_flags). */
 	if (conn->capable & FUSE_CAP_IOCTL_DIR)
 		conn->want |= FUSE_CAP_IOCTL_DIR;
+	/* POSIX ACLs: the kernel checks permissions from the ACL it reads
+	 * with GETXATTR (and caches), and sends setfacl's as SETXATTR
+	 * (fs/fuse/acl.c fuse_set_acl), leaving the mode to us; it forgets
+	 * its copy after SETATTR, so chmod's change of the ACL is ours too.
+	 * It still takes the umask off a new inode's mode itself unless
+	 * FUSE_DONT_MASK (fs/fuse/dir.c, fc->dont_mask; FUSE_POSIX_ACL alone
+	 * does not set it), which a default ACL's inheritance needs: the
+	 * core applies the default ACL or the umask (namei.c make_node). Both
+	 * or neither. With it the kernel also sets default_permissions,
+	 * which main.c passes anyway. */
+	vol->posix_acl =
+		(conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK);
+	if (vol->posix_acl)
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+	else
+		conn->want &= ~(FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	/* -o writeback (cached mode): writes land in the page cache and reach
 	 * us as large write-back requests, many at a time, instead of one
 	 * synchronous request per write(2). The kernel then owns size, mtime

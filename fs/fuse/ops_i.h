@@ -38,12 +38,15 @@ static inline void fill_entry(const struct stat *st, struct fuse_entry_param *e)
 	e->attr = *st;
 }
 
-/* The caller's ids, for the core. */
+/* The caller's ids, for the core, and its umask: libfuse 3.14 fills it in
+ * for MKNOD, MKDIR and CREATE (0 for other requests), and with
+ * FUSE_DONT_MASK (op_init) the kernel leaves it to us. */
 static inline struct nvmefs_cred req_cred(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	return (struct nvmefs_cred){.uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid};
+	return (struct nvmefs_cred){
+		.uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid, .umask = ctx->umask};
 }
 
 /*
