@@ -24,7 +24,6 @@
 #include <time.h>
 
 #include "fs_i.h"
-#include "acl_i.h"
 #include "namei.h"
 #include "namei_i.h"
 #include "icache_i.h"
