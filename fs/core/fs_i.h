@@ -431,9 +431,9 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
 
 /* Bytes per pool buffer: the largest FUSE request (1 MiB, fs/fuse/loop.c) and
  * a block either side of it (its header page, an unaligned range's edge). */
-#define NVMEFS_POOL_BUF	    ((1u << 20) + 2 * NVMEFS_BLOCK)
-#define NVMEFS_POOL_DEFAULT (64u << 20) /* -o pool= */
-#define NVMEFS_CACHE_SMALL_DEFAULT (1u << 20) /* -o cache_small= */
+#define NVMEFS_POOL_BUF		   ((1u << 20) + 2 * NVMEFS_BLOCK)
+#define NVMEFS_POOL_DEFAULT	   (64u << 20) /* -o pool= */
+#define NVMEFS_CACHE_SMALL_DEFAULT (1u << 20)  /* -o cache_small= */
 
 #define NVMEFS_META_CACHE_DEFAULT (128ull << 20) /* -o meta_cache= */
 

@@ -317,7 +317,8 @@ static int make_node(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, str
 	if (!ret)
 		ret = check_new_name(vol, p, name,
 				     nvmefs_meta_cost_inode(strlen(name)) +
-					     (target ? strlen(target) : 0) + nvmefs_ns_inherit_cost(&ai));
+					     (target ? strlen(target) : 0) +
+					     nvmefs_ns_inherit_cost(&ai));
 	if (!ret && S_ISDIR(mode) && p->nlink >= NVMEFS_LINK_MAX)
 		ret = -EMLINK;
 	if (!ret && vol->next_ino > NVMEFS_INO_MAX)

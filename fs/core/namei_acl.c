@@ -82,6 +82,6 @@ int nvmefs_ns_give_acls(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		ret = nvmefs_ns_log_xattr_set(vol, in->ino, NVMEFS_ACL_ACCESS, ai->access, ai->len);
 	if (!ret && ai->dflt)
 		ret = nvmefs_ns_log_xattr_set(vol, in->ino, NVMEFS_ACL_DEFAULT, ai->dflt->value,
-				    ai->dflt->value_len);
+					      ai->dflt->value_len);
 	return ret;
 }
