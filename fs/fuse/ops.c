@@ -472,9 +472,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	atomic_store(&vol->init_done, true);
 }
 
-/* Only the control directory's remount (fs/tools/remount.c) is ours;
- * everything else (a TCGETS from isatty(), ...) is not a tty: ENOTTY, what
- * the kernel makes of libfuse's ENOSYS. */
+/* Only FS_IOC_SHUTDOWN and the control directory's remount
+ * (fs/tools/remount.c) are ours; everything else (a TCGETS from isatty(),
+ * ...) is not a tty: ENOTTY, what the kernel makes of libfuse's ENOSYS. */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in, size_t in_len,
 		     size_t out_len)
