@@ -8,7 +8,7 @@
 #   - then every request that reaches the daemon answers EIO (create,
 #     write and fsync on a file opened before, a direct read, a lookup, a
 #     directory listing, an open, a remount read-write), while statfs
-#     answers and .nvmefs/stats and config say so;
+#     answers and .nvmefs/stats and config (and nvmefs-stat) say so;
 #   - no byte of any member changes after it, neither while the mount
 #     stays up nor at the unmount, which is prompt;
 #   - fsck finds the volume clean with journal transactions to replay,
@@ -123,6 +123,7 @@ exec 3>&-
 check "shut down: statfs answers" stat -f "$MNT" >/dev/null
 check "shut down: .nvmefs/stats says so" stats_shut_down true
 check "shut down: .nvmefs/config says so" grep -qx "shut_down = 1" "$MNT/.nvmefs/config"
+check "shut down: nvmefs-stat says so" bash -c "'$build/nvmefs-stat' '$MNT' | grep -q 'SHUT DOWN'"
 sleep 1.5
 check "no byte of a member changes after the shutdown" test "$(members_sum)" = "$sum0"
 
