@@ -318,7 +318,9 @@ static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *
 			said = false;
 		}
 		if (leaving && !said && now - start >= quiet) {
-			nvmefs_info("waiting for %s to release %s (%s; up to %u s)", h.name,
+			/* A warning: the one line a background mount shows
+			 * its user besides errors (fs/tools/main.c). */
+			nvmefs_warn("waiting for %s to release %s (%s; up to %u s)", h.name,
 				    dev->path, h.state, o->busy_wait_ms / 1000);
 			said = true;
 		}
