@@ -318,7 +318,9 @@ static int open_unbusy(struct nvmefs_dev *dev, const struct nvmefs_devset_opts *
 			said = false;
 		}
 		if (leaving && !said && now - start >= quiet) {
-			nvmefs_info("waiting for %s to release %s (%s; up to %u s)", h.name,
+			/* A warning: the one line a background mount shows
+			 * its user besides errors (fs/tools/main.c). */
+			nvmefs_warn("waiting for %s to release %s (%s; up to %u s)", h.name,
 				    dev->path, h.state, o->busy_wait_ms / 1000);
 			said = true;
 		}
@@ -475,6 +477,25 @@ void nvmefs_devset_release(struct nvmefs_devset *set)
 	}
 }
 
+void nvmefs_devset_fence(struct nvmefs_devset *set)
+{
+	for (unsigned i = 0; i < set->count; i++)
+		__atomic_store_n(&set->devs[i].fenced, true, __ATOMIC_SEQ_CST);
+}
+
+bool nvmefs_dev_fenced(const struct nvmefs_dev *dev)
+{
+	return __atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE);
+}
+
+/* An operation on a fenced member: expected after a shutdown, so a debug
+ * line only (the caller reports the EIO where it matters). */
+static int fenced_err(const struct nvmefs_dev *dev, const char *what)
+{
+	nvmefs_debug("%s: %s refused: the member is fenced", dev->path, what);
+	return -EIO;
+}
+
 void nvmefs_devset_close(struct nvmefs_devset *set)
 {
 	if (!set)
@@ -496,6 +517,8 @@ int nvmefs_dev_pio(struct nvmefs_dev *dev, bool write, uint64_t off, void *buf, 
 	uint64_t rec = 0;
 	int err = 0;
 
+	if (nvmefs_dev_fenced(dev))
+		return fenced_err(dev, what);
 	switch (fi_check(dev, write ? NVMEFS_FAULT_WRITES : NVMEFS_FAULT_READS, off, len)) {
 	case FI_FAIL:
 		nvmefs_err("%s: %s of %zu bytes at %" PRIu64 " failed: %s", dev->path, what, len,
@@ -543,6 +566,8 @@ int nvmefs_dev_flush(struct nvmefs_dev *dev)
 {
 	uint64_t mark;
 
+	if (nvmefs_dev_fenced(dev))
+		return fenced_err(dev, "flush");
 	if (fi_check(dev, NVMEFS_FAULT_FLUSHES, 0, 0) == FI_FAIL) {
 		nvmefs_err("%s: flush failed: %s", dev->path, strerror(EIO));
 		return -EIO;
@@ -569,6 +594,8 @@ int nvmefs_dev_discard(struct nvmefs_dev *dev, uint64_t off, uint64_t len)
 	}
 	if (len == 0)
 		return 0;
+	if (nvmefs_dev_fenced(dev))
+		return fenced_err(dev, "discard");
 	if (dev->is_blkdev) {
 		uint64_t range[2] = {off, len};
 

@@ -222,6 +222,13 @@ static void kick(struct edev *d)
 			if (!d->qhead)
 				d->qtail = NULL;
 			d->queued--;
+			/* Fenced (a shutdown): what is queued fails here, as
+			 * the cut's refused blocks do, without the kernel. */
+			if (!u->synthetic && nvmefs_dev_fenced(d->dev)) {
+				fi_end_writes(d->dev, u, false);
+				u->result = -EIO;
+				u->synthetic = true;
+			}
 			if (u->synthetic) {
 				u->next = d->synth;
 				d->synth = u;
@@ -640,6 +647,31 @@ int nvmefs_engine_flush(struct nvmefs_engine *eng, unsigned dev)
 	if (dev >= eng->set->count)
 		return -EINVAL;
 	return nvmefs_dev_flush(&eng->set->devs[dev]);
+}
+
+void nvmefs_engine_fence(struct nvmefs_engine *eng)
+{
+	const struct timespec ms = {0, 1000000};
+
+	nvmefs_devset_fence(eng->set);
+	/* A block is counted in flight under the lock before it goes to
+	 * io_submit, and one taken from the queue after the fence is failed
+	 * instead: once each member was seen with none in flight, nothing
+	 * more reaches any. */
+	for (unsigned i = 0; i < eng->set->count; i++) {
+		struct edev *d = &eng->devs[i];
+
+		for (;;) {
+			unsigned n;
+
+			pthread_mutex_lock(&d->lock);
+			n = d->inflight;
+			pthread_mutex_unlock(&d->lock);
+			if (!n)
+				break;
+			nanosleep(&ms, NULL);
+		}
+	}
 }
 
 void nvmefs_engine_dev_stats(struct nvmefs_engine *eng, unsigned dev,

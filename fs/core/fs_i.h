@@ -373,7 +373,10 @@ struct nvmefs_vol {
 	/* mount -o remount,ro (nvmefs_vol_remount): no change is taken and
 	 * nothing written to the members until read-write again. */
 	atomic_bool ro_remounted;
-	pthread_mutex_t remount_lock; /* one remount at a time */
+	/* FS_IOC_SHUTDOWN (nvmefs_vol_shutdown): nothing reaches the members
+	 * any more and the doors answer EIO, until the unmount. */
+	atomic_bool shut_down;
+	pthread_mutex_t remount_lock; /* one remount or shutdown at a time */
 	struct timespec mounted_at;   /* the control files' times */
 	struct nvmefs_journal j;
 	/* The metadata's durable state (format v2): the key/value store over

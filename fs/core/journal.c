@@ -433,7 +433,10 @@ static int commit(struct nvmefs_vol *vol, bool idle_skip)
 	if (j->durable_gen >= want)
 		want = 0;
 	pthread_mutex_unlock(&j->state_lock);
-	if (want)
+	/* Shut down: the last commit was the shutdown's, under this lock. */
+	if (atomic_load(&vol->shut_down))
+		ret = -EIO;
+	else if (want)
 		ret = commit_locked(vol, false, false, idle_skip);
 	pthread_mutex_unlock(&j->commit_lock);
 	return ret;
@@ -450,7 +453,24 @@ int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
 	int ret;
 
 	pthread_mutex_lock(&vol->j.commit_lock);
-	ret = commit_locked(vol, true, clean, false);
+	ret = atomic_load(&vol->shut_down) ? -EIO : commit_locked(vol, true, clean, false);
+	pthread_mutex_unlock(&vol->j.commit_lock);
+	return ret;
+}
+
+int nvmefs_journal_shutdown(struct nvmefs_vol *vol, bool commit)
+{
+	int ret = 0;
+
+	nvmefs_journal_stop(vol);
+	/* Under the commit lock, so that no commit runs between the last one
+	 * and the fence; those waiting for the lock then see shut_down. A
+	 * commit, not a flush of the store: the next mount replays it, as
+	 * after a crash right after an fsync. */
+	pthread_mutex_lock(&vol->j.commit_lock);
+	if (commit)
+		ret = commit_locked(vol, false, false, false);
+	nvmefs_engine_fence(vol->eng);
 	pthread_mutex_unlock(&vol->j.commit_lock);
 	return ret;
 }

@@ -35,6 +35,14 @@ int nvmefs_journal_commit(struct nvmefs_vol *vol);
 /* Commit and flush the store (format v2's checkpoint: the journal before
  * this point is then not needed); clean marks a clean unmount. */
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);
+/*
+ * The journal's part of a shutdown (nvmefs_vol_shutdown, vol->shut_down
+ * already set): the committer and compactor stopped, the records logged so
+ * far committed unless commit is false (a volume that writes nothing), and
+ * the engine fenced before any other commit can start: later commits and
+ * checkpoints answer -EIO. 0, or the last commit's -errno.
+ */
+int nvmefs_journal_shutdown(struct nvmefs_vol *vol, bool commit);
 /* Start the committer and compactor threads; stop joins them. */
 int nvmefs_journal_start(struct nvmefs_vol *vol);
 void nvmefs_journal_stop(struct nvmefs_vol *vol);

@@ -59,7 +59,8 @@ void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st)
 
 bool nvmefs_ns_read_only(struct nvmefs_vol *vol)
 {
-	return vol->opts.read_only || atomic_load(&vol->ro_remounted) || nvmefs_journal_error(vol);
+	return vol->opts.read_only || atomic_load(&vol->ro_remounted) ||
+	       atomic_load(&vol->shut_down) || nvmefs_journal_error(vol);
 }
 
 int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in)

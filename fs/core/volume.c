@@ -353,9 +353,10 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	 * once the journal has stopped, nothing is submitted to the members. */
 	nvmefs_prefetch_forget_all(vol);
 	nvmefs_journal_stop(vol);
-	/* Remounted read-only: flushed clean then, and changed nothing since. */
+	/* Remounted read-only: flushed clean then, and changed nothing since.
+	 * Shut down: nothing more may be written; the next mount replays. */
 	if (!vol->opts.read_only && !atomic_load(&vol->ro_remounted) &&
-	    !nvmefs_journal_error(vol)) {
+	    !atomic_load(&vol->shut_down) && !nvmefs_journal_error(vol)) {
 		ret = nvmefs_journal_checkpoint(vol, true);
 		if (ret)
 			nvmefs_err("final flush of the metadata failed: %s; the journal still "
@@ -380,7 +381,9 @@ int nvmefs_vol_remount(struct nvmefs_vol *vol, bool ro, int atime)
 	int ret = 0;
 
 	pthread_mutex_lock(&vol->remount_lock);
-	if (vol->opts.read_only) {
+	if (atomic_load(&vol->shut_down)) {
+		ret = -EIO; /* for good: only an unmount follows */
+	} else if (vol->opts.read_only) {
 		/* Mounted -o ro: nothing runs that writes, nothing to start. */
 		ret = ro ? 0 : -EROFS;
 	} else if (ro && !atomic_load(&vol->ro_remounted)) {
@@ -407,6 +410,36 @@ int nvmefs_vol_remount(struct nvmefs_vol *vol, bool ro, int atime)
 	if (!ret && atime >= 0)
 		__atomic_store_n(&vol->opts.atime, (unsigned)atime, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&vol->remount_lock);
+	return ret;
+}
+
+int nvmefs_vol_shutdown(struct nvmefs_vol *vol)
+{
+	bool commit;
+	int ret;
+
+	pthread_mutex_lock(&vol->remount_lock);
+	if (atomic_load(&vol->shut_down)) {
+		pthread_mutex_unlock(&vol->remount_lock);
+		return 0;
+	}
+	/* A volume that writes nothing (mounted -o ro, remounted read-only,
+	 * or read-only after a metadata write error) has nothing to commit. */
+	commit = !vol->opts.read_only && !atomic_load(&vol->ro_remounted) &&
+		 !nvmefs_journal_error(vol);
+	/* The doors refuse from here on; what they took before either ends
+	 * before the fence or fails at it, as at a crash. */
+	atomic_store(&vol->shut_down, true);
+	ret = nvmefs_journal_shutdown(vol, commit);
+	pthread_mutex_unlock(&vol->remount_lock);
+	if (ret)
+		nvmefs_err("shut down: the last commit failed (%s); the journal holds the "
+			   "state of the last sync; nothing more is written to the members",
+			   strerror(-ret));
+	else
+		nvmefs_warn("shut down (FS_IOC_SHUTDOWN): %s; nothing more is written to the "
+			    "members, and every request but statfs answers EIO until the unmount",
+			    commit ? "what was logged is committed" : "nothing to commit");
 	return ret;
 }
 

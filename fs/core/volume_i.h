@@ -41,6 +41,16 @@ int nvmefs_vol_format(struct nvmefs_devset *set, const struct nvmefs_label *labe
  * to keep the policy.
  */
 int nvmefs_vol_remount(struct nvmefs_vol *vol, bool ro, int atime);
+/*
+ * FS_IOC_SHUTDOWN (xfstests' godown; fs/fuse/ctl.c): commit what is logged
+ * (the server cannot see the caller's flags; docs/USER-GUIDE.md), fence
+ * the members (nvmefs_engine_fence: nothing reaches them after this
+ * returns), refuse every later commit, change and remount. For good: the
+ * unmount then writes nothing, and the next mount replays the journal.
+ * 0 (also when shut down already), or the last commit's -errno (the
+ * volume is shut down all the same).
+ */
+int nvmefs_vol_shutdown(struct nvmefs_vol *vol);
 /* Release everything writing nothing: what a killed daemon leaves (tests). */
 void nvmefs_vol_abandon(struct nvmefs_vol *vol);
 

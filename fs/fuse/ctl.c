@@ -3,7 +3,8 @@
  * The hidden control directory MOUNTPOINT/.nvmefs: read-only files made at
  * open from the daemon's state, as /proc files are.
  *
- *   stats   one JSON object: per member, the engine's counters (ops, bytes,
+ *   stats   one JSON object: whether the volume is shut down
+ *           (FS_IOC_SHUTDOWN); per member, the engine's counters (ops, bytes,
  *           errors, latency, in flight); the pinned pool; FUSE requests by
  *           type; the data path's, the native door's, the metadata cache's
  *           and store's, and statahead's counters; the transport.
@@ -365,6 +366,9 @@ static char *render_stats(struct nvmefs_vol *vol)
 	json_object_object_add(o, "uuid", json_object_new_string(uuid));
 	json_object_object_add(o, "label", json_object_new_string(vol->label.name));
 	put_u64(o, "uptime_ns", nvmefs_now_ns() - vol->mounted_ns);
+	/* FS_IOC_SHUTDOWN: the volume answers EIO until the unmount. */
+	json_object_object_add(o, "shut_down",
+			       json_object_new_boolean(atomic_load(&vol->shut_down)));
 	for (unsigned d = 0; d < vol->ndevs; d++)
 		json_object_array_add(devs, device_stats(vol, d));
 	json_object_object_add(o, "devices", devs);
@@ -416,8 +420,8 @@ static char *render_config(struct nvmefs_vol *vol)
 		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
-	fprintf(f, "commit = %u\nread_only = %d\n", vol->j.interval_ms / 1000,
-		o->read_only || atomic_load(&vol->ro_remounted));
+	fprintf(f, "commit = %u\nread_only = %d\nshut_down = %d\n", vol->j.interval_ms / 1000,
+		o->read_only || atomic_load(&vol->ro_remounted), atomic_load(&vol->shut_down));
 	fprintf(f, "meta_cache = %llu\n",
 		(unsigned long long)(o->meta_cache == 1 ? 0
 				     : o->meta_cache	? o->meta_cache
@@ -453,6 +457,17 @@ int nvmefs_ctl_ioctl(struct nvmefs_vol *vol, uint64_t ino, unsigned cmd, uid_t u
 {
 	struct nvmefs_remount_arg a;
 
+	if (cmd == NVMEFS_IOC_SHUTDOWN) {
+		/* The flags are not in (in_len is 0, see NVMEFS_IOC_SHUTDOWN);
+		 * 4 bytes could be answered, which the kernel would copy over
+		 * them: none are. Shut down even when the last commit failed,
+		 * which nvmefs_vol_shutdown says in the log, as a kernel
+		 * filesystem does. */
+		if (uid != 0)
+			return -EPERM;
+		nvmefs_vol_shutdown(vol);
+		return 0;
+	}
 	if (ino != NVMEFS_CTL_DIR || cmd != NVMEFS_IOC_REMOUNT)
 		return -ENOTTY;
 	if (in_len < sizeof(a))

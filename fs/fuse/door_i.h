@@ -28,6 +28,16 @@ struct nvmefs_remount_arg {
 };
 #define NVMEFS_REMOUNT_RO  1u
 #define NVMEFS_IOC_REMOUNT _IOW('N', 0x52, struct nvmefs_remount_arg)
+/*
+ * FS_IOC_SHUTDOWN, XFS_IOC_GOINGDOWN before it (xfstests' godown, xfs_io's
+ * shutdown): on any file or directory of the mount, root only. Debian 12's
+ * <linux/fs.h> has no FS_IOC_SHUTDOWN yet. The kernel gives a FUSE server
+ * an ioctl's argument only as its _IOC encoding says: for this _IOR one,
+ * no input, so the caller's flags (0 flush then shut down, 1 flush the
+ * log, 2 flush nothing) never arrive; nvmefs_vol_shutdown does the same
+ * for all three.
+ */
+#define NVMEFS_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
 
 /* Count one FUSE request (the receive loop). */
 void nvmefs_ctl_count(struct nvmefs_vol *vol, uint32_t opcode);
@@ -57,8 +67,9 @@ int nvmefs_ctl_lookup(const struct nvmefs_vol *vol, uint64_t parent, const char 
 /* The control file's text, made now (malloc'ed, the caller frees): 0,
  * -EISDIR or -ENOMEM. */
 int nvmefs_ctl_render(struct nvmefs_vol *vol, uint64_t ino, char **text);
-/* An ioctl on a control inode by uid: NVMEFS_IOC_REMOUNT on the control
- * directory (root only), else -ENOTTY. */
+/* An ioctl on inode ino by uid: NVMEFS_IOC_SHUTDOWN on any inode and
+ * NVMEFS_IOC_REMOUNT on the control directory (both root only, else
+ * -EPERM), anything else -ENOTTY. */
 int nvmefs_ctl_ioctl(struct nvmefs_vol *vol, uint64_t ino, unsigned cmd, uid_t uid, const void *in,
 		     size_t in_len);
 /* The control directory's entries from offset off into buf (size bytes),

@@ -57,6 +57,7 @@
 #include <linux/fuse.h>
 
 #include "door_i.h"
+#include "xlayout_i.h"
 
 #include <errno.h>
 #include <numa.h>
@@ -325,13 +326,62 @@ static void start_uring(struct loop *lp)
 	nvmefs_uring_start(lp->uring, uring_failed, lp);
 }
 
+/*
+ * Whether vol, shut down (nvmefs_vol_shutdown), answers the request of len
+ * bytes at in with EIO before libfuse sees it: all but what lets the
+ * kernel drop its references and unmount (FORGET, RELEASE, ...), statfs
+ * (df; the unmount), an ioctl (its handler answers) and the control files
+ * (nvmefs-stat says "shut down"). In one place rather than in every
+ * handler, so that no request type is forgotten.
+ */
+static bool shut_refuses(struct nvmefs_vol *vol, const struct fuse_in_header *in, size_t len)
+{
+	if (!atomic_load_explicit(&vol->shut_down, memory_order_acquire))
+		return false;
+	switch (in->opcode) {
+	case FUSE_INIT:
+	case FUSE_DESTROY:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT:
+	case FUSE_STATFS:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_FLUSH:
+	case FUSE_IOCTL:
+		return false;
+	case FUSE_LOOKUP:
+		if (in->nodeid == NVMEFS_ROOT_INO && !vol->ctl_shadowed &&
+		    len >= sizeof(*in) + sizeof(NVMEFS_CTL_NAME) &&
+		    !memcmp(in + 1, NVMEFS_CTL_NAME, sizeof(NVMEFS_CTL_NAME)))
+			return false;
+		break;
+	default:
+		break;
+	}
+	return !nvmefs_ctl_ino(in->nodeid);
+}
+
+/* Answer in with EIO, on /dev/fuse or its io_uring queue. */
+static void reply_eio(struct fuse_session *se, const struct fuse_in_header *in)
+{
+	struct fuse_out_header out = {.len = sizeof(out), .error = -EIO, .unique = in->unique};
+	struct iovec iov = {.iov_base = &out, .iov_len = sizeof(out)};
+
+	/* ENOENT when the kernel gave up on it (interrupted): nothing to do. */
+	(void)dev_writev(fuse_session_fd(se), &iov, 1, NULL);
+}
+
 void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len)
 {
 	const struct fuse_in_header *in = req;
 	struct fuse_buf fb = {.mem = req, .size = len};
 
 	nvmefs_ctl_count(vol, in->opcode);
-	fuse_session_process_buf(se, &fb);
+	if (shut_refuses(vol, in, len))
+		reply_eio(se, in);
+	else
+		fuse_session_process_buf(se, &fb);
 }
 
 static void serve_one(struct worker *w, struct fuse_buf *fb)
@@ -346,6 +396,10 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 		nvmefs_ctl_count(lp->vol, in->opcode);
 		if (in->opcode == FUSE_INIT)
 			note_init(lp, in, fb->size);
+		if (shut_refuses(lp->vol, in, fb->size)) {
+			reply_eio(lp->se, in);
+			return;
+		}
 	}
 	fuse_session_process_buf(lp->se, fb);
 	/* The kernel applied the INIT reply inside its write(2): settings it

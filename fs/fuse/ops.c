@@ -597,9 +597,10 @@ static bool ioctl_flags(fuse_req_t req, fuse_ino_t ino, unsigned cmd, const void
 	return true;
 }
 
-/* The control directory's remount (fs/tools/remount.c) and the attribute
- * flags are ours; everything else (a TCGETS from isatty(), ...) is not a
- * tty: ENOTTY, what the kernel makes of libfuse's ENOSYS. */
+/* FS_IOC_SHUTDOWN, the control directory's remount (fs/tools/remount.c)
+ * and the attribute flags are ours; everything else (a TCGETS from
+ * isatty(), ...) is not a tty: ENOTTY, what the kernel makes of libfuse's
+ * ENOSYS. */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in, size_t in_len,
 		     size_t out_len)

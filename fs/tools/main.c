@@ -554,6 +554,21 @@ static void syslog_sink(enum nvmefs_log_level level, const char *msg)
 	syslog((int)level, "%s", msg);
 }
 
+/*
+ * A background mount before the daemon detaches: everything to syslog, as
+ * after it, and warnings and errors also to stderr, which mount(8) shows.
+ * The notes of loading (the journal replayed, files unlinked while open
+ * reclaimed) stay off the terminal, as a kernel filesystem's go to the
+ * kernel log: xfstests compares its mounts' output (generic/417 and 530,
+ * after a shutdown).
+ */
+static void mount_sink(enum nvmefs_log_level level, const char *msg)
+{
+	syslog((int)level, "%s", msg);
+	if (level <= NVMEFS_LOG_WARN)
+		fprintf(stderr, "nvmefs: %s\n", msg);
+}
+
 /* fsname is the source as given, so that mount(8) -a finds an fstab line's
  * volume already mounted; its commas are escaped for libfuse's parser. */
 static int add_mount_opts(struct fuse_args *args, const struct cfg *c, const char *source)
@@ -680,6 +695,10 @@ int main(int argc, char **argv)
 		c.foreground = 1;
 		nvmefs_log_set_level(NVMEFS_LOG_DEBUG);
 	}
+	if (!c.foreground) {
+		openlog("nvmefs", LOG_PID, LOG_DAEMON);
+		nvmefs_log_set_sink(mount_sink);
+	}
 	if (parse_vol_opts(&c, &vopts, &threads) || parse_bdi_opts(&c, &bdi) ||
 	    refuse_contradictions(&c, vopts.direct))
 		goto out;
@@ -732,10 +751,8 @@ int main(int argc, char **argv)
 	conn_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 	if (fuse_daemonize(c.foreground))
 		goto out_unmount;
-	if (!c.foreground) {
-		openlog("nvmefs", LOG_PID, LOG_DAEMON);
+	if (!c.foreground)
 		nvmefs_log_set_sink(syslog_sink);
-	}
 	if (nvmefs_vol_start(vol)) {
 		nvmefs_err("cannot start the I/O engine; unmounting");
 		goto out_unmount;

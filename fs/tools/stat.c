@@ -194,6 +194,9 @@ static void print_native_interval(const struct native_stats *a, const struct nat
 	       d.copied_requests, d.refused, d.invalidations);
 }
 
+/* The header's note on a volume shut down (FS_IOC_SHUTDOWN). */
+#define SHUT_NOTE(s) ((s)->shut_down ? "  SHUT DOWN (requests answer EIO until unmount)" : "")
+
 /* The totals since mount: header, device table, pool, requests, data path, native door,
  * transport. */
 static void print_totals(const struct sample *s)
@@ -204,8 +207,8 @@ static void print_totals(const struct sample *s)
 	char name[24];
 
 	format_duration(s->uptime_ns, name, sizeof(name));
-	printf("nvmefs %s  label %s  uuid %s  up %s\n", s->mountpoint,
-	       *s->label ? s->label : "(none)", s->uuid, name);
+	printf("nvmefs %s  label %s  uuid %s  up %s%s\n", s->mountpoint,
+	       *s->label ? s->label : "(none)", s->uuid, name, SHUT_NOTE(s));
 	printf(TOTAL_HEAD, "dev", w, "path", "reads", "rMiB", "writes", "wMiB", "errors", "lat_us",
 	       "inflt", "queue");
 	for (size_t i = 0; i < s->ndev; i++) {
@@ -242,7 +245,7 @@ static int print_interval(const struct sample *prev, const struct sample *cur)
 	if (request_deltas(prev, cur, &req))
 		return -ENOMEM;
 	format_duration(cur->uptime_ns, name, sizeof(name));
-	printf("interval %.3f s  up %s\n", secs, name);
+	printf("interval %.3f s  up %s%s\n", secs, name, SHUT_NOTE(cur));
 	printf(RATE_HEAD, "dev", w, "path", "r/s", "rMiB/s", "w/s", "wMiB/s", "await_ms", "errors",
 	       "inflt", "queue");
 	for (size_t i = 0; i < cur->ndev; i++) {

@@ -59,6 +59,7 @@ struct sample {
 	struct json_object *root; /* owns every string below; NULL when empty */
 	const char *mountpoint, *uuid, *label;
 	uint64_t uptime_ns;
+	bool shut_down;	   /* FS_IOC_SHUTDOWN (false from a daemon before it) */
 	uint64_t taken_ns; /* our CLOCK_MONOTONIC at the read: the stand-in clock */
 	struct dev_stats *dev;
 	size_t ndev;

@@ -303,6 +303,21 @@ static int decode_native(const char *file, struct json_object *root, struct samp
 	return ret;
 }
 
+/* shut_down when there is one (a daemon from before FS_IOC_SHUTDOWN has
+ * none: not shut down). */
+static int decode_shut_down(const char *file, struct json_object *root, struct sample *s)
+{
+	struct json_object *obj;
+	int ret;
+
+	if (!json_object_object_get_ex(root, "shut_down", &obj))
+		return 0;
+	ret = check_type(file, obj, "", "shut_down", json_type_boolean);
+	if (!ret)
+		s->shut_down = json_object_get_boolean(obj);
+	return ret;
+}
+
 /* The transport object when there is one. */
 static int decode_transport(const char *file, struct json_object *root, struct sample *s)
 {
@@ -345,6 +360,8 @@ static int decode_sample(const char *file, struct sample *s)
 		ret = get_string(file, root, "", "label", &s->label);
 	if (!ret)
 		ret = get_u64(file, root, "", "uptime_ns", &s->uptime_ns);
+	if (!ret)
+		ret = decode_shut_down(file, root, s);
 	if (!ret)
 		ret = decode_devices(file, root, s);
 	if (!ret)

@@ -30,6 +30,9 @@ struct nvmefs_dev {
 	dev_t id_dev;		 /* st_rdev of a block device, st_dev of a file */
 	ino_t id_ino;		 /* 0 for a block device, st_ino of a file */
 	struct nvmefs_devfi *fi; /* test-only faults (striping/fault_i.h); else NULL */
+	/* nvmefs_devset_fence: no I/O reaches the member any more. Read and
+	 * set with __atomic builtins (any thread). */
+	bool fenced;
 };
 
 /*
@@ -88,6 +91,18 @@ int nvmefs_devset_open(struct nvmefs_devset **out, const char *const *paths, uns
  * submitted to the members after it. NULL is allowed.
  */
 void nvmefs_devset_release(struct nvmefs_devset *set);
+
+/*
+ * Fence every member: from now on each read, write, flush and discard
+ * fails with -EIO without reaching it (what a filesystem shutdown,
+ * FS_IOC_SHUTDOWN, asks). I/O already handed to the kernel is not
+ * recalled: nvmefs_engine_fence also waits for the engine's. For good:
+ * nothing lifts it but closing the set.
+ */
+void nvmefs_devset_fence(struct nvmefs_devset *set);
+
+/* Whether dev is fenced (nvmefs_devset_fence). */
+bool nvmefs_dev_fenced(const struct nvmefs_dev *dev);
 
 /* Close every member and free the set. NULL is allowed. */
 void nvmefs_devset_close(struct nvmefs_devset *set);

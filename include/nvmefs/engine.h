@@ -103,6 +103,14 @@ int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 /* Make completed writes on device dev durable (see nvmefs_dev_flush). */
 int nvmefs_engine_flush(struct nvmefs_engine *eng, unsigned dev);
 
+/*
+ * Fence the engine's device set (nvmefs_devset_fence) and wait until none
+ * of its blocks is in the kernel: from then on nothing reaches a member;
+ * queued and new blocks complete with -EIO. For a shutdown; not from an
+ * engine callback (it waits for completions).
+ */
+void nvmefs_engine_fence(struct nvmefs_engine *eng);
+
 /* Snapshot of device dev's counters. */
 void nvmefs_engine_dev_stats(struct nvmefs_engine *eng, unsigned dev,
 			     struct nvmefs_engine_dev_stats *st);
