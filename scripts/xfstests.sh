@@ -174,6 +174,7 @@ export NVMEFS_SBIN=$sbin
 export NVMEFS_TEST_MEMBERS="$(echo "$work"/test/m?.img)"
 export NVMEFS_SCRATCH_MEMBERS="$(echo "$work"/scratch/m?.img)"
 export NVMEFS_SCRATCH_LABEL=xfs-$mode-scratch
+export NVMEFS_MEMBER_SIZE=$(parse_size "$size")
 . $top/scripts/xfstests-hooks.sh
 trap 'if declare -F init_rc >/dev/null; then _nvmefs_install_hooks; fi' RETURN
 EOF
