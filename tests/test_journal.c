@@ -610,7 +610,7 @@ static void test_on_demand(void)
 	for (unsigned s = 0; s < in->layout.stripe_count; s++)
 		CHECK(in->slots[s].cap == in->slots[s].n);
 	nvmefs_ns_release(vol, ino);
-	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, false, count_entry, &n), 0);
+	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, false, NULL, count_entry, &n), 0);
 	CHECK(n == 40);
 	CHECK_ERR(nvmefs_ns_lookup(vol, od, "nope", &st), -ENOENT);
 	CHECK_ERR(nvmefs_ns_unlink(vol, od, "f3"), 0);
@@ -627,7 +627,7 @@ static void test_on_demand(void)
 	CHECK(!vol->resident && vol->ninodes == ninodes - 2);
 	CHECK_ERR(nvmefs_ns_lookup(vol, od, "f7", &st), -ENOENT);
 	n = 0;
-	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, count_entry, &n), 0);
+	CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, NULL, count_entry, &n), 0);
 	CHECK(n == 38);
 	CHECK(vol->free_bytes == free0); /* the fallocated MiB is free again */
 	CHECK_ERR(nvmefs_vol_close(vol), 0);
@@ -639,7 +639,7 @@ static void test_on_demand(void)
 	for (int round = 0; round < 2; round++) {
 		n = 0;
 		CHECK_ERR(nvmefs_ns_lookup(vol, NVMEFS_ROOT_INO, "od", &st), 0);
-		CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, count_entry, &n), 0);
+		CHECK_ERR(nvmefs_ns_readdir(vol, od, 0, true, NULL, count_entry, &n), 0);
 		CHECK(n == 38u + (unsigned)round);
 		CHECK_ERR(nvmefs_ns_create(vol, &root, od, round ? "new1" : "new0", 0644, &st, &in),
 			  0);

@@ -667,7 +667,7 @@ static void test_refs(struct nvmefs_vol *vol)
 	/* ".", "..", then the first entry fits: its lookup is the caller's */
 	f = mk(vol, &alice, d, "a", S_IFREG | 0644);
 	mk(vol, &alice, d, "b", S_IFREG | 0644);
-	CHECK_ERR(nvmefs_ns_readdir(vol, d, 0, true, see_entry, &seen), 0);
+	CHECK_ERR(nvmefs_ns_readdir(vol, d, 0, true, NULL, see_entry, &seen), 0);
 	CHECK(seen.n == 3 && seen.ino[0] == 0 && seen.ino[1] == 0 && seen.ino[2] == f);
 	nvmefs_ns_forget(vol, f, 1);
 	CHECK_ERR(nvmefs_ns_unlink(vol, d, "a"), 0);

@@ -1622,6 +1622,46 @@ out:
 	free(rest2);
 }
 
+/*
+ * A readdir ends while its entries are renamed away and back (xfstests
+ * generic/736): a rename gives the entry a new place in the directory, and
+ * a reader that met it again there would never end. POSIX leaves open
+ * whether an entry added or moved during the walk is seen; it must be
+ * seen at most once per name here, and the walk must end.
+ */
+static void mkdir_rename_walk(void)
+{
+	enum { N = 300 };
+	char name[32];
+	struct dirent *e;
+	int seen = 0, i;
+	DIR *d;
+
+	CHECK_ERR(sys(mkdir(at("walk"), 0755)), 0);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "walk/%d", i);
+		CHECK_ERR(open_err(at(name), O_CREAT | O_WRONLY), 0);
+	}
+	d = opendir(at("walk"));
+	CHECK(d);
+	if (!d)
+		return;
+	while (seen <= 3 * N && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		seen++;
+		CHECK_ERR(sys(renameat(dirfd(d), e->d_name, dirfd(d), "TEMPFILE")), 0);
+		CHECK_ERR(sys(renameat(dirfd(d), "TEMPFILE", dirfd(d), e->d_name)), 0);
+	}
+	closedir(d);
+	CHECKF(seen <= N, "readdir while renaming: %d entries for %d names", seen, N);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "walk/%d", i);
+		CHECK_ERR(sys(unlink(at(name))), 0);
+	}
+	CHECK_ERR(sys(rmdir(at("walk"))), 0);
+}
+
 static void test_mkdir(void)
 {
 	if (!area_begin("mkdir"))
@@ -1629,6 +1669,7 @@ static void test_mkdir(void)
 	mkdir_basic();
 	mkdir_readdir();
 	mkdir_big();
+	mkdir_rename_walk();
 	area_end();
 }
 

@@ -885,7 +885,7 @@ static bool emit_one(struct nvmefs_vol *vol, nvmefs_dirent_fn emit, void *arg, c
 
 /* readdir's entries of dir from offset off on (meta held). */
 static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t off, bool plus,
-			nvmefs_dirent_fn emit, void *arg)
+			uint64_t end, nvmefs_dirent_fn emit, void *arg)
 {
 	bool some = off < 2; /* an entry went out: an error now ends the reply */
 
@@ -911,6 +911,8 @@ static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t 
 		if (i >= dir->dir->n)
 			break;
 		d = dir->dir->v[i];
+		if (d->cookie >= end)
+			break;
 		memcpy(name, d->name, d->name_len + 1u);
 		child = d->child;
 		cookie = d->cookie;
@@ -931,7 +933,7 @@ static int emit_entries(struct nvmefs_vol *vol, struct nvmefs_inode *dir, off_t 
 	return 0;
 }
 
-int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
+int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus, uint64_t *end,
 		      nvmefs_dirent_fn emit, void *arg)
 {
 	struct nvmefs_inode *dir;
@@ -941,8 +943,10 @@ int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_ENTRIES, &dir);
 	if (!ret && !S_ISDIR(dir->mode))
 		ret = -ENOTDIR;
+	if (!ret && end && (off == 0 || *end == 0))
+		*end = dir->dir->next_cookie;
 	if (!ret)
-		ret = emit_entries(vol, dir, off, plus, emit, arg);
+		ret = emit_entries(vol, dir, off, plus, end ? *end : UINT64_MAX, emit, arg);
 	nvmefs_inode_put(vol, dir);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;

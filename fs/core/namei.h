@@ -185,8 +185,15 @@ int nvmefs_ns_opendir(struct nvmefs_vol *vol, uint64_t ino);
  * The entries of directory ino from offset off on (0: from the start; the
  * offsets are those emit was given): ".", "..", then each entry in
  * creation order. The offsets stay valid across changes of the directory.
+ * end, the caller's per-handle bound (NULL: none): a walk from offset 0,
+ * or the first of a handle (*end 0), sets it to the offset the next entry
+ * made will get, and no entry from there on is emitted. An entry made or
+ * renamed meanwhile gets an offset beyond it: without the bound a reader
+ * that renames what it reads (away and back) would meet each entry again
+ * and never end (xfstests generic/736; btrfs bounds its readdir the same
+ * way). rewinddir (offset 0 again) sees the directory as it is then.
  */
-int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus,
+int nvmefs_ns_readdir(struct nvmefs_vol *vol, uint64_t ino, off_t off, bool plus, uint64_t *end,
 		      nvmefs_dirent_fn emit, void *arg);
 
 /*

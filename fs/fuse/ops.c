@@ -235,11 +235,22 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 /* ---- directories ---- */
 
+/*
+ * An open directory's handle (fi->fh; 0 for the control directory): where
+ * its walk ends (nvmefs_ns_readdir's end). The kernel sends one READDIR of
+ * a handle at a time (it holds the file's position lock).
+ */
+struct dir_handle {
+	uint64_t end;
+};
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nvmefs_vol *vol = VOL(req);
+	struct dir_handle *h;
 	int err;
 
+	fi->fh = 0;
 	if (nvmefs_ctl_ino(ino)) {
 		if (ino == NVMEFS_CTL_DIR)
 			fuse_reply_open(req, fi);
@@ -248,10 +259,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	err = nvmefs_ns_opendir(vol, ino);
-	if (err)
+	h = err ? NULL : calloc(1, sizeof(*h));
+	if (!err && !h)
+		err = -ENOMEM;
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
-		fuse_reply_open(req, fi);
+		return;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi))
+		free(h); /* not taken: no RELEASEDIR comes */
 }
 
 /* A readdir(plus) reply being filled. */
@@ -292,8 +309,10 @@ static bool add_entry(void *arg, const char *name, uint64_t ino, mode_t mode, of
 	return true;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus,
+		       const struct fuse_file_info *fi)
 {
+	struct dir_handle *h = (struct dir_handle *)(uintptr_t)fi->fh;
 	struct nvmefs_vol *vol = VOL(req);
 	struct dirbuf db = {.req = req, .buf = malloc(size), .size = size, .plus = plus};
 	int err = 0;
@@ -305,7 +324,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	if (ino == NVMEFS_CTL_DIR)
 		db.pos = nvmefs_ctl_readdir(req, vol, db.buf, size, off, plus);
 	else
-		err = nvmefs_ns_readdir(vol, ino, off, plus, add_entry, &db);
+		err = nvmefs_ns_readdir(vol, ino, off, plus, h ? &h->end : NULL, add_entry, &db);
 	if (err)
 		fuse_reply_err(req, -err);
 	else
@@ -319,17 +338,18 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (nvmefs_sa_self(fuse_req_ctx(req)->pid))
 		fuse_reply_buf(req, NULL, 0); /* statahead wants READDIRPLUS only */
 	else
-		do_readdir(req, ino, size, off, false);
+		do_readdir(req, ino, size, off, false, fi);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, true);
+	do_readdir(req, ino, size, off, true, fi);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	free((struct dir_handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
