@@ -715,6 +715,12 @@ int main(int argc, char **argv)
 	if (!source || find_members(&c, paths, &n))
 		goto out;
 	vopts.source = source;
+	/* Mounted here already: that mount, bound on this mount point too. */
+	err = nvmefs_mount_again((const char *const *)paths, n, c.mountpoint, c.ro);
+	if (err) {
+		ret = err > 0 ? 0 : 1;
+		goto out;
+	}
 	if (nvmefs_vol_open(&vol, (const char *const *)paths, n, &vopts))
 		goto out;
 	/* A volume made before the control directory may hold a real
