@@ -13,10 +13,11 @@
 #  - with two 3-member volumes A and B, nvmefs refuses a member missing, a
 #    member of B among A's, a path given twice (also through a symlink), a
 #    cp'd copy of a member in place of another one, a truncated copy of a
-#    member, a plain zero image, and a second mount of a mounted volume: exit
-#    non-zero within 30 s, a message naming the member, no mount, no daemon
-#    left, every image involved byte-identical (sha256); mkfs on a member of
-#    the mounted volume is refused too;
+#    member, a plain zero image, and a second mount of a mounted volume on
+#    its own mount point: exit non-zero within 30 s, a message naming the
+#    member, no mount, no daemon left, every image involved byte-identical
+#    (sha256); mkfs on a member of the mounted volume is refused too (a
+#    second mount elsewhere binds the first: test_mount_again.sh);
 #  - members in shuffled orders mount and show the same files; a member whose
 #    first 4 KiB are zeroed (primary label gone) still mounts from the backup
 #    label, with a warning, and the files read back;
@@ -216,11 +217,20 @@ mkdir "$MNT/dir"
 head -c 3000000 /dev/urandom >"$MNT/dir/file"
 echo hello >"$MNT/hello"
 want=$(cd "$MNT" && sha256sum dir/file hello)
-# A mounted volume: a second mount and mkfs on a member are refused.
+# A mounted volume: a second mount on its own mount point and mkfs on a
+# member are refused; a second mount elsewhere binds the first
+# (fs/tools/remount_again.c, tests/test_mount_again.sh).
 mkdir "$MNT_TMP/mnt2"
-expect_refusal "second mount of a mounted volume" "${a[1]}" "busy" -- \
-	"$build/nvmefs" "${a[1]},${a[0]},${a[2]}" "$MNT_TMP/mnt2"
-check "second mount of a mounted volume: mounted" not_mounted "$MNT_TMP/mnt2"
+expect_refusal "second mount of a mounted volume on its mount point" "${a[1]}" "busy" -- \
+	"$build/nvmefs" "${a[1]},${a[0]},${a[2]}" "$MNT"
+if out=$(timeout 30 "$build/nvmefs" "${a[1]},${a[0]},${a[2]}" "$MNT_TMP/mnt2" </dev/null 2>&1); then
+	check "second mount of a mounted volume elsewhere: the same files" \
+		test "$(cat "$MNT_TMP/mnt2/hello" 2>/dev/null)" = hello
+	umount "$MNT_TMP/mnt2" || umount -l "$MNT_TMP/mnt2"
+else
+	check "second mount of a mounted volume elsewhere binds the first: $out" false
+fi
+check "second mount of a mounted volume elsewhere: unmounted again" not_mounted "$MNT_TMP/mnt2"
 expect_refusal "mkfs -f on a member of a mounted volume" "${a[2]}" "busy" -- \
 	"$mkfs" -f "${a[2]}"
 mnt_umount
