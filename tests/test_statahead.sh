@@ -14,6 +14,14 @@
 #  - os.stat in a random order starts no job, nor a walk of a directory
 #    of 40 files (fewer than 64: a job there costs more than its lookups,
 #    and its walk to the mount point raced an umount right after);
+#  - small files' data pushed into the page cache (direct mode,
+#    cache_small): after a remount, os.open/os.read/os.close of 450 files
+#    of 4 KiB in order gets each one's content with fewer than a quarter
+#    as many READs, the rest pushed (statahead.pushed); a pushed file's
+#    first open moves its atime (relatime), as the READ it saves would
+#    have; files pushed and not yet opened, then overwritten, truncated or
+#    appended to, read back as changed; a walk that only stats pushes at
+#    most PUSH_PROBE (16) files a job;
 #  - -o statahead=0: no job, every stat a LOOKUP;
 #  - unmounting right after a walk stopped early, with a long job still
 #    reading (-o statahead=16384, 20,000 files): fusermount3 -u succeeds
@@ -103,6 +111,17 @@ for i in $(seq 3 50 $((N - 1))); do
 	f=$(printf f%05d "$i")
 	mv "$MNT/b/$f" "$MNT/b/$f.tmp" && mv "$MNT/b/$f.tmp" "$MNT/b/$f"
 done
+# p: 600 files of 4 KiB, each its own bytes, atime in 2001 (before mtime)
+"$py" - "$MNT" <<'EOF'
+import os, sys
+d = os.path.join(sys.argv[1], "p")
+os.mkdir(d)
+for i in range(600):
+    p = os.path.join(d, "f%05d" % i)
+    with open(p, "wb") as f:
+        f.write(i.to_bytes(2, "little") * 2048)
+    os.utime(p, (978307200, os.stat(p).st_mtime))
+EOF
 mnt_remount
 
 read -r l0 j0 e0 < <(stats requests.LOOKUP statahead.jobs statahead.entries)
@@ -141,6 +160,58 @@ check "random walk of c: no job ($((j3 - j2)))" test "$j3" = "$j2"
 check "walk of s (40 files): every file there" test "$(walk "$MNT/s" seq)" = $((N - 40))
 read -r j4 < <(stats statahead.jobs)
 check "walk of s (40 files): no job ($((j4 - j3)))" test "$j4" = "$j3"
+
+# readp FIRST LAST: os.open, os.read, os.close of p's files FIRST..LAST in
+# order, each one's content checked (overwritten ones: 0xee, 4096 bytes;
+# truncated: empty; appended: 4096 + 3 bytes).
+readp() {
+	"$py" - "$MNT/p" "$1" "$2" <<'EOF'
+import os, sys
+d, a, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(a, b + 1):
+    fd = os.open(os.path.join(d, "f%05d" % i), os.O_RDONLY)
+    got = os.read(fd, 8193)
+    os.close(fd)
+    want = i.to_bytes(2, "little") * 2048
+    if 500 <= i < 505:
+        want = b"\xee" * 4096
+    elif i == 505:
+        want = b""
+    elif i == 506:
+        want += b"abc"
+    if got != want:
+        sys.exit("p/f%05d: %d bytes, not the %d expected" % (i, len(got), len(want)))
+EOF
+}
+if grep -q '^mode = direct' "$MNT/.nvmefs/config"; then
+	read -r r0 p0 < <(stats requests.READ statahead.pushed)
+	check "push: files 0-449 read in order, content right" readp 0 449
+	read -r r1 p1 < <(stats requests.READ statahead.pushed)
+	echo "p: $((r1 - r0)) READs, $((p1 - p0)) files pushed"
+	check "push: fewer than a quarter READ ($((r1 - r0)) of 450)" test $((r1 - r0)) -lt 112
+	check "push: files pushed ($((p1 - p0)))" test $((p1 - p0)) -gt 225
+	check "push: a pushed file's open moved atime (relatime)" \
+		test "$(stat -c %X "$MNT/p/f00300")" -gt 978307200
+	# Pushed ahead of the walk (at 450) and not opened yet: changed behind it.
+	"$py" - "$MNT/p" <<'EOF'
+import os, sys
+d = sys.argv[1]
+for i in range(500, 505):
+    fd = os.open(os.path.join(d, "f%05d" % i), os.O_WRONLY)
+    os.pwrite(fd, b"\xee" * 4096, 0)
+    os.close(fd)
+os.truncate(os.path.join(d, "f00505"), 0)
+with open(os.path.join(d, "f00506"), "ab") as f:
+    f.write(b"abc")
+EOF
+	check "push: files changed after their push read back changed" readp 450 599
+	mnt_remount
+	read -r p2 j5 < <(stats statahead.pushed statahead.jobs)
+	check "stat walk of a: every file there" test "$(walk "$MNT/a" seq)" = 0
+	read -r p3 j6 < <(stats statahead.pushed statahead.jobs)
+	check "stat walk of a: at most 16 files pushed a job ($((p3 - p2)) in $((j6 - j5)))" \
+		test $((p3 - p2)) -le $((16 * (j6 - j5)))
+fi
 
 # unmounting while a job still reads: a walk stopped at 2,000 of 20,000
 for _ in 1 2 3; do

@@ -25,6 +25,14 @@ typedef void (*nvmefs_data_done_fn)(void *ctx, ssize_t res, const void *data);
  */
 void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
 			    uint64_t off, nvmefs_data_done_fn done, void *ctx);
+/*
+ * The same from offset 0, and held (unless the read ended before it
+ * locked) runs with the range still locked, before done: what held does
+ * with the bytes (statahead stores them in the kernel's page cache) cannot
+ * race a truncate or a write of the range, which wait for the lock.
+ */
+void nvmefs_data_read_hold(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			   nvmefs_data_done_fn held, nvmefs_data_done_fn done, void *ctx);
 /* What a read-ahead read saw of its file. */
 struct nvmefs_read_view {
 	uint64_t gen; /* the range-lock generation while the range was locked */

@@ -3,10 +3,11 @@
  * The data path, its moving side: a READ or WRITE of a file range becomes
  * one engine request (every device at once), into a pool buffer or a
  * caller's (zero-copy when block-aligned). A request in flight (struct dio)
- * holds its range lock from the start until its done callback has
- * returned. Unaligned writes read-modify-write their edge blocks, which the
- * write's exclusive range lock protects; the edge blocks are read
- * asynchronously, and the write goes on from that read's completion. Over
+ * holds its range lock from the start until just before its done callback
+ * (a read's held callback runs before: nvmefs_data_read_hold). Unaligned
+ * writes read-modify-write their edge blocks, which the write's exclusive
+ * range lock protects; the edge blocks are read asynchronously, and the
+ * write goes on from that read's completion. Over
  * these, the caller's buffers (nvmefs_data_read_into, write_from) and the
  * synchronous nvmefs_data_pread and pwrite.
  *
@@ -34,8 +35,8 @@
  * One read or write in flight. It holds its buffer (a pool buffer whose data
  * area starts NVMEFS_DATA_OFF bytes in, given back at the end unless
  * keep_buf; or the caller's block-aligned buffer, user_area, which stays the
- * caller's) and its range lock from the start until the done callback has
- * returned.
+ * caller's) and its range lock from the start until just before the done
+ * callback, or until the held callback has returned.
  */
 struct dio {
 	struct nvmefs_io_req io; /* first: the engine hands this back */
@@ -43,14 +44,15 @@ struct dio {
 	struct nvmefs_vol *vol;
 	struct nvmefs_inode *in;
 	struct nvmefs_rl_ent rl;
-	uint8_t *buf;	     /* a pool buffer; data area NVMEFS_DATA_OFF in */
-	uint8_t *user_area;  /* else the caller's block-aligned buffer: the area */
-	bool locked;	     /* rl is held */
-	uint64_t off;	     /* the file range asked for ... */
-	size_t len;	     /* ... clamped at EOF for reads */
-	const uint8_t *data; /* read: where the reply's bytes start */
-	bool keep_times;     /* write: the kernel owns mtime and ctime */
-	bool keep_buf;	     /* the buffer is done's to keep (prefetch) */
+	uint8_t *buf;		  /* a pool buffer; data area NVMEFS_DATA_OFF in */
+	uint8_t *user_area;	  /* else the caller's block-aligned buffer: the area */
+	bool locked;		  /* rl is held */
+	uint64_t off;		  /* the file range asked for ... */
+	size_t len;		  /* ... clamped at EOF for reads */
+	const uint8_t *data;	  /* read: where the reply's bytes start */
+	bool keep_times;	  /* write: the kernel owns mtime and ctime */
+	bool keep_buf;		  /* the buffer is done's to keep (prefetch) */
+	nvmefs_data_done_fn held; /* read: called before the unlock (or NULL) */
 	nvmefs_data_done_fn done;
 	void *ctx;
 };
@@ -110,6 +112,8 @@ static void dio_finish(struct dio *d, ssize_t res)
 {
 	struct nvmefs_vol *vol = d->vol;
 
+	if (d->held)
+		d->held(d->ctx, res, res > 0 ? d->data : NULL);
 	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
 	/* The last use of d->in: once answered, the caller may close the
@@ -265,6 +269,17 @@ void nvmefs_data_read_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, voi
 			    uint64_t off, nvmefs_data_done_fn done, void *ctx)
 {
 	read_async(vol, in, buf, false, len, off, NULL, done, ctx);
+}
+
+void nvmefs_data_read_hold(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, size_t len,
+			   nvmefs_data_done_fn held, nvmefs_data_done_fn done, void *ctx)
+{
+	struct dio *d = dio_new(vol, in, buf, false, done, ctx);
+
+	if (d) {
+		d->held = held;
+		read_start(d, len, 0, NULL);
+	}
 }
 
 void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf,

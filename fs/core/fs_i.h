@@ -107,8 +107,15 @@ struct nvmefs_inode {
 	/* meta: runtime state, never on disk (the kernel's lookup count is
 	 * in vol->lookups) */
 	uint32_t opens; /* open file handles */
-	bool orphan;	/* nlink 0 while open: ORPHAN_ADD logged */
-	bool dead;	/* storage freed, INODE_FREE logged */
+	/* meta: statahead is storing the file's data in the kernel's page
+	 * cache (nvmefs_ns_push_begin); every open and truncation waits
+	 * on vol->push_cond until it is done */
+	bool pushing;
+	/* The data went into the kernel's cache and no open has yet noted
+	 * the read it stands for (atime; nvmefs_ns_push_end) */
+	atomic_bool pushed;
+	bool orphan; /* nlink 0 while open: ORPHAN_ADD logged */
+	bool dead;   /* storage freed, INODE_FREE logged */
 	/* On the journal's list of inodes whose attributes go out at the next
 	 * commit: NULL when not. Doubly linked (as the kernel's hlist) so that
 	 * freeing an inode takes it off in O(1), not a walk of the list. */
@@ -281,6 +288,7 @@ struct nvmefs_vol {
 	size_t itab_size, ncached, ninodes;
 	bool resident;
 	pthread_cond_t load_cond; /* with meta: a load finished (icache.c) */
+	pthread_cond_t push_cond; /* with meta: a push ended (nvmefs_ns_push_end) */
 	/* meta: inodes being read from the store, not yet in itab: a get of
 	 * one waits for it on load_cond (icache.c) */
 	struct nvmefs_iload *iloads;

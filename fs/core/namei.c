@@ -799,6 +799,8 @@ int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, int oflags, struct nvme
 	if (!ret)
 		ret = may_open(in, oflags);
 	if (!ret)
+		nvmefs_ns_wait_push(vol, in);
+	if (!ret)
 		in->opens++;
 	nvmefs_inode_put(vol, in);
 	pthread_mutex_unlock(&vol->lock);

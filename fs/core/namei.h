@@ -214,6 +214,21 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			 struct nvmefs_read_note *note);
 
 /*
+ * A push: statahead storing a small file's data in the kernel's page
+ * cache before a program opens it (fs/fuse/statahead.c). Begin takes the
+ * regular file ino when it holds 1 to max bytes, is open nowhere (no
+ * pages a writer dirtied can be in the kernel's cache) and is not being
+ * pushed already: 0, *in and *size (the file is then held as by an open,
+ * and an open that may write waits until the push ends), else -errno
+ * (-EBUSY: open, or being pushed). End gives it back; stored: the data is
+ * in the kernel's cache, so the next open for reading notes a read
+ * (atime), which the kernel will not send.
+ */
+int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
+			 struct nvmefs_inode **in, uint64_t *size);
+void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool stored);
+
+/*
  * File attribute flags (chattr(1), lsattr(1); NVMEFS_IFL_* in format.h,
  * with FS_IOC_GETFLAGS's values) of a regular file or directory, kept in
  * its INODE record. The core enforces them for every door, as ext4 and

@@ -193,6 +193,8 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, ui
 	}
 	if (!err && in->dead)
 		err = -ENOENT;
+	if (!err && (to_set & NVMEFS_SET_SIZE))
+		nvmefs_ns_wait_push(vol, in);
 	if (!err)
 		err = may_setattr(vol, in, to_set);
 	if (!err)
@@ -296,6 +298,52 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	nvmefs_ns_touch_atime(vol, in);
 	atomic_store_explicit(&note->gen, atomic_load(&in->attr_gen) + 1, memory_order_relaxed);
 	atomic_store_explicit(&note->sec, now.tv_sec, memory_order_relaxed);
+}
+
+void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	while (in->pushing) {
+		nvmefs_before_wait();
+		pthread_cond_wait(&vol->push_cond, &vol->lock);
+	}
+}
+
+int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
+			 struct nvmefs_inode **out, uint64_t *size)
+{
+	struct nvmefs_inode *in;
+	int ret;
+
+	pthread_mutex_lock(&vol->lock);
+	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
+	if (!ret && !S_ISREG(in->mode))
+		ret = -EINVAL;
+	else if (!ret && (in->size == 0 || in->size > max))
+		ret = -EFBIG;
+	else if (!ret && (in->opens || in->pushing))
+		ret = -EBUSY;
+	if (!ret) {
+		in->opens++; /* kept as by a handle: nvmefs_ns_release */
+		in->pushing = true;
+		*size = in->size;
+		*out = in;
+	}
+	nvmefs_inode_put(vol, in);
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool stored)
+{
+	uint64_t ino = in->ino;
+
+	if (stored)
+		atomic_store(&in->pushed, true);
+	pthread_mutex_lock(&vol->lock);
+	in->pushing = false;
+	pthread_cond_broadcast(&vol->push_cond);
+	pthread_mutex_unlock(&vol->lock);
+	nvmefs_ns_release(vol, ino);
 }
 
 /* ---- extended attributes ---- */

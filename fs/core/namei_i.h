@@ -17,6 +17,13 @@
 /* Change the regular file in's size, holding its whole range (io_lock) for
  * it; meta not held. For an open with O_TRUNC and setattr. */
 int nvmefs_ns_truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t size);
+/*
+ * Wait (meta held) until no push holds in (nvmefs_ns_push_begin): an open
+ * or a truncation waits for it, so that while statahead stores a file's
+ * data in the kernel's page cache nobody else reads, writes or resizes
+ * the file, and no page of it is locked by a reader waiting for us.
+ */
+void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /* ---- namei_acl.c ---- */
 

@@ -44,6 +44,7 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 	pthread_mutex_init(&vol->remount_lock, NULL);
 	pthread_cond_init(&vol->dio_cond, NULL);
 	pthread_cond_init(&vol->load_cond, NULL);
+	pthread_cond_init(&vol->push_cond, NULL);
 	vol->resident = true; /* until a mount chooses otherwise (journal_load.c) */
 	if (nvmefs_meta_init(vol) || nvmefs_journal_init(vol)) {
 		nvmefs_meta_exit(vol);
@@ -65,6 +66,7 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 	pthread_mutex_destroy(&vol->lock);
 	pthread_cond_destroy(&vol->dio_cond);
 	pthread_cond_destroy(&vol->load_cond);
+	pthread_cond_destroy(&vol->push_cond);
 	pthread_mutex_destroy(&vol->dio_lock);
 	pthread_mutex_destroy(&vol->remount_lock);
 	free(vol);

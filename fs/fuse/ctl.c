@@ -338,6 +338,9 @@ static json_object *statahead_stats(void)
 	put_u64(o, "entries", st.entries);
 	put_u64(o, "plain_readdirs", st.plain);
 	put_u64(o, "failed", st.failed);
+	put_u64(o, "pushed", st.pushed);
+	put_u64(o, "pushed_bytes", st.pushed_bytes);
+	put_u64(o, "push_failed", st.push_failed);
 	return o;
 }
 

@@ -208,20 +208,26 @@ void *nvmefs_uring_payload(size_t *cap);
 
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),
- * through mountpoint: 0 or -errno (the mount then serves without it). */
-int nvmefs_sa_start(const char *mountpoint, unsigned max);
+ * through mountpoint, and small files' data of vol (with se's stores):
+ * 0 or -errno (the mount then serves without it). */
+struct fuse_session;
+int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
+		    struct fuse_session *se);
 /* A LOOKUP found the entry at cookie in parent (of entries entries), for
  * thread tid: perhaps a job reads on from there. */
 void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int tid);
 /* True when tid is the statahead thread, whose plain READDIR (the kernel
  * did not ask for READDIRPLUS) is answered empty; counted. */
 bool nvmefs_sa_self(int tid);
+/* An open found the data a push stored: the walk reads its files. */
+void nvmefs_sa_push_used(void);
 /* No more jobs; join once the connection is gone (a job waits on it). */
 void nvmefs_sa_stop(void);
 void nvmefs_sa_join(void);
 struct nvmefs_sa_stats {
 	bool on;
 	uint64_t jobs, entries, plain, failed;
+	uint64_t pushed, pushed_bytes, push_failed; /* small files' data */
 };
 void nvmefs_sa_stats(struct nvmefs_sa_stats *st);
 

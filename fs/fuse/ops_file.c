@@ -104,6 +104,17 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	 * from the page cache reaches no FUSE server; generic/003). */
 	fi->keep_cache = (!fi->direct_io || wronly_direct) && !strict_read;
 	h->in = in;
+	/* A push stored the data (fs/fuse/statahead.c): this open's reads
+	 * will not reach us, so the first is noted now (relatime). */
+	if (atomic_exchange(&in->pushed, false) && cached) {
+		uint64_t gen = atomic_load(&in->attr_gen);
+
+		nvmefs_ns_note_read(vol, in, &h->note);
+		/* The kernel forgets its atime after a READ, not after this. */
+		if (atomic_load(&in->attr_gen) != gen)
+			nvmefs_loop_inval_attr(in->ino);
+		nvmefs_sa_push_used();
+	}
 	if (vol->opts.direct && !cached && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
 		h->pf = nvmefs_prefetch_open(in);

@@ -56,12 +56,36 @@
  * one only by naming it, which without us would have told it as much.
  * Off with -o statahead=0; a daemon without CAP_SYS_ADMIN and
  * CAP_DAC_READ_SEARCH turns it off at its first job.
+ *
+ * Small files' data too (a push): in direct mode with -o cache_small, a
+ * program that reads the files of a directory in order (a data loader, a
+ * scan, tar) sends OPEN and READ for each, and waits for the READ's device
+ * read. For each regular file of at most cache_small bytes (and 1 MiB)
+ * that a getdents of a job brought, the thread reads the data from the
+ * devices (several files at once, PUSH_INFLIGHT) and stores it in the
+ * kernel's page cache with FUSE_NOTIFY_STORE. The program's read-only
+ * open then goes through the page cache (cache_small, FOPEN_KEEP_CACHE)
+ * and finds the data there: no READ at all. A push takes only a file that
+ * is open nowhere (no pages that a writer dirtied can be in the kernel's
+ * cache for the store to overwrite), and while it runs every open and
+ * truncation of the file waits for it (nvmefs_ns_push_begin): nothing else
+ * changes the file between the read and the store. The next open for
+ * reading notes the read for atime, which the kernel will not send
+ * (relatime; under strictatime each open drops the cache: no push). At
+ * most PUSH_JOB_BYTES a job: the pages are the kernel's, reclaimed as any
+ * clean page cache. A walk that only stats (ls -l, find, rsync's scan)
+ * must not read every file: a job pushes its first PUSH_PROBE files only,
+ * unless a program opened a pushed file since the directory's last job.
  */
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
 #include "door_i.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -71,6 +95,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "data_i.h"
+#include "namei.h"
+#include "nvmefs/bufpool.h"
 #include "nvmefs/util.h"
 
 #ifndef OPEN_TREE_CLONE
@@ -80,13 +107,16 @@
 #define OPEN_TREE_CLOEXEC O_CLOEXEC
 #endif
 
-#define SA_DIRS	   16	      /* directories followed at once */
-#define SA_GAP	   8	      /* cookies a walk may skip (removed entries) */
-#define SA_FIRST   64	      /* entries of a walk's first job */
-#define SA_MIN_DIR 64	      /* smaller directories: lookups cost less than a job */
-#define SA_QUEUE   8	      /* jobs waiting */
-#define SA_BUF	   (64 << 10) /* getdents64's buffer: the READDIRPLUS size */
-#define FH_INO_GEN 0x81	      /* FILEID_INO64_GEN: fuse_encode_fh's type */
+#define SA_DIRS	       16	     /* directories followed at once */
+#define SA_GAP	       8	     /* cookies a walk may skip (removed entries) */
+#define SA_FIRST       64	     /* entries of a walk's first job */
+#define SA_MIN_DIR     64	     /* smaller directories: lookups cost less than a job */
+#define SA_QUEUE       8	     /* jobs waiting */
+#define SA_BUF	       (64 << 10)    /* getdents64's buffer: the READDIRPLUS size */
+#define FH_INO_GEN     0x81	     /* FILEID_INO64_GEN: fuse_encode_fh's type */
+#define PUSH_INFLIGHT  16	     /* files read at once for a push */
+#define PUSH_PROBE     16	     /* pushed by a job of a walk not seen opening */
+#define PUSH_JOB_BYTES (32ull << 20) /* pushed per job at most */
 
 /* A directory being walked. */
 struct sa_dir {
@@ -95,13 +125,15 @@ struct sa_dir {
 	uint64_t ahead; /* the last cookie read ahead (0: none yet) */
 	uint64_t used;	/* for replacement: the lookup count when last seen */
 	unsigned streak, window;
-	unsigned gen; /* a new walk: a job of the old one reports to nothing */
-	bool busy;    /* a job of it is queued or running */
+	unsigned gen;	 /* a new walk: a job of the old one reports to nothing */
+	bool busy;	 /* a job of it is queued or running */
+	uint64_t opened; /* sa.push_used when its last job was queued */
 };
 
 struct sa_job {
 	uint64_t ino, from;
 	unsigned count, gen;
+	bool probe; /* push PUSH_PROBE files, then more only if they are opened */
 };
 
 static struct {
@@ -118,9 +150,21 @@ static struct {
 	struct sa_dir dir[SA_DIRS];
 	struct sa_job q[SA_QUEUE];
 	unsigned qhead, qlen;
+	/* pushes: the volume and session, and the reads in flight */
+	struct nvmefs_vol *vol;
+	struct fuse_session *se;
+	pthread_mutex_t push_mu;
+	pthread_cond_t push_cv;
+	unsigned pushing; /* push_mu */
 	/* .nvmefs/stats */
 	atomic_uint_fast64_t jobs, entries, plain, failed;
-} sa = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .tid = -1};
+	atomic_uint_fast64_t pushed, pushed_bytes, push_failed;
+	atomic_uint_fast64_t push_used; /* pushed files opened (nvmefs_sa_push_used) */
+} sa = {.mu = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+	.tid = -1,
+	.push_mu = PTHREAD_MUTEX_INITIALIZER,
+	.push_cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- when ---- */
 
@@ -136,7 +180,10 @@ static struct sa_dir *dir_of(uint64_t ino)
 	}
 	if (!victim)
 		return NULL; /* all 16 have jobs: follow no new one */
-	*victim = (struct sa_dir){.ino = ino, .window = SA_FIRST, .gen = victim->gen + 1};
+	*victim = (struct sa_dir){.ino = ino,
+				  .window = SA_FIRST,
+				  .gen = victim->gen + 1,
+				  .opened = atomic_load(&sa.push_used)};
 	return victim;
 }
 
@@ -167,10 +214,14 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int ti
 	    cookie + d->window / 2 >= d->ahead) {
 		struct sa_job *j = &sa.q[(sa.qhead + sa.qlen++) % SA_QUEUE];
 
+		uint64_t opened = atomic_load(&sa.push_used);
+
 		*j = (struct sa_job){.ino = parent,
 				     .from = d->ahead > cookie ? d->ahead : cookie,
 				     .count = d->window,
-				     .gen = d->gen};
+				     .gen = d->gen,
+				     .probe = opened == d->opened};
+		d->opened = opened;
 		d->busy = true;
 		if (d->window < sa.max)
 			d->window = d->window * 2 < sa.max ? d->window * 2 : sa.max;
@@ -178,6 +229,11 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int ti
 	}
 out:
 	pthread_mutex_unlock(&sa.mu);
+}
+
+void nvmefs_sa_push_used(void)
+{
+	atomic_fetch_add(&sa.push_used, 1);
 }
 
 bool nvmefs_sa_self(int tid)
@@ -226,12 +282,148 @@ static int open_dir(uint64_t ino)
 	return fd;
 }
 
+/* ---- pushes ---- */
+
+struct push {
+	struct nvmefs_inode *in;
+	uint64_t ino;
+	bool stored;
+};
+
+/* The file's data, read under its range lock: into the kernel's cache. */
+static void push_store(void *ctx, ssize_t res, const void *data)
+{
+	struct push *p = ctx;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(res > 0 ? (size_t)res : 0);
+	int ret;
+
+	if (res <= 0)
+		return;
+	bv.buf[0].mem = (void *)data;
+	/* -ENOENT: the kernel has dropped the inode meanwhile. */
+	ret = fuse_lowlevel_notify_store(sa.se, p->ino, 0, &bv, 0);
+	p->stored = ret == 0;
+	if (!ret)
+		atomic_fetch_add(&sa.pushed_bytes, (uint64_t)res);
+}
+
+static void push_done(void *ctx, ssize_t res, const void *data)
+{
+	struct push *p = ctx;
+
+	(void)data;
+	atomic_fetch_add(p->stored ? &sa.pushed : &sa.push_failed, 1);
+	if (res < 0)
+		nvmefs_debug("statahead: inode %llu: no push: %s", (unsigned long long)p->ino,
+			     strerror((int)-res));
+	nvmefs_ns_push_end(sa.vol, p->in, p->stored);
+	free(p);
+	pthread_mutex_lock(&sa.push_mu);
+	if (--sa.pushing < PUSH_INFLIGHT)
+		pthread_cond_signal(&sa.push_cv);
+	pthread_mutex_unlock(&sa.push_mu);
+}
+
+/* Whether the handles of a read-only open would use the page cache. */
+static uint64_t push_max(void)
+{
+	const struct nvmefs_vol *vol = sa.vol;
+
+	if (!vol || !vol->opts.direct || !vol->direct_mmap ||
+	    __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME)
+		return 0;
+	return vol->opts.cache_small < NVMEFS_IO_MAX ? vol->opts.cache_small : NVMEFS_IO_MAX;
+}
+
+/* Push file ino, if it qualifies: its bytes, 0 when it did not. */
+static uint64_t push(uint64_t ino, uint64_t max)
+{
+	struct push *p;
+	uint64_t size;
+	void *buf;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return 0;
+	p->ino = ino;
+	if (nvmefs_ns_push_begin(sa.vol, ino, max, &p->in, &size)) {
+		free(p);
+		return 0;
+	}
+	/* A pool buffer only when one is free: the FUSE requests' come first. */
+	buf = nvmefs_bufpool_tryget(sa.vol->pool);
+	if (!buf) {
+		nvmefs_ns_push_end(sa.vol, p->in, false);
+		free(p);
+		return 0;
+	}
+	pthread_mutex_lock(&sa.push_mu);
+	while (sa.pushing >= PUSH_INFLIGHT)
+		pthread_cond_wait(&sa.push_cv, &sa.push_mu);
+	sa.pushing++;
+	pthread_mutex_unlock(&sa.push_mu);
+	nvmefs_data_read_hold(sa.vol, p->in, buf, (size_t)size, push_store, push_done, p);
+	return size;
+}
+
+/* Wait until the pushes in flight have ended. */
+static void push_wait(void)
+{
+	pthread_mutex_lock(&sa.push_mu);
+	while (sa.pushing)
+		pthread_cond_wait(&sa.push_cv, &sa.push_mu);
+	pthread_mutex_unlock(&sa.push_mu);
+}
+
+/* Whether a pushed file is opened (from opened on) within 2 ms. */
+static bool opened_since(uint64_t opened)
+{
+	for (int i = 0; i < 20; i++) {
+		if (atomic_load(&sa.push_used) != opened)
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+/*
+ * Push the regular files of one getdents batch (n bytes of buf), within
+ * *budget. While probing, the first PUSH_PROBE only; then, once the walker
+ * opened one of them (it reads the files it walks), the rest, and the
+ * job's next batches without probing. False: the walker opened none, the
+ * job pushes no more.
+ */
+static bool push_batch(const char *buf, long n, uint64_t max, uint64_t *budget, bool *probe)
+{
+	uint64_t opened = atomic_load(&sa.push_used);
+	unsigned tried = 0;
+
+	for (long o = 0; o < n && *budget >= max;) {
+		const struct dirent64 *e = (const void *)(buf + o);
+
+		o += e->d_reclen;
+		if (e->d_type != DT_REG)
+			continue;
+		if (*probe && tried == PUSH_PROBE) {
+			push_wait();
+			if (!opened_since(opened))
+				return false; /* a walk that stats, or reads no small file */
+			*probe = false;
+		}
+		tried++;
+		*budget -= push(e->d_ino, max);
+	}
+	return true;
+}
+
 /* Read count entries of job j's directory after its cookie into the
  * kernel's cache: 0, 1 at the directory's end, or -errno; the last cookie
  * read in *last. A plain READDIR (answered empty) is not the end: 0. */
 static int run(const struct sa_job *j, char *buf, uint64_t *last)
 {
 	uint64_t plain = atomic_load(&sa.plain);
+	uint64_t max = push_max(), budget = PUSH_JOB_BYTES;
+	bool probe = j->probe;
 	unsigned got = 0;
 	int fd, ret = 0;
 
@@ -265,8 +457,12 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		}
 		/* Marks the directory for READDIRPLUS again (see above). */
 		fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+		/* The getdents made the kernel's inodes: a store finds them. */
+		if (max && !push_batch(buf, n, max, &budget, &probe))
+			max = 0;
 	}
 	atomic_fetch_add(&sa.entries, got);
+	push_wait();
 	close(fd);
 	return ret;
 }
@@ -329,12 +525,15 @@ static void *sa_main(void *arg)
 	return NULL;
 }
 
-int nvmefs_sa_start(const char *mountpoint, unsigned max)
+int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
+		    struct fuse_session *se)
 {
 	int ret;
 
 	if (!max)
 		return 0;
+	sa.vol = vol;
+	sa.se = se;
 	sa.mountpoint = strdup(mountpoint);
 	if (!sa.mountpoint)
 		return -ENOMEM;
@@ -379,4 +578,7 @@ void nvmefs_sa_stats(struct nvmefs_sa_stats *st)
 	st->entries = atomic_load(&sa.entries);
 	st->plain = atomic_load(&sa.plain);
 	st->failed = atomic_load(&sa.failed);
+	st->pushed = atomic_load(&sa.pushed);
+	st->pushed_bytes = atomic_load(&sa.pushed_bytes);
+	st->push_failed = atomic_load(&sa.push_failed);
 }
