@@ -20,8 +20,8 @@
 #    as many READs, the rest pushed (statahead.pushed); a pushed file's
 #    first open moves its atime (relatime), as the READ it saves would
 #    have; files pushed and not yet opened, then overwritten, truncated or
-#    appended to, read back as changed; a walk that only stats pushes at
-#    most PUSH_PROBE (16) files a job;
+#    appended to, read back as changed; a walk that only stats pushes
+#    nothing;
 #  - -o statahead=0: no job, every stat a LOOKUP;
 #  - unmounting right after a walk stopped early, with a long job still
 #    reading (-o statahead=16384, 20,000 files): fusermount3 -u succeeds
@@ -209,8 +209,8 @@ EOF
 	read -r p2 j5 < <(stats statahead.pushed statahead.jobs)
 	check "stat walk of a: every file there" test "$(walk "$MNT/a" seq)" = 0
 	read -r p3 j6 < <(stats statahead.pushed statahead.jobs)
-	check "stat walk of a: at most 16 files pushed a job ($((p3 - p2)) in $((j6 - j5)))" \
-		test $((p3 - p2)) -le $((16 * (j6 - j5)))
+	check "stat walk of a: jobs ran ($((j6 - j5)))" test $((j6 - j5)) -gt 0
+	check "stat walk of a: no file pushed ($((p3 - p2)))" test "$p3" = "$p2"
 fi
 
 # unmounting while a job still reads: a walk stopped at 2,000 of 20,000

@@ -213,14 +213,15 @@ void *nvmefs_uring_payload(size_t *cap);
 struct fuse_session;
 int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
 		    struct fuse_session *se);
-/* A LOOKUP found the entry at cookie in parent (of entries entries), for
- * thread tid: perhaps a job reads on from there. */
-void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int tid);
+/* A LOOKUP found the entry ino at cookie in parent (of entries entries),
+ * for thread tid: perhaps a job reads on from there. */
+void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64_t ino, int tid);
 /* True when tid is the statahead thread, whose plain READDIR (the kernel
  * did not ask for READDIRPLUS) is answered empty; counted. */
 bool nvmefs_sa_self(int tid);
-/* An open found the data a push stored: the walk reads its files. */
-void nvmefs_sa_push_used(void);
+/* A read-only open of file ino: when it is the one a walk just looked up,
+ * the walk reads its files, and its jobs push their data. */
+void nvmefs_sa_open(uint64_t ino);
 /* No more jobs; join once the connection is gone (a job waits on it). */
 void nvmefs_sa_stop(void);
 void nvmefs_sa_join(void);

@@ -86,7 +86,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = nvmefs_ns_lookup_cookie(vol, parent, name, &st, &cookie, &entries);
 		reply_entry(req, err, &st);
 		if (!err)
-			nvmefs_sa_lookup(parent, cookie, entries, pid);
+			nvmefs_sa_lookup(parent, cookie, entries, st.st_ino, pid);
 	}
 }
 

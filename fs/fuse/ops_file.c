@@ -113,8 +113,9 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		/* The kernel forgets its atime after a READ, not after this. */
 		if (atomic_load(&in->attr_gen) != gen)
 			nvmefs_loop_inval_attr(in->ino);
-		nvmefs_sa_push_used();
 	}
+	if (cached && S_ISREG(in->mode))
+		nvmefs_sa_open(in->ino);
 	if (vol->opts.direct && !cached && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)
 		h->pf = nvmefs_prefetch_open(in);

@@ -74,8 +74,9 @@
  * (relatime; under strictatime each open drops the cache: no push). At
  * most PUSH_JOB_BYTES a job: the pages are the kernel's, reclaimed as any
  * clean page cache. A walk that only stats (ls -l, find, rsync's scan)
- * must not read every file: a job pushes its first PUSH_PROBE files only,
- * unless a program opened a pushed file since the directory's last job.
+ * must not read every file: a job pushes only when the walker opened, for
+ * reading, a file it had just looked up in the directory (the walk's
+ * first lookups, before a job, come with their opens when it reads).
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -115,7 +116,6 @@
 #define SA_BUF	       (64 << 10)    /* getdents64's buffer: the READDIRPLUS size */
 #define FH_INO_GEN     0x81	     /* FILEID_INO64_GEN: fuse_encode_fh's type */
 #define PUSH_INFLIGHT  16	     /* files read at once for a push */
-#define PUSH_PROBE     16	     /* pushed by a job of a walk not seen opening */
 #define PUSH_JOB_BYTES (32ull << 20) /* pushed per job at most */
 
 /* A directory being walked. */
@@ -125,15 +125,15 @@ struct sa_dir {
 	uint64_t ahead; /* the last cookie read ahead (0: none yet) */
 	uint64_t used;	/* for replacement: the lookup count when last seen */
 	unsigned streak, window;
-	unsigned gen;	 /* a new walk: a job of the old one reports to nothing */
-	bool busy;	 /* a job of it is queued or running */
-	uint64_t opened; /* sa.push_used when its last job was queued */
+	unsigned gen;	   /* a new walk: a job of the old one reports to nothing */
+	bool busy;	   /* a job of it is queued or running */
+	uint64_t last_ino; /* the file of its last lookup */
+	bool reads;	   /* the walk opened a file it looked up: push */
 };
 
 struct sa_job {
 	uint64_t ino, from;
 	unsigned count, gen;
-	bool probe; /* push PUSH_PROBE files, then more only if they are opened */
 };
 
 static struct {
@@ -159,7 +159,6 @@ static struct {
 	/* .nvmefs/stats */
 	atomic_uint_fast64_t jobs, entries, plain, failed;
 	atomic_uint_fast64_t pushed, pushed_bytes, push_failed;
-	atomic_uint_fast64_t push_used; /* pushed files opened (nvmefs_sa_push_used) */
 } sa = {.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
 	.tid = -1,
@@ -180,14 +179,11 @@ static struct sa_dir *dir_of(uint64_t ino)
 	}
 	if (!victim)
 		return NULL; /* all 16 have jobs: follow no new one */
-	*victim = (struct sa_dir){.ino = ino,
-				  .window = SA_FIRST,
-				  .gen = victim->gen + 1,
-				  .opened = atomic_load(&sa.push_used)};
+	*victim = (struct sa_dir){.ino = ino, .window = SA_FIRST, .gen = victim->gen + 1};
 	return victim;
 }
 
-void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int tid)
+void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64_t ino, int tid)
 {
 	struct sa_dir *d;
 
@@ -206,22 +202,20 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, int ti
 		d->ahead = 0;
 		d->window = SA_FIRST;
 		d->gen++;
+		d->reads = false;
 	}
 	d->last = cookie;
+	d->last_ino = ino;
 	/* The second lookup in order starts a job; then each lookup within half
 	 * a window of what was read starts the next. */
 	if (d->streak >= 2 && !d->busy && sa.qlen < SA_QUEUE &&
 	    cookie + d->window / 2 >= d->ahead) {
 		struct sa_job *j = &sa.q[(sa.qhead + sa.qlen++) % SA_QUEUE];
 
-		uint64_t opened = atomic_load(&sa.push_used);
-
 		*j = (struct sa_job){.ino = parent,
 				     .from = d->ahead > cookie ? d->ahead : cookie,
 				     .count = d->window,
-				     .gen = d->gen,
-				     .probe = opened == d->opened};
-		d->opened = opened;
+				     .gen = d->gen};
 		d->busy = true;
 		if (d->window < sa.max)
 			d->window = d->window * 2 < sa.max ? d->window * 2 : sa.max;
@@ -231,9 +225,28 @@ out:
 	pthread_mutex_unlock(&sa.mu);
 }
 
-void nvmefs_sa_push_used(void)
+void nvmefs_sa_open(uint64_t ino)
 {
-	atomic_fetch_add(&sa.push_used, 1);
+	if (!atomic_load_explicit(&sa.on, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&sa.mu);
+	for (unsigned i = 0; i < SA_DIRS; i++)
+		if (sa.dir[i].ino && sa.dir[i].last_ino == ino)
+			sa.dir[i].reads = true;
+	pthread_mutex_unlock(&sa.mu);
+}
+
+/* Whether job j's walk reads the files it walks (nvmefs_sa_open). */
+static bool walk_reads(const struct sa_job *j)
+{
+	bool reads = false;
+
+	pthread_mutex_lock(&sa.mu);
+	for (unsigned i = 0; i < SA_DIRS; i++)
+		if (sa.dir[i].ino == j->ino && sa.dir[i].gen == j->gen)
+			reads = sa.dir[i].reads;
+	pthread_mutex_unlock(&sa.mu);
+	return reads;
 }
 
 bool nvmefs_sa_self(int tid)
@@ -375,45 +388,17 @@ static void push_wait(void)
 	pthread_mutex_unlock(&sa.push_mu);
 }
 
-/* Whether a pushed file is opened (from opened on) within 2 ms. */
-static bool opened_since(uint64_t opened)
+/* Push the regular files of one getdents batch (n bytes of buf), within
+ * *budget. */
+static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
 {
-	for (int i = 0; i < 20; i++) {
-		if (atomic_load(&sa.push_used) != opened)
-			return true;
-		usleep(100);
-	}
-	return false;
-}
-
-/*
- * Push the regular files of one getdents batch (n bytes of buf), within
- * *budget. While probing, the first PUSH_PROBE only; then, once the walker
- * opened one of them (it reads the files it walks), the rest, and the
- * job's next batches without probing. False: the walker opened none, the
- * job pushes no more.
- */
-static bool push_batch(const char *buf, long n, uint64_t max, uint64_t *budget, bool *probe)
-{
-	uint64_t opened = atomic_load(&sa.push_used);
-	unsigned tried = 0;
-
 	for (long o = 0; o < n && *budget >= max;) {
 		const struct dirent64 *e = (const void *)(buf + o);
 
 		o += e->d_reclen;
-		if (e->d_type != DT_REG)
-			continue;
-		if (*probe && tried == PUSH_PROBE) {
-			push_wait();
-			if (!opened_since(opened))
-				return false; /* a walk that stats, or reads no small file */
-			*probe = false;
-		}
-		tried++;
-		*budget -= push(e->d_ino, max);
+		if (e->d_type == DT_REG)
+			*budget -= push(e->d_ino, max);
 	}
-	return true;
 }
 
 /* Read count entries of job j's directory after its cookie into the
@@ -423,7 +408,6 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 {
 	uint64_t plain = atomic_load(&sa.plain);
 	uint64_t max = push_max(), budget = PUSH_JOB_BYTES;
-	bool probe = j->probe;
 	unsigned got = 0;
 	int fd, ret = 0;
 
@@ -458,8 +442,8 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		/* Marks the directory for READDIRPLUS again (see above). */
 		fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
 		/* The getdents made the kernel's inodes: a store finds them. */
-		if (max && !push_batch(buf, n, max, &budget, &probe))
-			max = 0;
+		if (max && walk_reads(j))
+			push_batch(buf, n, max, &budget);
 	}
 	atomic_fetch_add(&sa.entries, got);
 	push_wait();
