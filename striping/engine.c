@@ -537,7 +537,79 @@ static void prep_iocb(struct edev *d, struct unit *u)
 	u->cb.data = u;
 }
 
-int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
+__thread const struct nvmefs_engine_ring *nvmefs_engine_ring;
+
+/*
+ * Put d's blocks (the list head) on the calling thread's ring where it
+ * takes them; returns those left for d's queue, the last in *tail. A block
+ * is counted in flight under the lock, as kick() does, so that a fence
+ * waits for it; once fenced, none goes to the ring. The test build keeps
+ * every block on its own path, where its faults and records are.
+ */
+static struct unit *ring_queue(struct edev *d, const struct nvmefs_engine_ring *ring,
+			       struct unit *head, struct unit **tail)
+{
+	struct unit *left = NULL, **end = &left;
+	uint64_t now = nvmefs_now_ns();
+
+	*tail = NULL;
+	for (struct unit *u = head, *next; u; u = next) {
+		bool taken = false;
+
+		next = u->next;
+#ifndef NVMEFS_FAULT_INJECTION
+		pthread_mutex_lock(&d->lock);
+		taken = !u->synthetic && !nvmefs_dev_fenced(d->dev);
+		if (taken)
+			d->inflight++;
+		pthread_mutex_unlock(&d->lock);
+		if (taken) {
+			u->ed = d;
+			u->t_submit = now;
+			if (ring->queue(ring->arg, d->dev->fd, u->write, u->iov, u->niov, u->off,
+					u)) {
+				pthread_mutex_lock(&d->lock);
+				d->inflight--;
+				pthread_mutex_unlock(&d->lock);
+				u->ed = NULL;
+				taken = false;
+			}
+		}
+#else
+		(void)ring;
+		(void)now;
+#endif
+		if (taken)
+			continue;
+		u->next = NULL;
+		*end = u;
+		end = &u->next;
+		*tail = u;
+	}
+	return left;
+}
+
+void nvmefs_engine_ring_done(void *token, long res)
+{
+	struct unit *u = token;
+	struct edev *d = u->ed;
+
+	reap_one(d, u, res, nvmefs_now_ns());
+	pthread_mutex_lock(&d->lock);
+	d->inflight--;
+	pthread_mutex_unlock(&d->lock);
+	/* The window may have room again for blocks queued meanwhile. */
+	kick(d);
+	u->ed = NULL;
+	u->next = NULL;
+	finish_unit(d->eng, u);
+	pthread_mutex_lock(&d->lock);
+	put_units_locked(d, u);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
+		  const struct nvmefs_engine_ring *ring)
 {
 	uint64_t per_dev[NVMEFS_MAX_DEVICES] = {0};
 	struct unit *lists[NVMEFS_MAX_DEVICES] = {0};
@@ -580,6 +652,7 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 	for (unsigned di = 0; di < ndev; di++) {
 		struct edev *d = &eng->devs[di];
 		struct unit *head, *tail;
+		unsigned nq;
 
 		if (!per_dev[di])
 			continue;
@@ -588,18 +661,32 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 			fi_prepare(d->dev, u);
 			prep_iocb(d, u);
 		}
+		nq = (unsigned)per_dev[di];
+		if (ring) {
+			head = ring_queue(d, ring, head, &tail);
+			nq = 0;
+			for (struct unit *u = head; u; u = u->next)
+				nq++;
+		}
+		if (!head)
+			continue;
 		pthread_mutex_lock(&d->lock);
 		if (d->qtail)
 			d->qtail->next = head;
 		else
 			d->qhead = head;
 		d->qtail = tail;
-		d->queued += (unsigned)per_dev[di];
+		d->queued += nq;
 		pthread_mutex_unlock(&d->lock);
 		kick(d);
 	}
 	fi_submit_done();
 	return 0;
+}
+
+int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
+{
+	return submit(eng, req, nvmefs_engine_ring);
 }
 
 struct waiter {
@@ -628,7 +715,7 @@ int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 
 	req->done = waiter_done;
 	req->priv = &w;
-	err = nvmefs_engine_submit(eng, req);
+	err = submit(eng, req, NULL); /* never on the caller's ring: it waits here */
 	if (!err) {
 		pthread_mutex_lock(&w.lock);
 		while (!w.done)

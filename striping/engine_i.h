@@ -34,6 +34,7 @@ struct unit {
 	uint64_t t_submit; /* ns, for latency stats */
 	int result;	   /* 0 or -errno once complete */
 	bool synthetic;	   /* completes without the kernel (result set) */
+	struct edev *ed;   /* its device, when carried on a caller's ring */
 	/* Power-loss records of this write (fi_i.h), one per buffer, each
 	 * dropped or kept on its own as the chunks were before they were
 	 * merged; 0: none. */

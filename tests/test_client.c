@@ -413,6 +413,41 @@ static int daemon_proc_entries(const char *dir)
 	return n;
 }
 
+/*
+ * The daemon's threads, without the kernel's io_uring workers
+ * (iou-wrk-N): on FUSE over io_uring the queues' device blocks go on
+ * their rings, and the kernel starts and ends such workers as it needs.
+ */
+static int daemon_threads(void)
+{
+	char path[96], comm[32];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon_pid());
+	d = opendir(path);
+	if (!d)
+		die("%s: %s", path, strerror(errno));
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/comm", (int)daemon_pid(),
+			 e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* ended meanwhile */
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		n += strncmp(comm, "iou-wrk-", 8) != 0;
+	}
+	closedir(d);
+	return n;
+}
+
 /* The daemon's mappings of clients' memory (memfds). */
 static int daemon_memfd_maps(void)
 {
@@ -448,7 +483,7 @@ static struct held settled(void)
 	CHECK(others_served(), "a client is served");
 	CHECK(clients_become(0), "no client left (%lld)", nat("clients"));
 	usleep(20000);
-	return (struct held){daemon_proc_entries("fd"), daemon_proc_entries("task")};
+	return (struct held){daemon_proc_entries("fd"), daemon_threads()};
 }
 
 #define CHECK_HELD(before, why)                                                                    \

@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "nvmefs/bufpool.h"
+#include "nvmefs/engine.h"
 #include "nvmefs/util.h"
 
 /*
@@ -137,6 +138,13 @@ struct queue {
 	bool ring_ok;
 	struct ent *ents;
 	unsigned live; /* entries the kernel holds (the leader) */
+	/* The device blocks of the READs and WRITEs its leaders serve go on
+	 * the ring too (nvmefs_engine_ring): their completions come back to
+	 * the leader, which answers at once, with no I/O thread's wake-up and
+	 * no hand-over. ring_io: blocks on the ring not yet completed; the
+	 * queue serves on until none is left. */
+	struct nvmefs_engine_ring hook;
+	atomic_uint ring_io;
 	/* Replies made on other threads (I/O completions) are handed over
 	 * here and committed by the leader: a command's completion runs as
 	 * task work of the thread that submitted it, which should be one of
@@ -254,6 +262,9 @@ static void free_queue(struct queue *q)
 	pthread_mutex_destroy(&q->lock);
 }
 
+static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, unsigned iovcnt,
+		      uint64_t off, void *token);
+
 static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 {
 	struct io_uring_params p = {.flags = IORING_SETUP_SQE128};
@@ -262,6 +273,7 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 
 	q->u = u;
 	q->qid = qid;
+	q->hook = (struct nvmefs_engine_ring){.queue = ring_block, .arg = q};
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->follow, NULL);
 	q->efd = eventfd(0, EFD_CLOEXEC);
@@ -270,7 +282,11 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 	q->tids = calloc(u->depth + 1, sizeof(*q->tids));
 	if (!q->tids)
 		return -ENOMEM;
-	/* Room for every entry's command and a wake-up at once. */
+	/* Room for every entry's command and a wake-up at once, and for
+	 * device blocks (a full ring is submitted; ring_block). Completions
+	 * have 8 times as much: one per entry, one per block in flight. */
+	p.flags |= IORING_SETUP_CQSIZE;
+	p.cq_entries = 8 * (2 * u->depth + 2);
 	ret = io_uring_queue_init_params(2 * u->depth + 2, &q->ring, &p);
 	if (ret)
 		return ret;
@@ -359,6 +375,40 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 }
 
 static void queue_fail(struct queue *q, const char *what, int err);
+
+/* A device block's CQE: its user data is the engine's token, tagged. */
+#define RING_IO_TAG ((uintptr_t)1)
+
+/* nvmefs_engine_ring's queue(): a block of a request served by q's leader,
+ * submitted with the leader's next wait. */
+static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, unsigned iovcnt,
+		      uint64_t off, void *token)
+{
+	struct queue *q = arg;
+	struct io_uring_sqe *sqe;
+
+	if (cur_queue != q || !leading)
+		return -EAGAIN; /* resigned: the I/O threads complete it */
+	sqe = io_uring_get_sqe(&q->ring);
+	if (!sqe) {
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	memset(sqe, 0, 128);
+	if (iovcnt == 1 && write)
+		io_uring_prep_write(sqe, fd, iov[0].iov_base, (unsigned)iov[0].iov_len, off);
+	else if (iovcnt == 1)
+		io_uring_prep_read(sqe, fd, iov[0].iov_base, (unsigned)iov[0].iov_len, off);
+	else if (write)
+		io_uring_prep_writev(sqe, fd, iov, iovcnt, off);
+	else
+		io_uring_prep_readv(sqe, fd, iov, iovcnt, off);
+	io_uring_sqe_set_data(sqe, (void *)((uintptr_t)token | RING_IO_TAG));
+	atomic_fetch_add(&q->ring_io, 1);
+	return 0;
+}
 
 /* Queue e's command (q's leader): REGISTER, or COMMIT_AND_FETCH.
  * Submitted when the thread next waits. */
@@ -633,6 +683,11 @@ static bool on_cqe(struct queue *q, void *data, int res)
 	struct nvmefs_uring *u = q->u;
 	struct ent *e = data;
 
+	if ((uintptr_t)data & RING_IO_TAG) {
+		atomic_fetch_sub(&q->ring_io, 1);
+		nvmefs_engine_ring_done((void *)((uintptr_t)data & ~RING_IO_TAG), res);
+		return q->live > 0 || atomic_load(&q->ring_io);
+	}
 	if (data == q) {
 		take_handoff(q);
 		return !atomic_load(&u->stopping);
@@ -642,7 +697,7 @@ static bool on_cqe(struct queue *q, void *data, int res)
 		q->live--;
 		if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV)
 			queue_fail(q, "the kernel refused an entry", res);
-		return q->live > 0;
+		return q->live > 0 || atomic_load(&q->ring_io);
 	}
 	if (!serve(q, e)) {
 		const struct fuse_in_header *in = (const void *)e->hdr->in_out;
@@ -670,7 +725,8 @@ static bool lead_ring(struct queue *q)
 		struct io_uring_cqe *cqe;
 		int ret;
 
-		if (atomic_load(&u->stopping))
+		/* Stopping, its blocks in flight still complete here. */
+		if (atomic_load(&u->stopping) && !atomic_load(&q->ring_io))
 			return false;
 		/* The commits queued since, then wait for the next CQE. */
 		ret = io_uring_submit_and_wait(&q->ring, 1);
@@ -701,6 +757,7 @@ static void enter(struct queue *q)
 
 	cur_queue = q;
 	nvmefs_wait_hook = before_wait;
+	nvmefs_engine_ring = &q->hook;
 	/* Each queue serves its CPU's requests: run there. */
 	CPU_ZERO(&one);
 	CPU_SET(q->qid, &one);
@@ -717,6 +774,7 @@ static void serve_queue(struct queue *q)
 		}
 	}
 	nvmefs_wait_hook = NULL;
+	nvmefs_engine_ring = NULL;
 	cur_queue = NULL;
 }
 

@@ -19,7 +19,9 @@
 #define NVMEFS_ENGINE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "nvmefs/devset.h"
 
@@ -99,6 +101,28 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 
 /* Submit req and wait for it; returns its result. req->done is overridden. */
 int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
+
+/*
+ * A thread that waits on an io_uring of its own (a FUSE queue's leader,
+ * fs/fuse/uring.c) may carry on that ring the blocks of the requests it
+ * submits: their completions then come back to it with its other work,
+ * without a reaper's wake-up and hand-over. queue() puts one block on the
+ * ring (a read or write of iovcnt buffers at off on fd) with token, and
+ * returns 0, or -errno to leave the block to the engine's libaio path. The
+ * thread then calls nvmefs_engine_ring_done(token, res) with the block's
+ * result (bytes, or -errno) when its ring brings it, and must keep doing
+ * so until none is left: nothing else completes it. The hook is the
+ * thread's (nvmefs_engine_ring, NULL: none); nvmefs_engine_run never uses
+ * it (its caller waits), nor does the test build with fault injection.
+ * Blocks on the ring count as in flight for nvmefs_engine_fence.
+ */
+struct nvmefs_engine_ring {
+	int (*queue)(void *arg, int fd, bool write, const struct iovec *iov, unsigned iovcnt,
+		     uint64_t off, void *token);
+	void *arg;
+};
+extern __thread const struct nvmefs_engine_ring *nvmefs_engine_ring;
+void nvmefs_engine_ring_done(void *token, long res);
 
 /* Make completed writes on device dev durable (see nvmefs_dev_flush). */
 int nvmefs_engine_flush(struct nvmefs_engine *eng, unsigned dev);
