@@ -240,9 +240,19 @@ struct nvmefs_prefetch *nvmefs_prefetch_open(struct nvmefs_inode *in)
 	return pf;
 }
 
+/* A READ no window answers: read from the devices. */
+static void read_miss(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, void *into,
+		      size_t len, uint64_t off, nvmefs_data_done_fn done, void *ctx)
+{
+	if (into)
+		nvmefs_data_read_into(vol, in, into, len, off, done, ctx);
+	else
+		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+}
+
 void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
-			  struct nvmefs_prefetch *pf, void *buf, size_t len, uint64_t off,
-			  nvmefs_data_done_fn done, void *ctx)
+			  struct nvmefs_prefetch *pf, void *buf, void *into, size_t len,
+			  uint64_t off, nvmefs_data_done_fn done, void *ctx)
 {
 	struct win *hit = NULL, *drop = NULL, *todo[PF_MAX], **pp;
 	bool sequential, served = false;
@@ -250,7 +260,7 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	uint64_t size;
 
 	if (!pf) {
-		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+		read_miss(vol, in, buf, into, len, off, done, ctx);
 		return;
 	}
 	/* Read after the READ came, so it covers every write answered before
@@ -301,9 +311,10 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			done(ctx, serve_len(hit, len), hit->res > 0 ? hit->data : NULL);
 			win_free(hit);
 		}
-		nvmefs_bufpool_put(vol->pool, buf);
+		if (buf)
+			nvmefs_bufpool_put(vol->pool, buf);
 	} else {
-		nvmefs_data_read_async(vol, in, buf, len, off, done, ctx);
+		read_miss(vol, in, buf, into, len, off, done, ctx);
 	}
 	start_windows(vol, in, todo, nfresh);
 }

@@ -12,12 +12,14 @@
 /* A handle's read-ahead state (at OPEN and CREATE; NULL when out of memory:
  * that handle is not read ahead). */
 struct nvmefs_prefetch *nvmefs_prefetch_open(struct nvmefs_inode *in);
-/* Answer a READ of [off, off + len) on handle pf (buf: the worker's pool
- * buffer, taken over) from a window read ahead, or read it; a sequential
- * reader gets up to opts.prefetch windows read ahead. */
+/* Answer a READ of [off, off + len) on handle pf (NULL: none) from a
+ * window read ahead, or read it: into the caller's block-aligned area
+ * when into is set (nvmefs_data_read_into; buf is then NULL), else into
+ * buf, the worker's pool buffer, taken over. A sequential reader gets up
+ * to opts.prefetch windows read ahead. */
 void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
-			  struct nvmefs_prefetch *pf, void *buf, size_t len, uint64_t off,
-			  nvmefs_data_done_fn done, void *ctx);
+			  struct nvmefs_prefetch *pf, void *buf, void *into, size_t len,
+			  uint64_t off, nvmefs_data_done_fn done, void *ctx);
 /* Drop a handle's windows, waiting for those being read, and free it (at its
  * RELEASE; pf may be NULL). */
 void nvmefs_prefetch_close(struct nvmefs_inode *in, struct nvmefs_prefetch *pf);

@@ -359,7 +359,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 {
 	struct nvmefs_vol *vol = VOL(req);
 	struct nvmefs_inode *in;
-	void *buf, *area;
+	void *buf = NULL, *area;
 	size_t cap;
 
 	if (nvmefs_ctl_ino(ino)) {
@@ -369,22 +369,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 	in = fh_of(fi)->in;
 	if (!rw_check(req, in, off))
 		return;
-	/* On an io_uring queue an aligned READ of a handle that is not read
-	 * ahead is read straight into the payload it is answered from: no
-	 * copy (fs/fuse/uring.c). Read-ahead handles keep their windows. */
-	area = fh_of(fi)->pf ? NULL : nvmefs_uring_payload(&cap);
-	if (area && size <= cap && !(((uint64_t)off | size) % NVMEFS_BLOCK)) {
-		nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
-		nvmefs_data_read_into(vol, in, area, size, (uint64_t)off, read_done, req);
-		return;
-	}
-	if (!(buf = take_buf(req)))
+	/* On an io_uring queue an aligned READ that no read-ahead window
+	 * answers is read straight into the payload it is answered from: no
+	 * copy (fs/fuse/uring.c); a window's bytes are copied there. */
+	area = nvmefs_uring_payload(&cap);
+	if (!area || size > cap || (((uint64_t)off | size) % NVMEFS_BLOCK))
+		area = NULL;
+	if (!area && !(buf = take_buf(req)))
 		return;
 	nvmefs_ns_note_read(vol, in, &fh_of(fi)->note);
 	/* Direct mode has no kernel readahead: nvmefs reads ahead itself, on
 	 * the handles set_open_flags gave read-ahead state; the others are
 	 * read as asked. */
-	nvmefs_prefetch_read(vol, in, fh_of(fi)->pf, buf, size, (uint64_t)off, read_done, req);
+	nvmefs_prefetch_read(vol, in, fh_of(fi)->pf, area ? NULL : buf, area, size, (uint64_t)off,
+			     read_done, req);
 }
 
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
