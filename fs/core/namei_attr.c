@@ -300,14 +300,6 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	atomic_store_explicit(&note->sec, now.tv_sec, memory_order_relaxed);
 }
 
-void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	while (in->pushing) {
-		nvmefs_before_wait();
-		pthread_cond_wait(&vol->push_cond, &vol->lock);
-	}
-}
-
 int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 			 struct nvmefs_inode **out, uint64_t *size)
 {

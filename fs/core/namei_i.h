@@ -2,7 +2,7 @@
 /*
  * namei_i.h: what fs/core/namei_attr.c (what an inode carries) takes from
  * fs/core/namei.c (the names) beyond namei.h, the doors' API, what both
- * count, and what both take from fs/core/namei_acl.c.
+ * count and wait for, and what both take from fs/core/namei_acl.c.
  */
 #ifndef NVMEFS_NAMEI_I_H
 #define NVMEFS_NAMEI_I_H
@@ -23,7 +23,13 @@ int nvmefs_ns_truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, u
  * data in the kernel's page cache nobody else reads, writes or resizes
  * the file, and no page of it is locked by a reader waiting for us.
  */
-void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+static inline void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	while (in->pushing) {
+		nvmefs_before_wait();
+		pthread_cond_wait(&vol->push_cond, &vol->lock);
+	}
+}
 
 /* ---- namei_acl.c ---- */
 
