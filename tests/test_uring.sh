@@ -7,6 +7,11 @@
 #    with one line saying why;
 #  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
 #    .nvmefs/stats, nvmefs-stat say so), files read back as written;
+#  - a ring that device blocks fill (8 SQEs, NVMEFS_TEST_URING_SMALL_RING):
+#    1 MiB O_DIRECT reads at QD32, whose blocks go on the queues' rings,
+#    beside unaligned reads, whose replies are handed over to the leader
+#    (which then needs an SQE for its wake-up): the mount serves on and the
+#    file reads back;
 #  - a queue the kernel refuses after INIT (a payload buffer too small,
 #    NVMEFS_TEST_URING_SHORT_PAYLOAD), when every request would wait for
 #    the queues: the daemon stops and unmounts, and a stat on the mount
@@ -61,6 +66,22 @@ check "requests came through the queues" \
 check "nvmefs-stat names the transport" sh -c "'$build/nvmefs-stat' '$MNT' | grep -q 'transport: io_uring'"
 mnt_umount
 check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
+
+# Device blocks fill the ring while replies are handed over.
+if command -v fio >/dev/null; then
+	export NVMEFS_TEST_URING_SMALL_RING=1
+	mnt_mount uring
+	unset NVMEFS_TEST_URING_SMALL_RING
+	cp "$MNT_TMP/data" "$MNT/data"
+	fio --filename="$MNT/data" --size=3M --runtime=3 --time_based --output-format=terse \
+		--name=a --rw=randread --bs=1M --ioengine=libaio --iodepth=32 --direct=1 \
+		--name=b --rw=randread --bs=3000 --ioengine=psync --numjobs=2 \
+		>"$MNT_TMP/fio.out" 2>&1 || true
+	check "a full ring: fio's reads succeeded" test "$(grep -c '^3;' "$MNT_TMP/fio.out")" = 3
+	check "a full ring: the file reads back" cmp "$MNT_TMP/data" "$MNT/data"
+	check "a full ring: no queue failed" sh -c "! grep -q 'stopping the mount' '$MNT_TMP/nvmefs.log'"
+	mnt_umount
+fi
 
 # Refused after INIT: the mount must end, not hang.
 NVMEFS_TEST_URING_SHORT_PAYLOAD=1 "$build/nvmefs" "$MNT_DEVS" "$MNT" -o uring -f \

@@ -269,6 +269,8 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 {
 	struct io_uring_params p = {.flags = IORING_SETUP_SQE128};
 	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
+	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
+	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
 	int ret;
 
 	q->u = u;
@@ -287,7 +289,7 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 	 * have 8 times as much: one per entry, one per block in flight. */
 	p.flags |= IORING_SETUP_CQSIZE;
 	p.cq_entries = 8 * (2 * u->depth + 2);
-	ret = io_uring_queue_init_params(2 * u->depth + 2, &q->ring, &p);
+	ret = io_uring_queue_init_params(sqes, &q->ring, &p);
 	if (ret)
 		return ret;
 	q->ring_ok = true;
@@ -376,6 +378,21 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 
 static void queue_fail(struct queue *q, const char *what, int err);
 
+/* An SQE of q's ring (its leader), zeroed; a full ring is submitted first
+ * (device blocks can fill it). NULL only when that submit failed. */
+static struct io_uring_sqe *get_sqe(struct queue *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (!sqe) {
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+	}
+	if (sqe)
+		memset(sqe, 0, 128);
+	return sqe;
+}
+
 /* A device block's CQE: its user data is the engine's token, tagged. */
 #define RING_IO_TAG ((uintptr_t)1)
 
@@ -389,14 +406,8 @@ static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, un
 
 	if (cur_queue != q || !leading)
 		return -EAGAIN; /* resigned: the I/O threads complete it */
-	sqe = io_uring_get_sqe(&q->ring);
-	if (!sqe) {
-		io_uring_submit(&q->ring);
-		sqe = io_uring_get_sqe(&q->ring);
-		if (!sqe)
-			return -EBUSY;
-	}
-	memset(sqe, 0, 128);
+	if (!(sqe = get_sqe(q)))
+		return -EBUSY;
 	if (iovcnt == 1 && write)
 		io_uring_prep_write(sqe, fd, iov[0].iov_base, (unsigned)iov[0].iov_len, off);
 	else if (iovcnt == 1)
@@ -415,15 +426,11 @@ static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, un
 static int queue_cmd(struct ent *e, uint32_t op)
 {
 	struct queue *q = e->q;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct io_uring_sqe *sqe = get_sqe(q);
 	struct uring_cmd_req *req;
 
-	if (!sqe) { /* cannot be: the ring holds twice the entries */
-		io_uring_submit(&q->ring);
-		if (!(sqe = io_uring_get_sqe(&q->ring)))
-			return -EBUSY;
-	}
-	memset(sqe, 0, 128);
+	if (!sqe)
+		return -EBUSY;
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->fd = q->u->fd;
 	sqe->cmd_op = op;
@@ -439,11 +446,10 @@ static int queue_cmd(struct ent *e, uint32_t op)
 /* Keep a read on q's eventfd: its completion is a wake-up (user data q). */
 static int arm_wake(struct queue *q)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct io_uring_sqe *sqe = get_sqe(q);
 
 	if (!sqe)
 		return -EBUSY;
-	memset(sqe, 0, 128);
 	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
 	io_uring_sqe_set_data(sqe, q);
 	return 0;
