@@ -303,6 +303,15 @@ struct push {
 	bool stored;
 };
 
+/* A push's read slot is free again. */
+static void push_slot_end(void)
+{
+	pthread_mutex_lock(&sa.push_mu);
+	sa.pushing--;
+	pthread_cond_broadcast(&sa.push_cv);
+	pthread_mutex_unlock(&sa.push_mu);
+}
+
 /* The file's data, read under its range lock: into the kernel's cache. */
 static void push_store(void *ctx, ssize_t res, const void *data)
 {
@@ -331,10 +340,7 @@ static void push_done(void *ctx, ssize_t res, const void *data)
 			     strerror((int)-res));
 	nvmefs_ns_push_end(sa.vol, p->in, p->stored);
 	free(p);
-	pthread_mutex_lock(&sa.push_mu);
-	if (--sa.pushing < PUSH_INFLIGHT)
-		pthread_cond_signal(&sa.push_cv);
-	pthread_mutex_unlock(&sa.push_mu);
+	push_slot_end();
 }
 
 /* Whether the handles of a read-only open would use the page cache. */
@@ -359,24 +365,25 @@ static uint64_t push(uint64_t ino, uint64_t max)
 	if (!p)
 		return 0;
 	p->ino = ino;
-	if (nvmefs_ns_push_begin(sa.vol, ino, max, &p->in, &size)) {
-		free(p);
-		return 0;
-	}
-	/* A pool buffer only when one is free: the FUSE requests' come first. */
-	buf = nvmefs_bufpool_tryget(sa.vol->pool);
-	if (!buf) {
-		nvmefs_ns_push_end(sa.vol, p->in, false);
-		free(p);
-		return 0;
-	}
+	/* A slot first: an open of the file waits from push_begin on. */
 	pthread_mutex_lock(&sa.push_mu);
 	while (sa.pushing >= PUSH_INFLIGHT)
 		pthread_cond_wait(&sa.push_cv, &sa.push_mu);
 	sa.pushing++;
 	pthread_mutex_unlock(&sa.push_mu);
-	nvmefs_data_read_hold(sa.vol, p->in, buf, (size_t)size, push_store, push_done, p);
-	return size;
+	if (!nvmefs_ns_push_begin(sa.vol, ino, max, &p->in, &size)) {
+		/* A pool buffer only when one is free: the FUSE requests' come first. */
+		buf = nvmefs_bufpool_tryget(sa.vol->pool);
+		if (buf) {
+			nvmefs_data_read_hold(sa.vol, p->in, buf, (size_t)size, push_store,
+					      push_done, p);
+			return size;
+		}
+		nvmefs_ns_push_end(sa.vol, p->in, false);
+	}
+	free(p);
+	push_slot_end();
+	return 0;
 }
 
 /* Wait until the pushes in flight have ended. */
