@@ -219,7 +219,7 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * regular file ino when it holds 1 to max bytes, is open nowhere (no
  * pages a writer dirtied can be in the kernel's cache) and is not being
  * pushed already: 0, *in and *size (the file is then held as by an open,
- * and an open that may write waits until the push ends), else -errno
+ * and every open and truncation of it waits until the push ends), else -errno
  * (-EBUSY: open, or being pushed). End gives it back; stored: the data is
  * in the kernel's cache, so the next open for reading notes a read
  * (atime), which the kernel will not send.

@@ -206,6 +206,18 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res);
  */
 void *nvmefs_uring_payload(size_t *cap);
 
+/*
+ * Direct mode's -o cache_small: the largest regular file whose read-only
+ * opens go through the page cache (ops_file.c), and whose data statahead
+ * may store there ahead of them (statahead.c); 0: none. Only from FUSE
+ * 7.39 (vol->direct_mmap), whose direct_io writes drop the pages they
+ * overwrite.
+ */
+static inline uint64_t nvmefs_cache_small_max(const struct nvmefs_vol *vol)
+{
+	return vol->opts.direct && vol->direct_mmap ? vol->opts.cache_small : 0;
+}
+
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),
  * through mountpoint, and small files' data of vol (with se's stores):

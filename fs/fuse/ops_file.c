@@ -71,15 +71,15 @@ struct handle {
 static bool cache_small(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			const struct fuse_file_info *fi)
 {
-	uint64_t size;
+	uint64_t max = nvmefs_cache_small_max(vol), size;
 
-	if (!vol->opts.direct || !vol->opts.cache_small || !vol->direct_mmap ||
-	    (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || !S_ISREG(in->mode))
+	if (!max || (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) ||
+	    !S_ISREG(in->mode))
 		return false;
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	pthread_mutex_unlock(&vol->lock);
-	return size <= vol->opts.cache_small;
+	return size <= max;
 }
 
 /* How the kernel caches the handle (see wronly_direct in op_init, ops.c), and the
@@ -106,7 +106,7 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	h->in = in;
 	/* A push stored the data (fs/fuse/statahead.c): this open's reads
 	 * will not reach us, so the first is noted now (relatime). */
-	if (atomic_exchange(&in->pushed, false) && cached) {
+	if (atomic_load(&in->pushed) && atomic_exchange(&in->pushed, false) && cached) {
 		uint64_t gen = atomic_load(&in->attr_gen);
 
 		nvmefs_ns_note_read(vol, in, &h->note);
@@ -114,7 +114,7 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		if (atomic_load(&in->attr_gen) != gen)
 			nvmefs_loop_inval_attr(in->ino);
 	}
-	if (cached && S_ISREG(in->mode))
+	if (cached)
 		nvmefs_sa_open(in->ino);
 	if (vol->opts.direct && !cached && vol->opts.prefetch && S_ISREG(in->mode) &&
 	    (fi->flags & O_ACCMODE) != O_WRONLY)

@@ -347,11 +347,12 @@ static void push_done(void *ctx, ssize_t res, const void *data)
 static uint64_t push_max(void)
 {
 	const struct nvmefs_vol *vol = sa.vol;
+	uint64_t max;
 
-	if (!vol || !vol->opts.direct || !vol->direct_mmap ||
-	    __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME)
+	if (!vol || __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME)
 		return 0;
-	return vol->opts.cache_small < NVMEFS_IO_MAX ? vol->opts.cache_small : NVMEFS_IO_MAX;
+	max = nvmefs_cache_small_max(vol);
+	return max < NVMEFS_IO_MAX ? max : NVMEFS_IO_MAX;
 }
 
 /* Push file ino, if it qualifies: its bytes, 0 when it did not. */
