@@ -54,6 +54,7 @@ set(FS_FUSE_SOURCES
     fuse/ops.c
     fuse/ops_file.c
     fuse/loop.c
+    fuse/devio.c
     fuse/uring.c
     fuse/ctl.c
     fuse/statahead.c)

@@ -227,10 +227,15 @@ the value it found once that file system is unmounted (the kernel checks
 it on every ring command, so not earlier), and by the cleanup on every
 failure and signal path (after unmounting). Without that file (a kernel
 without FUSE over io_uring) the io_uring file systems are skipped and the
-report says why. tests/fuse_null has no io_uring transport: the report
-says so and gives no figures for it. report.md: a table with a row per
-figure and a column per file system, the ratios io_uring / /dev/fuse per
-mode and each against btrfs raid0, which transport wins where, and issue
+report says why. Then the FUSE ceiling on each transport: tests/fuse_null
+(no data, no devices) in each mode on /dev/fuse and with -o uring
+(nvmefs's own transport, fs/fuse/uring.c), each with lookup, dd, fio
+sequential and 4 KiB random reads (its one directory holds 64 files: no
+small-file pass), enable_uring handled as for nvmefs. report.md: a table
+with a row per figure and a column per file system, the ratios io_uring /
+/dev/fuse per mode and each against btrfs raid0, which transport wins
+where, the ceiling's table (fuse_null's figures, io_uring / /dev/fuse for
+it, and each nvmefs mount against fuse_null on its transport), and issue
 33's must-show as PASS/FAIL lines: every nvmefs mount's small-file
 create+write >= 0.5 x and read >= 0.7 x btrfs raid0 and its 1 MiB QD32
 O_DIRECT read >= 1.0 x; per mode, io_uring's 4 KiB random reads >= 1.5 x
@@ -365,6 +370,12 @@ def ram_plan(native_only):
 TR_SETUP = "transport"
 TR_FS = ("btrfs", "direct", "direct+uring", "cached", "cached+uring")
 TR_WL = ["lookup", "dd", "fioseq", "randread", "small", "torch"]
+# The FUSE ceiling on each transport: tests/fuse_null (no data, no
+# devices) in each mode, on /dev/fuse and with -o uring, after the nvmefs
+# mounts; the workloads its one flat directory of 64 files can take.
+TR_NULL_FS = ("null-direct", "null-direct+uring", "null-cached", "null-cached+uring")
+TR_NULL_WL = ["lookup", "dd", "fioseq", "randread"]
+WL_ROWS_NULL = [r for w in TR_NULL_WL for r in WL_ROWS[w]]
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 
 
@@ -372,8 +383,9 @@ def transport_plan(have_uring):
     """--only transport's file systems in order, each with its workloads;
     the io_uring ones only when HAVE_URING (the kernel has the switch).
     An nvmefs mount first records the transport it reports."""
-    return [(fs, TR_WL if fs == "btrfs" else ["transport"] + TR_WL)
-            for fs in TR_FS if have_uring or not fs.endswith("+uring")]
+    return [(fs, TR_NULL_WL if fs.startswith("null-") else
+             TR_WL if fs == "btrfs" else ["transport"] + TR_WL)
+            for fs in TR_FS + TR_NULL_FS if have_uring or not fs.endswith("+uring")]
 
 
 def nvmefs_mode(fs):
@@ -399,7 +411,7 @@ def nvmefs_opts(fs, pool):
 def rss_fs(fs):
     """Whether the daemon's peak RSS is recorded for FS: the mount's nvmefs
     (cached, direct, either on io_uring), not the native client's."""
-    return fs in ("cached", "direct") or fs.endswith("+uring")
+    return nvmefs_mode(fs) is not None and not fs.startswith("native")
 
 
 def config_transport(text):
@@ -1315,7 +1327,7 @@ class Bench:
     # ------------------------------------------------------ filesystems --
     def fs_mount(self, fs):
         """Make FS (btrfs, cached, direct, native, cached+uring, direct+uring,
-        null-cached, null-direct)
+        null-cached, null-direct, either null on io_uring: NULL-MODE+uring)
         on the devices and mount it; False on a failure."""
         devs = self.drives.devs
         build = self.a.build
@@ -1327,8 +1339,10 @@ class Bench:
             if self.run(300, self.newlog("mkfs-nvmefs"), [build + "/mkfs.nvmefs", "-f", "-K"] + devs):
                 return False
             return self.mount_made(fs)
+        mode, _, uring = fs[len("null-"):].partition("+")
         if not self.start_daemon(fs, self.newlog(fs), [
-                build + "/tests/fuse_null", self.mnt, "-o", "mode=" + fs[len("null-"):], "-f"]):
+                build + "/tests/fuse_null", self.mnt, "-o",
+                "mode=" + mode + (",uring" if uring else ""), "-f"]):
             return False
         # nvmefs's default readahead window, which it sets itself.
         m = emu.mount_at(self.mnt)
@@ -1889,8 +1903,9 @@ class Bench:
             "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
             "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
             "Memory warmed before every measured pass (\"Cold memory\" in bench.py)." if a.warm else "--no-warm: cold memory.",
-            "tests/fuse_null (the FUSE ceiling of the default run) has no io_uring transport: no figures for it here;",
-            "its /dev/fuse figures are in the default run (--only ram).",
+            "The FUSE ceiling: then tests/fuse_null (stores nothing, touches no device) in each mode on /dev/fuse",
+            "and with -o uring (nvmefs's own io_uring transport, fs/fuse/uring.c), with the workloads its 64-file",
+            "directory can take: what the transport alone costs, and how near each nvmefs mount comes to it.",
         ]
         if not have:
             r.append("**No %s**: this kernel has no FUSE over io_uring, so the io_uring file systems were skipped"
@@ -1899,6 +1914,8 @@ class Bench:
         r += ["", "Transport each nvmefs mount reported (.nvmefs/config): %s." % rep.transports(), ""]
         r += rep.table() + ["", "Which transport wins where (io_uring / /dev/fuse, same mode, same run):", ""]
         r += rep.wins()
+        r += ["", "The FUSE ceiling on each transport (tests/fuse_null; nvmefs / null: the same mode and transport):",
+              ""] + rep.ceiling()
         r += ["", "Targets (issue 33's must-show; small files at %d files%s):" % (
                   sz.small_n, ", --quick sizes" if a.quick else ""), "", "```"] + targets + ["```", "",
               "Not judged here: the native client (it does not go through FUSE: bench.sh --only ram measures it),",
@@ -2339,7 +2356,9 @@ class DeepNVMe:
 # mode, btrfs raid0 beside (Bench.run_transport runs it).
 
 TR_NAME = {"btrfs": "btrfs raid0", "direct": "direct", "direct+uring": "direct io_uring",
-           "cached": "cached", "cached+uring": "cached io_uring"}
+           "cached": "cached", "cached+uring": "cached io_uring",
+           "null-direct": "null direct", "null-direct+uring": "null direct io_uring",
+           "null-cached": "null cached", "null-cached+uring": "null cached io_uring"}
 # What the issue-33 targets compare: (row, label, ratio to btrfs raid0)
 # for every nvmefs mount; (row, label, ratio to /dev/fuse in the same mode)
 # for each mode's io_uring mount ("no lower than today": the /dev/fuse
@@ -2426,6 +2445,23 @@ class TrReport:
             cells += [fmt(b if fs == "btrfs" else v[fs], unit) for fs in TR_FS]
             cells += [div(v[m + "+uring"], v[m], 2) for m in ("direct", "cached")]
             cells += [div(v[fs], b, 2) for fs in TR_FS[1:]]
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    def ceiling(self):
+        """The FUSE ceiling on each transport: fuse_null's figures, io_uring
+        / /dev/fuse per mode, and each nvmefs mount / fuse_null on the same
+        transport and mode."""
+        g = self.get
+        rows = [sp for sp in self.specs() if sp[0] in WL_ROWS_NULL]
+        head = ["workload", "unit"] + [TR_NAME[fs] for fs in TR_NULL_FS] + [
+            "null direct: io_uring / /dev/fuse", "null cached: io_uring / /dev/fuse"] + [
+            "%s / null" % TR_NAME[fs] for fs in TR_FS[1:]]
+        out = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+        for row, label, unit, _raw in rows:
+            cells = [label, unit] + [fmt(g(fs, row), unit) for fs in TR_NULL_FS]
+            cells += [div(g("null-%s+uring" % m, row), g("null-" + m, row), 2) for m in ("direct", "cached")]
+            cells += [div(g(fs, row), g("null-" + fs, row), 2) for fs in TR_FS[1:]]
             out.append("| " + " | ".join(cells) + " |")
         return out
 

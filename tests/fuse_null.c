@@ -12,16 +12,27 @@
  * daemon could get through the mount before doing its own work. The bench
  * prints nvmefs against it (docs/PERFORMANCE.md, "The FUSE ceiling").
  *
+ * With -o uring it serves through FUSE over io_uring (Linux 6.14+, the
+ * module parameter enable_uring on), with nvmefs's own transport
+ * (fs/fuse/uring.c, the same queues, depths and CPU pinning; the session's
+ * I/O through fs/fuse/devio.c), or refuses to run, naming the reason: the
+ * bench measures the ceiling of both transports. A READ's zeros are
+ * copied into the request's payload buffer there, where nvmefs reads its
+ * devices straight into it: the ceiling counts one memcpy more than a
+ * daemon that does. At the end it prints how many requests came through
+ * the queues.
+ *
  * One flat directory of at most NULL_FILES regular files, each a name, a
  * size, a mode and times; no data, no links, no subdirectories.
  *
- * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o FUSE options]
+ * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring] [-o FUSE options]
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,6 +41,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "door_i.h"
 #include "reply_open_i.h"
 
 #define NULL_FILES    64
@@ -47,7 +59,11 @@ struct null_file {
 struct null_fs {
 	bool direct; /* -o mode=direct */
 	char *mode;  /* the -o mode= string, for checking */
-	void *zeros; /* NULL_MAX_IO bytes of zeros, page aligned */
+	int uring;   /* -o uring: FUSE over io_uring, or no mount */
+	struct fuse_session *se;
+	struct nvmefs_uring *u; /* the io_uring queues (-o uring) */
+	bool uring_granted;	/* the INIT reply asked for them */
+	void *zeros;		/* NULL_MAX_IO bytes of zeros, page aligned */
 	pthread_mutex_t lock;
 	struct null_file files[NULL_FILES]; /* protected by lock; inode = index + 2 */
 };
@@ -56,6 +72,7 @@ static struct null_fs nfs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const struct fuse_opt null_opts[] = {
 	{"mode=%s", offsetof(struct null_fs, mode), 0},
+	{"uring", offsetof(struct null_fs, uring), 1},
 	FUSE_OPT_END,
 };
 
@@ -134,6 +151,67 @@ static void null_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = NULL_MAX_IO;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
+	if (nfs.u && (nvmefs_devio_offered() & nvmefs_uring_init_flag())) {
+		nvmefs_devio_init_flags(nvmefs_uring_init_flag());
+		nfs.uring_granted = true;
+	}
+}
+
+/* Stop serving: the session loop leaves on the signal (libfuse's handler). */
+static void stop(void)
+{
+	fuse_session_exit(nfs.se);
+	raise(SIGTERM);
+}
+
+/* A queue failed after INIT: the kernel's requests would wait for it. */
+static void uring_failed(void *arg, int err)
+{
+	(void)arg;
+	fprintf(stderr, "fuse_null: FUSE over io_uring failed: %s\n", strerror(-err));
+	stop();
+}
+
+/* devio.c's after_init: the INIT reply is the kernel's; start the queues. */
+static void init_replied(void *arg)
+{
+	unsigned depth, nq = nvmefs_uring_queues(nfs.u, &depth);
+
+	(void)arg;
+	if (!nfs.uring_granted) {
+		fprintf(stderr, "fuse_null: -o uring: the kernel did not offer FUSE over "
+				"io_uring at INIT\n");
+		stop();
+		return;
+	}
+	fprintf(stderr, "fuse_null: FUSE over io_uring: %u queue(s) of %u entries\n", nq, depth);
+	if (nvmefs_uring_start(nfs.u, uring_failed, NULL))
+		stop(); /* said by uring_failed */
+}
+
+/* nvmefs_serve_fn of the queues: a request laid out as read(2) gives it. */
+static void serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len)
+{
+	struct fuse_buf fb = {.mem = req, .size = len};
+
+	(void)vol;
+	fuse_session_process_buf(se, &fb);
+}
+
+/* -o uring: the queues, made before the INIT reply; 0 or -errno. */
+static int prepare_uring(struct fuse_session *se)
+{
+	int ret = nvmefs_devio_attach(se, init_replied, NULL);
+
+	if (!ret)
+		ret = nvmefs_uring_prepare(se, NULL, 0, serve, &nfs.u);
+	if (ret == -EPERM)
+		fprintf(stderr, "fuse_null: -o uring: FUSE over io_uring is off in this kernel "
+				"(/sys/module/fuse/parameters/enable_uring)\n");
+	else if (ret)
+		fprintf(stderr, "fuse_null: -o uring: FUSE over io_uring cannot be set up: %s\n",
+			strerror(-ret));
+	return ret;
 }
 
 static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -421,7 +499,8 @@ int main(int argc, char **argv)
 		goto out;
 	if (o.show_help || !o.mountpoint) {
 		fprintf(stderr,
-			"usage: %s MOUNTPOINT [-f] [-o mode=direct|cached] [-o FUSE options]\n",
+			"usage: %s MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring] "
+			"[-o FUSE options]\n",
 			argv[0]);
 		goto out;
 	}
@@ -438,8 +517,11 @@ int main(int argc, char **argv)
 	se = fuse_session_new(&args, &null_ops, sizeof(null_ops), NULL);
 	if (!se)
 		goto out;
+	nfs.se = se;
 	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, o.mountpoint))
 		goto out_destroy;
+	if (nfs.uring && prepare_uring(se))
+		goto out_unmount;
 	if (fuse_daemonize(o.foreground))
 		goto out_unmount;
 	lc = fuse_loop_cfg_create();
@@ -448,6 +530,16 @@ int main(int argc, char **argv)
 	fuse_loop_cfg_set_max_threads(lc, 8);
 	ret = fuse_session_loop_mt(se, lc) ? 1 : 0;
 	fuse_loop_cfg_destroy(lc);
+	if (nfs.u) {
+		nvmefs_uring_stop(nfs.u);
+		fprintf(stderr, "fuse_null: %llu requests served over io_uring\n",
+			(unsigned long long)nvmefs_uring_served(nfs.u));
+		if (!nfs.uring_granted || !nvmefs_uring_served(nfs.u))
+			ret = 1; /* -o uring and none came that way */
+		/* The kernel's while it holds an entry: else freed at the exit. */
+		if (nvmefs_uring_idle(nfs.u))
+			nvmefs_uring_free(nfs.u);
+	}
 out_unmount:
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);

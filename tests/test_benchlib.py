@@ -431,9 +431,13 @@ class BenchFigures(unittest.TestCase):
 
     def test_transport_helpers(self):
         self.assertEqual([fs for fs, _ in bench.transport_plan(True)],
-                         ["btrfs", "direct", "direct+uring", "cached", "cached+uring"])
-        self.assertEqual([fs for fs, _ in bench.transport_plan(False)], ["btrfs", "direct", "cached"])
+                         ["btrfs", "direct", "direct+uring", "cached", "cached+uring",
+                          "null-direct", "null-direct+uring", "null-cached", "null-cached+uring"])
+        self.assertEqual([fs for fs, _ in bench.transport_plan(False)],
+                         ["btrfs", "direct", "cached", "null-direct", "null-cached"])
         plan = dict(bench.transport_plan(True))
+        # fuse_null: no .nvmefs/config, and only 64 files (no small-file pass).
+        self.assertEqual(plan["null-cached+uring"], ["lookup", "dd", "fioseq", "randread"])
         self.assertEqual(plan["btrfs"], ["lookup", "dd", "fioseq", "randread", "small", "torch"])
         self.assertEqual(plan["cached+uring"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
                                                 "torch"])
@@ -442,12 +446,14 @@ class BenchFigures(unittest.TestCase):
         for fs, want in (("direct", ("direct", False)), ("cached+uring", ("cached", True)),
                          ("direct+uring", ("direct", True)), ("native", ("direct", False)),
                          ("native.3", ("direct", False)), ("btrfs", None), ("null-cached", None),
-                         ("fio-again.2", None), ("direct+bogus", None), ("native+uring", None)):
+                         ("fio-again.2", None), ("direct+bogus", None), ("native+uring", None),
+                         ("null-direct+uring", None)):
             self.assertEqual(bench.nvmefs_mode(fs), want, fs)
         self.assertEqual(bench.nvmefs_opts("direct", "64M"), "mode=direct,pool=64M")
         self.assertEqual(bench.nvmefs_opts("cached+uring", "1G"), "mode=cached,pool=1G,uring")
         self.assertEqual(bench.nvmefs_opts("native.2", "64M"), "mode=direct,pool=64M")
-        self.assertEqual([fs for fs in bench.TR_FS + ("native", "btrfs") if bench.rss_fs(fs)],
+        self.assertEqual([fs for fs in bench.TR_FS + bench.TR_NULL_FS + ("native", "native.2", "btrfs")
+                          if bench.rss_fs(fs)],
                          ["direct", "direct+uring", "cached", "cached+uring"])
         self.assertEqual(bench.config_transport("mode = direct\ntransport = io_uring\nuring_queues = 2\n"),
                          "io_uring")
@@ -523,6 +529,11 @@ class BenchFigures(unittest.TestCase):
                       ("cached+uring", 0.35)):
             for row, v in figs.items():
                 res[("transport", n, fs, row)] = "%.3f" % (v * f) if row.startswith("torch") else "%.1f" % (v * f)
+        for fs, f in (("null-direct", 2.0), ("null-direct+uring", 2.5), ("null-cached", 1.6),
+                      ("null-cached+uring", 1.2)):
+            for row in bench.WL_ROWS_NULL:
+                res[("transport", n, fs, row)] = "%.1f" % (figs[row] * f)
+        for fs in bench.TR_FS:
             if fs != "btrfs":
                 res[("transport", n, fs, "rss")] = "80.5"
                 res[("transport", n, fs, "transport")] = "io_uring" if "+" in fs else "/dev/fuse"
@@ -539,6 +550,12 @@ class BenchFigures(unittest.TestCase):
                          "| 1000 | 500 | 800 | 400 | 350 | 1.60 | 0.88 | 0.50 | 0.80 | 0.40 | 0.35 |")
         self.assertEqual(t[7].split(" | ")[1:3], ["IOPS", "-"])
         self.assertTrue(t[-1].startswith("| nvmefs daemon peak RSS (VmHWM), pool=64M | MiB | - | - | 80.5 |"), t[-1])
+        c = rep.ceiling()
+        # lookup, dd x 2, fio x 2, random 4 KiB: 6 rows; 2 + 4 nulls + 2 ratios + 4 nvmefs / null.
+        self.assertEqual(len(c), 2 + 6)
+        self.assertTrue(all(l.count(" | ") == 11 for l in c), c)
+        self.assertEqual(c[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s "
+                         "| 2000 | 2500 | 1600 | 1200 | 1.25 | 0.75 | 0.25 | 0.32 | 0.25 | 0.29 |")
         self.assertEqual(rep.transports(), "direct: /dev/fuse; direct io_uring: io_uring; cached: /dev/fuse; "
                          "cached io_uring: io_uring")
         w = rep.wins()

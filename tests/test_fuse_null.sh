@@ -7,6 +7,10 @@
 #  - fallocate lays out 16 MiB (fio's layout), truncate cuts to 4096 bytes;
 #  - O_EXCL create of an existing name fails; unlink removes the file;
 #  - -o mode=bogus exits non-zero naming "bogus".
+# With NVMEFS_TEST_TRANSPORT=uring (scripts/test.sh's io_uring pass) both
+# modes run with -o uring: the daemon says its queues at INIT and, at the
+# end, that requests came through them. With enable_uring off, -o uring is
+# refused at once, naming enable_uring, and nothing is mounted.
 # The mount has its own directory, the script runs under timeout(1) and
 # always unmounts. usage: test_fuse_null.sh BUILD_DIR
 set -euo pipefail
@@ -34,8 +38,12 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 143" TERM INT
 
+param=/sys/module/fuse/parameters/enable_uring
+uring=
+[ "${NVMEFS_TEST_TRANSPORT:-}" != uring ] || uring=,uring
+
 for mode in cached direct; do
-	"$null" "$mnt" -f -o "mode=$mode" 2>"$dir/log" &
+	"$null" "$mnt" -f -o "mode=$mode$uring" 2>"$dir/log" &
 	pid=$!
 	for _ in $(seq 100); do
 		grep -q " $mnt " /proc/self/mounts && break
@@ -64,7 +72,22 @@ for mode in cached direct; do
 	wait "$pid" || rc=$?
 	pid=
 	check "$mode: daemon exit status $rc" test "$rc" = 0
+	if [ -n "$uring" ]; then
+		check "$mode: queues set up at INIT" grep -q "FUSE over io_uring: [0-9]* queue" "$dir/log"
+		served=$(sed -n 's/^fuse_null: \([0-9]*\) requests served over io_uring$/\1/p' "$dir/log")
+		check "$mode: requests came through the queues (${served:-none})" test "${served:-0}" -gt 0
+	fi
 done
+
+if [ -r "$param" ] && [ "$(cat "$param")" = N ]; then
+	rc=0
+	start=$SECONDS
+	err=$(timeout 20 "$null" "$mnt" -f -o uring 2>&1) || rc=$?
+	check "-o uring with enable_uring off: exit status $rc" sh -c "[ $rc -ne 0 ] && [ $rc -ne 124 ]"
+	check "-o uring refused at once" test $((SECONDS - start)) -le 5
+	check "-o uring: message '$err' names enable_uring" grep -q enable_uring <<<"$err"
+	check "-o uring refused: nothing mounted" sh -c "! grep -q ' $mnt ' /proc/self/mounts"
+fi
 
 rc=0
 err=$("$null" "$mnt" -f -o mode=bogus 2>&1) || rc=$?

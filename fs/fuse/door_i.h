@@ -88,12 +88,28 @@ struct fuse_session;
  */
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg);
+
+/* ---- devio.c: the session's reads and writes of /dev/fuse ---- */
+struct iovec;
+/*
+ * Put se's reads and writes of /dev/fuse through our hooks
+ * (fuse_session_custom_io): the INIT reply gets the flags
+ * nvmefs_devio_init_flags() asked for, a reply to a request of the
+ * io_uring queues goes there, and after_init(arg), if given, runs once,
+ * on the thread that sent the INIT reply, right after the kernel took it.
+ * 0 or -errno.
+ */
+int nvmefs_devio_attach(struct fuse_session *se, void (*after_init)(void *arg), void *arg);
 /*
  * Add flags (FUSE_* INIT flags, 64 bits: the high half goes to flags2) to
  * the INIT reply libfuse sends; for flags libfuse 3.14 has no capability
  * for. Call from the init handler, before the reply is sent.
  */
-void nvmefs_loop_init_flags(uint64_t flags);
+void nvmefs_devio_init_flags(uint64_t flags);
+/* The INIT flags the kernel offered (flags2 in the high half); 0 before INIT. */
+uint64_t nvmefs_devio_offered(void);
+/* writev(2) of a reply through the hooks (a queue's request goes there). */
+ssize_t nvmefs_devio_writev(int fd, struct iovec *iov, int count);
 /*
  * The pool buffer the calling worker received its current request into,
  * now the caller's (the worker takes another); outside a worker, a fresh
@@ -166,7 +182,6 @@ static inline bool nvmefs_serve_inline(uint32_t opcode)
 
 /* ---- uring.c: FUSE over io_uring (Linux 6.14+) ---- */
 struct nvmefs_uring;
-struct iovec;
 /* 0 when this kernel serves FUSE over io_uring (its module parameter
  * enable_uring is on), -EPERM when it is off, -ENOTSUP when it has none. */
 int nvmefs_uring_offered(void);

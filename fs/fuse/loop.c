@@ -39,13 +39,11 @@
  * when none came within spin, so an idle or slow-paced mount stops
  * spending CPU on it.
  *
- * INIT flags libfuse 3.14 cannot express (FUSE_DIRECT_IO_ALLOW_MMAP, FUSE
- * 7.39; FUSE_OVER_IO_URING, 7.42): the session's I/O goes through
- * fuse_session_custom_io() hooks that are plain read(2) and writev(2),
- * except that the writev carrying the reply to INIT gets the flags op_init
- * and note_init asked for (nvmefs_loop_init_flags) added, with
- * FUSE_INIT_EXT so that the kernel reads flags2, and that a reply to a
- * request of the io_uring queues goes back there (nvmefs_uring_reply).
+ * The session's reads and writes of /dev/fuse go through devio.c's hooks:
+ * they add the INIT reply's flags libfuse 3.14 cannot express (op_init's,
+ * and FUSE_OVER_IO_URING when note_init asks for it), start the io_uring
+ * queues right after the kernel took that reply (init_replied), and send
+ * a reply to a request of the queues back there.
  *
  * Stopping: an unmount makes every read of /dev/fuse fail with ENODEV, and
  * each worker leaves. A signal (SIGTERM, SIGINT, SIGHUP through libfuse's
@@ -109,7 +107,6 @@ struct loop {
 	uint64_t spin_ns;      /* the leader's: the poll window now */
 	sem_t left;	       /* posted by each worker as it leaves */
 	atomic_int error;      /* the first receive error */
-	atomic_bool init_seen; /* the INIT reply has been sent */
 	void (*after_init)(void *arg);
 	void *arg;
 	/* FUSE over io_uring (uring.c): made before INIT, started after its
@@ -122,53 +119,6 @@ static __thread struct worker *self;
 /* The session being served (one per process), for notifications from any
  * thread that serves its requests: the workers and the io_uring queues. */
 static _Atomic(struct fuse_session *) serving;
-
-/*
- * The INIT reply's additions. One session per process: the custom I/O hooks
- * get the session's userdata (the volume), not the loop, so this is static.
- */
-static struct {
-	_Atomic uint64_t unique; /* the INIT request's, until its reply is sent */
-	_Atomic uint64_t flags;	 /* FUSE_* INIT flags to add to the reply */
-} init_patch;
-
-void nvmefs_loop_init_flags(uint64_t flags)
-{
-	atomic_fetch_or(&init_patch.flags, flags);
-}
-
-static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
-{
-	(void)userdata;
-	return read(fd, buf, len);
-}
-
-static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	const struct fuse_out_header *out = iov[0].iov_base;
-	uint64_t unique = atomic_load_explicit(&init_patch.unique, memory_order_relaxed);
-
-	ssize_t res;
-
-	(void)userdata;
-	/* An answer to a request of the io_uring queues goes back there. */
-	if (nvmefs_uring_reply(iov, count, &res))
-		return res;
-	if (unique && out->unique == unique && count == 2 && !out->error &&
-	    iov[1].iov_len == sizeof(struct fuse_init_out) &&
-	    atomic_exchange(&init_patch.unique, 0) == unique) {
-		struct fuse_init_out *arg = iov[1].iov_base;
-		uint64_t add = atomic_load(&init_patch.flags);
-
-		if (add >> 32)
-			arg->flags |= FUSE_INIT_EXT;
-		arg->flags |= (uint32_t)add;
-		arg->flags2 |= (uint32_t)(add >> 32);
-	}
-	return writev(fd, iov, count);
-}
-
-static const struct fuse_custom_io dev_io = {.read = dev_read, .writev = dev_writev};
 
 void *nvmefs_loop_take_buf(struct nvmefs_vol *vol)
 {
@@ -275,20 +225,11 @@ static bool wait_for_request(struct loop *lp)
 	return r > 0;
 }
 
-/* The INIT request: where its reply goes, and whether the kernel offers
- * FUSE over io_uring (flags2, read only with FUSE_INIT_EXT). */
-static void note_init(struct loop *lp, const struct fuse_in_header *in, size_t len)
+/* The INIT request: ask for FUSE over io_uring if the kernel offers it. */
+static void note_init(struct loop *lp)
 {
-	const struct fuse_init_in *arg = (const void *)(in + 1);
-	uint64_t flags = 0;
-
-	atomic_store(&init_patch.unique, in->unique);
-	if (len >= sizeof(*in) + offsetof(struct fuse_init_in, flags) + sizeof(arg->flags))
-		flags = arg->flags;
-	if ((flags & FUSE_INIT_EXT) && len >= sizeof(*in) + sizeof(*arg))
-		flags |= (uint64_t)arg->flags2 << 32;
-	if (lp->uring && (flags & nvmefs_uring_init_flag())) {
-		nvmefs_loop_init_flags(nvmefs_uring_init_flag());
+	if (lp->uring && (nvmefs_devio_offered() & nvmefs_uring_init_flag())) {
+		nvmefs_devio_init_flags(nvmefs_uring_init_flag());
 		lp->uring_asked = true;
 	}
 }
@@ -324,6 +265,18 @@ static void start_uring(struct loop *lp)
 		    vol->uring_depth);
 	/* A failure is said there, and stops the loop. */
 	nvmefs_uring_start(lp->uring, uring_failed, lp);
+}
+
+/* devio.c's after_init: the kernel applied the INIT reply inside its
+ * writev, so settings it overrides there (the readahead window) can be
+ * changed now, and the io_uring queues registered. */
+static void init_replied(void *arg)
+{
+	struct loop *lp = arg;
+
+	start_uring(lp);
+	if (lp->after_init)
+		lp->after_init(lp->arg);
 }
 
 /*
@@ -369,7 +322,7 @@ static void reply_eio(struct fuse_session *se, const struct fuse_in_header *in)
 	struct iovec iov = {.iov_base = &out, .iov_len = sizeof(out)};
 
 	/* ENOENT when the kernel gave up on it (interrupted): nothing to do. */
-	(void)dev_writev(fuse_session_fd(se), &iov, 1, NULL);
+	(void)nvmefs_devio_writev(fuse_session_fd(se), &iov, 1);
 }
 
 void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, size_t len)
@@ -395,22 +348,13 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 
 		nvmefs_ctl_count(lp->vol, in->opcode);
 		if (in->opcode == FUSE_INIT)
-			note_init(lp, in, fb->size);
+			note_init(lp);
 		if (shut_refuses(lp->vol, in, fb->size)) {
 			reply_eio(lp->se, in);
 			return;
 		}
 	}
 	fuse_session_process_buf(lp->se, fb);
-	/* The kernel applied the INIT reply inside its write(2): settings it
-	 * overrides there (the readahead window) can be changed now, and the
-	 * io_uring queues registered. */
-	if (!atomic_load_explicit(&lp->init_seen, memory_order_relaxed) && lp->vol->init_done &&
-	    !atomic_exchange(&lp->init_seen, true)) {
-		start_uring(lp);
-		if (lp->after_init)
-			lp->after_init(lp->arg);
-	}
 }
 
 static void *worker_main(void *arg)
@@ -525,10 +469,10 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	bool pin;
 	int ret;
 
-	/* The same descriptor, through our hooks (see the top of the file). */
-	ret = fuse_session_custom_io(se, &dev_io, fuse_session_fd(se));
+	/* The session's I/O through devio.c's hooks; after_init below. */
+	ret = nvmefs_devio_attach(se, init_replied, &lp);
 	if (ret)
-		return ret < 0 ? ret : -EINVAL;
+		return ret;
 	atomic_store(&serving, se);
 	if (vol->opts.uring != NVMEFS_URING_OFF) {
 		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth, nvmefs_loop_serve,

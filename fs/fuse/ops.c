@@ -500,7 +500,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * capability for it: the request loop adds it to the INIT reply. */
 	vol->direct_mmap = conn->proto_major > 7 || conn->proto_minor >= 39;
 	if (vol->direct_mmap)
-		nvmefs_loop_init_flags(FUSE_DIRECT_IO_ALLOW_MMAP);
+		nvmefs_devio_init_flags(FUSE_DIRECT_IO_ALLOW_MMAP);
 	/* 1 MiB requests (libfuse then asks for max_pages = 256). The kernel
 	 * lowers the readahead window to max_readahead; main.c raises it again
 	 * after INIT through the mount's bdi. */

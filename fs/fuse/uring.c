@@ -19,7 +19,8 @@
  *    every reply argument in the payload) with COMMIT_AND_FETCH, which also
  *    waits for the entry's next request;
  *  - FORGET, INTERRUPT and notifications stay on /dev/fuse, so the request
- *    loop (loop.c) goes on serving it beside the queues.
+ *    loop (loop.c; libfuse's own in tests/fuse_null) goes on serving it
+ *    beside the queues.
  *
  * Here the handlers stay libfuse's: a queue's leader copies the request's
  * headers into the page just before its payload (ours, outside what the
@@ -32,7 +33,7 @@
  * the devices write straight from it (nvmefs_uring_payload); an aligned
  * READ of a handle without read-ahead is read straight into the payload it
  * is answered from. Its reply, from whichever thread makes it
- * (a READ's from an I/O completion), reaches loop.c's writev hook, which
+ * (a READ's from an I/O completion), reaches devio.c's writev hook, which
  * gives it to nvmefs_uring_reply(): an answer to a ring request is copied
  * into its entry (nothing to copy when it is there already) and committed;
  * anything else goes to /dev/fuse.
