@@ -325,11 +325,10 @@ struct nvmefs_vol {
 	uint64_t meta_bytes;	/* the state's size as journal records (an estimate) */
 	uint64_t meta_cap;	/* meta_bytes allowed: 9/32 of the run area */
 	size_t norphans;
-	bool replaying;	       /* records come from disk: apply without logging */
-	bool writeback;	       /* the kernel caches writes (FUSE writeback cache) */
-	bool wronly_direct;    /* cached mode: write-only opens skip the page cache */
-	bool direct_mmap;      /* direct_io handles may be mapped shared (FUSE 7.39) */
-	atomic_bool init_done; /* FUSE INIT answered (op_init ran) */
+	bool replaying;	    /* records come from disk: apply without logging */
+	bool writeback;	    /* the kernel caches writes (FUSE writeback cache) */
+	bool wronly_direct; /* cached mode: write-only opens skip the page cache */
+	bool direct_mmap;   /* direct_io handles may be mapped shared (FUSE 7.39) */
 	/* The kernel checks POSIX ACLs (FUSE_POSIX_ACL with FUSE_DONT_MASK,
 	 * op_init): the system.posix_acl_* xattrs are taken (fs/core/acl.c);
 	 * without it they are refused as every other system.* one. */

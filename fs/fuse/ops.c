@@ -511,7 +511,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = vol->opts.max_background ? vol->opts.max_background : 64;
 	conn->congestion_threshold = conn->max_background * 3 / 4;
 	conn->time_gran = 1;
-	atomic_store(&vol->init_done, true);
 }
 
 /* ---- file attribute flags (chattr, lsattr, xfs_io's chattr) ---- */
