@@ -10,7 +10,8 @@
 # With NVMEFS_TEST_TRANSPORT=uring (scripts/test.sh's io_uring pass) both
 # modes run with -o uring: the daemon says its queues at INIT and, at the
 # end, that requests came through them. With enable_uring off, -o uring is
-# refused at once, naming enable_uring, and nothing is mounted.
+# refused at once, naming enable_uring, and nothing is mounted; a queue the
+# kernel refuses after INIT stops fuse_null within seconds.
 # The mount has its own directory, the script runs under timeout(1) and
 # always unmounts. usage: test_fuse_null.sh BUILD_DIR
 set -euo pipefail
@@ -78,6 +79,22 @@ for mode in cached direct; do
 		check "$mode: requests came through the queues (${served:-none})" test "${served:-0}" -gt 0
 	fi
 done
+
+# A queue the kernel refuses after INIT (a payload buffer too small): every
+# request would wait for it, so fuse_null must stop and unmount at once.
+if [ -n "$uring" ]; then
+	rc=0
+	start=$SECONDS
+	NVMEFS_TEST_URING_SHORT_PAYLOAD=1 timeout 20 "$null" "$mnt" -f -o uring 2>"$dir/log" &
+	pid=$!
+	sleep 1
+	timeout 5 stat "$mnt" >/dev/null 2>&1 || true
+	wait "$pid" || rc=$?
+	pid=
+	check "a queue refused after INIT: exit status $rc" sh -c "[ $rc -ne 0 ] && [ $rc -ne 124 ]"
+	check "a queue refused after INIT: stopped at once" test $((SECONDS - start)) -le 10
+	check "a queue refused after INIT: nothing mounted" sh -c "! grep -q ' $mnt ' /proc/self/mounts"
+fi
 
 if [ -r "$param" ] && [ "$(cat "$param")" = N ]; then
 	rc=0
