@@ -83,14 +83,15 @@ void nvmefs_client_stats(const struct nvmefs_client *c, struct nvmefs_client_sta
 /* ---- the connection ---- */
 
 /* Send one message, with fd attached when fd >= 0. */
-int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body,
-		       uint32_t cnt, size_t len, int fd)
+int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+		       const void *body, uint32_t cnt, size_t len, int fd)
 {
 	struct nvmefs_wire_hdr h = {.magic = NVMEFS_WIRE_MAGIC,
 				    .version = NVMEFS_WIRE_VERSION,
 				    .type = type,
 				    .count = cnt,
-				    .arg = arg};
+				    .arg = arg,
+				    .arg2 = arg2};
 	struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)body, len}};
 	union {
 		struct cmsghdr h;
@@ -204,14 +205,22 @@ int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
 	ret = n <= 0 ? -ENOTCONN : nvmefs_wire_parse(c->rbuf, (size_t)n, 0, &m);
-	if (!ret && m.hdr.type == NVMEFS_WIRE_COMPLETE)
+	if (!ret && m.hdr.type == NVMEFS_WIRE_COMPLETE) {
 		ret = on_complete(c, &m);
-	else if (!ret && c->want_reply && !c->got_reply) {
+	} else if (!ret && c->unanswered) {
+		/* The reply to a message nobody waits for (nvmefs_close_fd):
+		 * replies come in order, so it is the oldest's. */
+		c->unanswered--;
+		if (m.hdr.arg < 0)
+			c->late_errors++;
+	} else if (!ret && c->want_reply && !c->got_reply) {
 		c->got_reply = true;
 		c->reply_arg = m.hdr.arg;
 		c->reply_arg2 = m.hdr.arg2;
 		if ((size_t)n == sizeof(m.hdr) + sizeof(c->hello))
 			memcpy(&c->hello, m.entries, sizeof(c->hello));
+		else if ((size_t)n == sizeof(m.hdr) + sizeof(c->reply_stat))
+			memcpy(&c->reply_stat, m.entries, sizeof(c->reply_stat));
 	} else if (!ret) {
 		ret = -EBADMSG; /* a reply nobody asked for */
 	}
@@ -229,7 +238,13 @@ int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms)
  * first). Returns the reply's arg (a count or -errno). */
 int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd)
 {
-	int ret = nvmefs_cl_send_msg(c, type, arg, NULL, 0, 0, fd);
+	return nvmefs_cl_call(c, type, arg, 0, NULL, 0, fd);
+}
+
+int64_t nvmefs_cl_call(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+		       const void *body, uint32_t len, int fd)
+{
+	int ret = nvmefs_cl_send_msg(c, type, arg, arg2, body, len, len, fd);
 
 	if (ret) {
 		nvmefs_cl_lose(c);
@@ -501,6 +516,70 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 	return 0;
 }
 
+int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flags, mode_t mode,
+		  mode_t umask, int fd, struct stat *st)
+{
+	size_t len = strlen(name);
+	struct nvmefs_wire_stat *w = &c->reply_stat;
+	struct reg *v;
+	int64_t h;
+
+	c->err[0] = '\0';
+	if (nvmefs_cl_reg_of(c, fd))
+		return nvmefs_cl_fail(c, -EEXIST, "fd %d: already registered", fd);
+	if (!len || len > NVMEFS_WIRE_NAME_MAX || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return nvmefs_cl_fail(c, -EINVAL, "\"%s\": not a name a file may have", name);
+	v = realloc(c->regs, (c->nregs + 1) * sizeof(*v));
+	if (!v)
+		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
+	c->regs = v;
+	h = nvmefs_cl_call(c, NVMEFS_WIRE_CREATE, flags,
+			   (int64_t)(mode & 07777) | (int64_t)(umask & 0777) << 32, name,
+			   (uint32_t)len, dirfd);
+	if (h < 0)
+		return h == -EEXIST ? (int)h
+				    : nvmefs_cl_fail(c, (int)h, "create %s: %s", name,
+						     strerror((int)-h));
+	c->regs[c->nregs++] =
+		(struct reg){.fd = fd, .handle = (uint32_t)h, .may = (unsigned)c->reply_arg2};
+	*st = (struct stat){
+		.st_dev = c->dev,
+		.st_ino = w->ino,
+		.st_mode = w->mode,
+		.st_nlink = w->nlink,
+		.st_uid = w->uid,
+		.st_gid = w->gid,
+		.st_size = (off_t)w->size,
+		.st_blksize = (blksize_t)w->blksize,
+		.st_blocks = (blkcnt_t)w->blocks,
+		.st_atim = {w->atime_sec, w->atime_nsec},
+		.st_mtim = {w->mtime_sec, w->mtime_nsec},
+		.st_ctim = {w->ctime_sec, w->ctime_nsec},
+	};
+	return 0;
+}
+
+int nvmefs_close_fd(struct nvmefs_client *c, int fd)
+{
+	struct reg *r = nvmefs_cl_reg_of(c, fd);
+	int ret;
+
+	if (!r)
+		return nvmefs_cl_fail(c, -EBADF, "fd %d: not registered", fd);
+	while (r->inflight) {
+		ret = nvmefs_cl_pump(c, -1);
+		if (ret < 0)
+			break;
+	}
+	/* Replies come in order: the next pump that meets this one drops it. */
+	ret = nvmefs_cl_send_msg(c, NVMEFS_WIRE_UNREG_FD, r->handle, 0, NULL, 0, 0, -1);
+	if (!ret)
+		c->unanswered++;
+	*r = c->regs[--c->nregs];
+	return 0;
+}
+
 int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 {
 	struct reg *r = nvmefs_cl_reg_of(c, fd);
@@ -519,7 +598,7 @@ void nvmefs_detach(struct nvmefs_client *c)
 {
 	if (!c)
 		return;
-	while (c->sent && nvmefs_cl_pump(c, -1) >= 0)
+	while ((c->sent || c->unanswered) && nvmefs_cl_pump(c, -1) >= 0)
 		;
 	/* Closing the connection gives back, in the daemon, every file and
 	 * region it holds for us: no message per registration. */

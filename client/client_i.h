@@ -79,6 +79,9 @@ struct nvmefs_client {
 	/* a control call's reply */
 	bool want_reply, got_reply;
 	int64_t reply_arg, reply_arg2;
+	struct nvmefs_wire_stat reply_stat; /* CREATE's */
+	unsigned unanswered;		    /* messages sent whose replies nobody waits for */
+	uint64_t late_errors;		    /* of those, the replies that were errors */
 	/* a synchronous helper's completion */
 	bool sync_done;
 	int64_t sync_res;
@@ -92,8 +95,8 @@ struct nvmefs_client {
 __attribute__((format(printf, 3, 4))) int nvmefs_cl_fail(struct nvmefs_client *c, int ret,
 							 const char *fmt, ...);
 /* Send one message, with fd attached when fd >= 0. */
-int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, const void *body,
-		       uint32_t cnt, size_t len, int fd);
+int nvmefs_cl_send_msg(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+		       const void *body, uint32_t cnt, size_t len, int fd);
 /* The daemon is gone: every request in flight fails. */
 void nvmefs_cl_lose(struct nvmefs_client *c);
 /*
@@ -105,6 +108,9 @@ int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms);
 /* A control call: send, then wait for its reply. Returns the reply's arg
  * (a count or -errno). */
 int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, int fd);
+/* The same with arg2 and a body of len one-byte entries (CREATE's name). */
+int64_t nvmefs_cl_call(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+		       const void *body, uint32_t len, int fd);
 /* The registration of fd, or NULL. */
 struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd);
 

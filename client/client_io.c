@@ -121,7 +121,7 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 		taken++;
 		ret = 0;
 		if (nb == c->hello.max_batch || nb == NVMEFS_WIRE_MAX_BATCH || taken == n) {
-			if (nb && nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb,
+			if (nb && nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, 0, batch, nb,
 						     nb * sizeof(batch[0]), -1)) {
 				c->sent += nb;
 				nvmefs_cl_lose(c);
@@ -132,8 +132,8 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 		}
 	}
 	if (nb) {
-		if (nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, batch, nb, nb * sizeof(batch[0]),
-				       -1)) {
+		if (nvmefs_cl_send_msg(c, NVMEFS_WIRE_SUBMIT, 0, 0, batch, nb,
+				       nb * sizeof(batch[0]), -1)) {
 			c->sent += nb;
 			nvmefs_cl_lose(c);
 			return -ENOTCONN;

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +118,32 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd);
 /* Forget fd's registration. -EBADF when not registered, -EBUSY while a
  * request in flight names it. */
 int nvmefs_unreg_fd(struct nvmefs_client *c, int fd);
+
+/*
+ * Create the regular file name in the directory dirfd (a descriptor of a
+ * directory of the mount; O_PATH will do) and register it under fd, as
+ * open(2) with O_CREAT and flags would make it and nvmefs_reg_fd register
+ * it: one round trip to the daemon, none through the kernel. fd is a
+ * descriptor number the caller holds for the file (any open descriptor:
+ * the library only names the file by it in later calls). flags: access
+ * mode O_WRONLY or O_RDWR, O_CREAT, and of the rest only O_EXCL, O_TRUNC,
+ * O_CLOEXEC, O_NOCTTY, O_NONBLOCK, O_NOFOLLOW. mode loses umask unless the
+ * directory has a default ACL. The daemon checks write and search on the
+ * directory for the caller's real user and group ids (which the process
+ * can always act as). *st: the new file's attributes. Returns 0, or
+ * -EEXIST (the name exists; nothing changed: open it through the mount),
+ * -EOPNOTSUPP (flags the door does not serve, a directory with an access
+ * ACL, a mount with -o writeback: create through the mount), -EACCES,
+ * -ENOTDIR, -EXDEV, -EINVAL (not a name), -EROFS, -ENOSPC, -EMLINK.
+ */
+int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flags, mode_t mode,
+		  mode_t umask, int fd, struct stat *st);
+
+/* Forget fd's registration as nvmefs_unreg_fd does, once its requests in
+ * flight completed (it waits for them), without waiting for the daemon's
+ * answer: the next call that waits on the daemon takes it. -EBADF when not
+ * registered. */
+int nvmefs_close_fd(struct nvmefs_client *c, int fd);
 
 /* nvmefs_io.op */
 #define NVMEFS_OP_READ	1

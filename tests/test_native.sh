@@ -61,12 +61,14 @@ check "$mode: the README's example writes and reads back 64 MiB" "$example" "$MN
 check "$mode: the example's file is 64 MiB through the mount" \
 	test "$(stat -c %s "$MNT/roundtrip")" = $((64 << 20))
 run api coherence hostile
+check "$mode: test_client_create (the door's CREATE)" "$build/tests/test_client_create" "$MNT"
 mnt_umount
 fsck_clean "after api, coherence, hostile ($mode)"
 
 if [ "$mode" = cached ]; then
 	mnt_mount mode=cached,writeback
 	run writeback
+	check "writeback: CREATE refused" "$build/tests/test_client_create" "$MNT" writeback
 	mnt_umount
 	fsck_clean "after writeback"
 fi

@@ -27,6 +27,7 @@
 #define SQE   sizeof(struct nvmefs_wire_sqe)
 #define CQE   sizeof(struct nvmefs_wire_cqe)
 #define HELLO sizeof(struct nvmefs_wire_hello)
+#define WSTAT sizeof(struct nvmefs_wire_stat)
 #define MAXB  NVMEFS_WIRE_MAX_BATCH
 
 static int nfail;
@@ -70,7 +71,7 @@ static const struct pcase pcases[] = {
 	{"version 2", 1, M, V + 1, NVMEFS_WIRE_HELLO, 0, 0, HDR, -EPROTO},
 	{"version 0xffff", 1, M, 0xffff, NVMEFS_WIRE_SUBMIT, 1, 0, HDR + SQE, -EPROTO},
 	{"type 0", 1, M, V, 0, 0, 0, HDR, -EOPNOTSUPP},
-	{"type 9", 1, M, V, 9, 0, 0, HDR, -EOPNOTSUPP},
+	{"type 10", 1, M, V, 10, 0, 0, HDR, -EOPNOTSUPP},
 	{"type 0xffff", 1, M, V, 0xffff, 0, 0, HDR, -EOPNOTSUPP},
 	{"REPLY to the daemon", 1, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR, -EOPNOTSUPP},
 	{"COMPLETE to the daemon", 1, M, V, NVMEFS_WIRE_COMPLETE, 1, 0, HDR + CQE, -EOPNOTSUPP},
@@ -99,6 +100,15 @@ static const struct pcase pcases[] = {
 	{"REPLY with a short hello", 0, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR + HELLO - 1, -EBADMSG},
 	{"REPLY with a long hello", 0, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR + HELLO + 1, -EBADMSG},
 	{"REPLY counting 1", 0, M, V, NVMEFS_WIRE_REPLY, 1, 0, HDR, -EBADMSG},
+	{"REPLY with a stat", 0, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR + WSTAT, 0},
+	{"REPLY with a short stat", 0, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR + WSTAT - 1, -EBADMSG},
+	{"CREATE of a 1-byte name", 1, M, V, NVMEFS_WIRE_CREATE, 1, 0, HDR + 1, 0},
+	{"CREATE of a 255-byte name", 1, M, V, NVMEFS_WIRE_CREATE, 255, 0, HDR + 255, 0},
+	{"CREATE of no name", 1, M, V, NVMEFS_WIRE_CREATE, 0, 0, HDR, -EBADMSG},
+	{"CREATE of a 256-byte name", 1, M, V, NVMEFS_WIRE_CREATE, 256, 0, HDR + 256, -EBADMSG},
+	{"CREATE counting 2, 3 there", 1, M, V, NVMEFS_WIRE_CREATE, 2, 0, HDR + 3, -EBADMSG},
+	{"CREATE counting 3, 2 there", 1, M, V, NVMEFS_WIRE_CREATE, 3, 0, HDR + 2, -EBADMSG},
+	{"CREATE to the client", 0, M, V, NVMEFS_WIRE_CREATE, 1, 0, HDR + 1, -EOPNOTSUPP},
 	{"COMPLETE of 1", 0, M, V, NVMEFS_WIRE_COMPLETE, 1, 0, HDR + CQE, 0},
 	{"COMPLETE of 256", 0, M, V, NVMEFS_WIRE_COMPLETE, MAXB, 0, HDR + MAXB *CQE, 0},
 	{"COMPLETE of 0", 0, M, V, NVMEFS_WIRE_COMPLETE, 0, 0, HDR, -EBADMSG},
@@ -140,10 +150,42 @@ static void test_parse(void)
 			      "%s: the header as sent", pc->what);
 			CHECK(m.entry_size == (pc->type == NVMEFS_WIRE_SUBMIT	  ? SQE
 					       : pc->type == NVMEFS_WIRE_COMPLETE ? CQE
+					       : pc->type == NVMEFS_WIRE_CREATE	  ? 1
 										  : 0),
 			      "%s: entry size %zu", pc->what, m.entry_size);
 		}
 		free(buf);
+	}
+}
+
+/* CREATE's name: what a directory entry may be called, nothing else. */
+static void test_create_names(void)
+{
+	static const struct {
+		const char *name;
+		size_t len;
+		int want;
+	} cases[] = {
+		{"a", 1, 0},	    {"..a", 3, 0},	   {".hidden", 7, 0},
+		{".", 1, -EBADMSG}, {"..", 2, -EBADMSG},   {"a/b", 3, -EBADMSG},
+		{"/", 1, -EBADMSG}, {"a\0b", 3, -EBADMSG}, {"\0", 1, -EBADMSG},
+		{"...", 3, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct nvmefs_wire_hdr h = {.magic = M,
+					    .version = V,
+					    .type = NVMEFS_WIRE_CREATE,
+					    .count = (uint32_t)cases[i].len};
+		uint8_t buf[HDR + 16];
+		struct nvmefs_wire_msg m;
+		int ret;
+
+		memcpy(buf, &h, sizeof(h));
+		memcpy(buf + HDR, cases[i].name, cases[i].len);
+		ret = nvmefs_wire_parse(buf, HDR + cases[i].len, 1, &m);
+		CHECK(ret == cases[i].want, "CREATE of name %zu (%zu bytes): %d, want %d", i,
+		      cases[i].len, ret, cases[i].want);
 	}
 }
 
@@ -315,6 +357,7 @@ static void test_check_sqe_random(void)
 int main(void)
 {
 	test_parse();
+	test_create_names();
 	test_sqe_at();
 	test_check_sqe_table();
 	test_check_sqe_random();

@@ -358,6 +358,7 @@ struct nvmefs_vol {
 	struct {
 		atomic_uint clients; /* connected now */
 		atomic_uint_fast64_t connects, reads, writes, fsyncs;
+		atomic_uint_fast64_t creates;		      /* files made by CREATE */
 		atomic_uint_fast64_t read_bytes, write_bytes; /* moved by requests that succeeded */
 		atomic_uint_fast64_t copied_requests;	      /* unaligned: through pool buffers */
 		atomic_uint_fast64_t copied_bytes;	      /* their bytes */

@@ -273,6 +273,7 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	put_u64(o, "reads", atomic_load(&vol->native.reads));
 	put_u64(o, "writes", atomic_load(&vol->native.writes));
 	put_u64(o, "fsyncs", atomic_load(&vol->native.fsyncs));
+	put_u64(o, "creates", atomic_load(&vol->native.creates));
 	put_u64(o, "read_bytes", atomic_load(&vol->native.read_bytes));
 	put_u64(o, "write_bytes", atomic_load(&vol->native.write_bytes));
 	put_u64(o, "copied_requests", atomic_load(&vol->native.copied_requests));

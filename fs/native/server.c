@@ -35,6 +35,7 @@
 #include "server_i.h"
 #include "journal_i.h"
 #include "namei.h"
+#include "util_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -247,6 +248,133 @@ static int do_unreg_mem(struct nclient *c, int64_t id)
 	return 0;
 }
 
+/*
+ * Whether cred may add a name to the directory whose attributes are *dir:
+ * write and search, as the kernel's may_create() asks of it (root may
+ * always; an ACL the door does not evaluate: -EOPNOTSUPP, and the client
+ * goes through the mount).
+ */
+static int may_create(struct nclient *c, const struct nvmefs_cred *cred, uint64_t dino,
+		      const struct stat *dir)
+{
+	const unsigned want = 3; /* write and search */
+	unsigned bits;
+
+	if (c->srv->vol->posix_acl &&
+	    nvmefs_xattr_get(c->srv->vol, dino, "system.posix_acl_access", NULL, 0) > 0)
+		return -EOPNOTSUPP;
+	if (cred->uid == 0)
+		return 0;
+	if (cred->uid == dir->st_uid)
+		bits = (dir->st_mode >> 6) & 7;
+	else if (cred->gid == dir->st_gid)
+		bits = (dir->st_mode >> 3) & 7;
+	else if (((dir->st_mode >> 3) & want) == (dir->st_mode & want))
+		bits = dir->st_mode & 7; /* group and others alike: no need to know */
+	else if (nvmefs_pid_in_group(cred->pid, (uint32_t)dir->st_gid))
+		bits = (dir->st_mode >> 3) & 7;
+	else
+		bits = dir->st_mode & 7;
+	return (bits & want) == want ? 0 : -EACCES;
+}
+
+/* The open(2) flags CREATE serves: a new file, written. Others (append,
+ * direct or synchronous I/O, a directory, a temporary file, reading) go
+ * through the mount. */
+#define CREATE_FLAGS                                                                               \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | \
+	 O_LARGEFILE)
+
+static void wire_stat(const struct stat *st, struct nvmefs_wire_stat *w)
+{
+	*w = (struct nvmefs_wire_stat){
+		.ino = st->st_ino,
+		.size = (uint64_t)st->st_size,
+		.blocks = (uint64_t)st->st_blocks,
+		.mode = st->st_mode,
+		.nlink = (uint32_t)st->st_nlink,
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+		.blksize = (uint32_t)st->st_blksize,
+		.atime_sec = st->st_atim.tv_sec,
+		.mtime_sec = st->st_mtim.tv_sec,
+		.ctime_sec = st->st_ctim.tv_sec,
+		.atime_nsec = (uint32_t)st->st_atim.tv_nsec,
+		.mtime_nsec = (uint32_t)st->st_mtim.tv_nsec,
+		.ctime_nsec = (uint32_t)st->st_ctim.tv_nsec,
+	};
+}
+
+/*
+ * CREATE: make the regular file name in the directory fd names, as an
+ * open(O_CREAT) through the mount does, and register it for writing. The
+ * directory descriptor proves the walk to it (even O_PATH: the kernel
+ * checked search on every directory above); write and search on the
+ * directory itself are checked here against the sender's credentials at
+ * the send (SCM_CREDENTIALS). Before the reply the kernel forgets the
+ * name (a negative dentry) and the directory's attributes, so that every
+ * other process sees the file at once. An existing name is -EEXIST: the
+ * client opens it through the mount unless it asked for O_EXCL.
+ */
+static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg *m,
+			 struct nvmefs_wire_stat *out)
+{
+	struct nvmefs_vol *vol = c->srv->vol;
+	struct nvmefs_cred cred = c->msg_cred;
+	char name[NVMEFS_WIRE_NAME_MAX + 1];
+	int flags = (int)m->hdr.arg;
+	struct nvmefs_inode *in;
+	struct stat dir, st;
+	struct statx stx;
+	int64_t i;
+	dev_t dev;
+	int ret;
+
+	if (fd < 0)
+		return -EBADMSG;
+	if ((flags & ~CREATE_FLAGS) || !(flags & O_CREAT) || (flags & O_ACCMODE) == O_RDONLY ||
+	    (flags & O_ACCMODE) == O_ACCMODE)
+		return -EOPNOTSUPP;
+	if (vol->writeback)
+		return -EOPNOTSUPP; /* as REG_FD: the kernel would own its size */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx))
+		return -errno;
+	ret = mount_dev(c->srv, &dev);
+	if (ret)
+		return ret;
+	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
+		return -EXDEV;
+	if (!S_ISDIR(stx.stx_mode) || stx.stx_ino > NVMEFS_INO_MAX)
+		return -ENOTDIR;
+	ret = nvmefs_ns_getattr(vol, stx.stx_ino, &dir);
+	if (ret)
+		return ret;
+	if (!dir.st_nlink)
+		return -ENOENT; /* removed since the client opened it */
+	ret = may_create(c, &cred, stx.stx_ino, &dir);
+	if (ret)
+		return ret;
+	memcpy(name, m->entries, m->hdr.count);
+	name[m->hdr.count] = '\0';
+	i = slot((void **)&c->files, &c->nfiles, sizeof(*c->files), file_used);
+	if (i < 0)
+		return i;
+	cred.umask = (uint32_t)((uint64_t)m->hdr.arg2 >> 32) & 0777;
+	ret = nvmefs_ns_create(vol, &cred, stx.stx_ino, name, (mode_t)(m->hdr.arg2 & 07777), &st,
+			       &in);
+	if (ret)
+		return ret;
+	/* The handle keeps the inode; the kernel holds no reference on it. */
+	nvmefs_ns_forget(vol, st.st_ino, 1);
+	c->srv->inval_entry(c->srv->inval_arg, stx.stx_ino, name);
+	count(&vol->native.creates, 1);
+	c->files[i] = (struct nfile){.in = in, .ino = st.st_ino, .may = NVMEFS_WIRE_MAY_WRITE};
+	if ((flags & O_ACCMODE) == O_RDWR)
+		c->files[i].may |= NVMEFS_WIRE_MAY_READ;
+	wire_stat(&st, out);
+	return i;
+}
+
 /* The checks of one entry that need the client's tables. */
 static int check_sqe(struct nclient *c, const struct nvmefs_wire_sqe *e)
 {
@@ -322,13 +450,14 @@ static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 static int handle(struct nclient *c, const void *buf, size_t len, int fd)
 {
 	struct nvmefs_vol *vol = c->srv->vol;
+	struct nvmefs_wire_stat wst;
 	struct nvmefs_wire_msg m;
 	unsigned may = 0;
 	int64_t res;
 	int ret = nvmefs_wire_parse(buf, len, 1, &m);
 
 	if (!ret && fd >= 0 && m.hdr.type != NVMEFS_WIRE_REG_FD &&
-	    m.hdr.type != NVMEFS_WIRE_REG_MEM)
+	    m.hdr.type != NVMEFS_WIRE_REG_MEM && m.hdr.type != NVMEFS_WIRE_CREATE)
 		ret = -EBADMSG; /* a descriptor where none belongs */
 	if (ret) {
 		if (fd >= 0)
@@ -353,6 +482,16 @@ static int handle(struct nclient *c, const void *buf, size_t len, int fd)
 	case NVMEFS_WIRE_UNREG_MEM:
 		res = do_unreg_mem(c, m.hdr.arg);
 		break;
+	case NVMEFS_WIRE_CREATE:
+		res = do_create(c, fd, &m, &wst);
+		if (fd >= 0)
+			close(fd);
+		if (res < 0) {
+			count(&vol->native.refused, 1);
+			return reply(c, res, 0);
+		}
+		return queue_msg(c, NVMEFS_WIRE_REPLY, res, c->files[res].may, &wst, 0,
+				 sizeof(wst));
 	default: /* NVMEFS_WIRE_SUBMIT */
 		do_submit(c, &m);
 		return 0;
@@ -369,7 +508,7 @@ static int receive(struct nclient *c, uint8_t *buf)
 {
 	union {
 		struct cmsghdr h;
-		char space[CMSG_SPACE(4 * sizeof(int))];
+		char space[CMSG_SPACE(4 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
 	} cm;
 	struct iovec iov = {.iov_base = buf, .iov_len = NVMEFS_WIRE_MAX_MSG};
 	struct msghdr mh = {
@@ -381,7 +520,19 @@ static int receive(struct nclient *c, uint8_t *buf)
 		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 	if (n == 0)
 		return -ECONNRESET;
+	/* Who sent it, as the kernel says (SO_PASSCRED): the real ids at the
+	 * send, which a process can always act as; the connect's otherwise. */
+	c->msg_cred = c->cred;
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS &&
+		    h->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+			struct ucred u;
+
+			memcpy(&u, CMSG_DATA(h), sizeof(u));
+			c->msg_cred =
+				(struct nvmefs_cred){.uid = u.uid, .gid = u.gid, .pid = u.pid};
+			continue;
+		}
 		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
 			continue;
 		for (size_t k = 0; (k + 1) * sizeof(int) <= h->cmsg_len - CMSG_LEN(0); k++) {
@@ -588,7 +739,9 @@ static void *acceptor_main(void *arg)
 /* ---- the door ---- */
 
 int nvmefs_native_start(struct nvmefs_vol *vol, const char *mountpoint,
-			nvmefs_native_inval_fn inval_fn, void *arg, struct nvmefs_native **out)
+			nvmefs_native_inval_fn inval_fn,
+			nvmefs_native_inval_entry_fn inval_entry_fn, void *arg,
+			struct nvmefs_native **out)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	struct nvmefs_native *srv = calloc(1, sizeof(*srv));
@@ -601,6 +754,7 @@ int nvmefs_native_start(struct nvmefs_vol *vol, const char *mountpoint,
 	srv->lfd = srv->stop = -1;
 	srv->vol = vol;
 	srv->inval = inval_fn;
+	srv->inval_entry = inval_entry_fn;
 	srv->inval_arg = arg;
 	srv->mountpoint = strdup(mountpoint);
 	if (!srv->mountpoint) {
@@ -619,7 +773,10 @@ int nvmefs_native_start(struct nvmefs_vol *vol, const char *mountpoint,
 	nvmefs_uuid_str(vol->label.uuid, uuid);
 	snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "nvmefs-%s-%d", uuid, (int)getpid());
 	alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(a.sun_path + 1));
-	if (bind(srv->lfd, (struct sockaddr *)&a, alen) || listen(srv->lfd, 64)) {
+	/* Every message then says who sent it (SCM_CREDENTIALS), for CREATE's
+	 * permission checks; accepted sockets inherit it. */
+	if (setsockopt(srv->lfd, SOL_SOCKET, SO_PASSCRED, &(int){1}, sizeof(int)) ||
+	    bind(srv->lfd, (struct sockaddr *)&a, alen) || listen(srv->lfd, 64)) {
 		ret = -errno;
 		goto err;
 	}

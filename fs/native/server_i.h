@@ -69,7 +69,8 @@ struct nclient {
 	int sock, wake;
 	pthread_t thread;
 	atomic_bool exited;
-	struct nvmefs_cred cred; /* SO_PEERCRED's, at the connect */
+	struct nvmefs_cred cred;     /* SO_PEERCRED's, at the connect */
+	struct nvmefs_cred msg_cred; /* the message being handled's sender (SCM_CREDENTIALS) */
 	/* The client thread's own. */
 	struct nfile *files;
 	uint32_t nfiles;
@@ -92,6 +93,7 @@ struct nvmefs_native {
 	struct nvmefs_vol *vol;
 	char *mountpoint;
 	nvmefs_native_inval_fn inval;
+	nvmefs_native_inval_entry_fn inval_entry;
 	void *inval_arg;
 	int lfd, stop; /* listening socket; eventfd, readable once stopping */
 	pthread_t acceptor;

@@ -18,15 +18,27 @@ static size_t entry_size(uint16_t type)
 		return sizeof(struct nvmefs_wire_sqe);
 	case NVMEFS_WIRE_COMPLETE:
 		return sizeof(struct nvmefs_wire_cqe);
+	case NVMEFS_WIRE_CREATE:
+		return 1; /* the name's bytes */
 	default:
 		return 0;
 	}
 }
 
+/* A name one directory entry may have: 1 to NAME_MAX bytes, no '/' or
+ * NUL, not "." or "..". */
+static bool name_ok(const char *name, size_t len)
+{
+	if (!len || len > NVMEFS_WIRE_NAME_MAX || memchr(name, '/', len) || memchr(name, '\0', len))
+		return false;
+	return !(name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')));
+}
+
 static bool type_ok(uint16_t type, int from_client)
 {
 	if (from_client)
-		return type >= NVMEFS_WIRE_HELLO && type <= NVMEFS_WIRE_SUBMIT;
+		return (type >= NVMEFS_WIRE_HELLO && type <= NVMEFS_WIRE_SUBMIT) ||
+		       type == NVMEFS_WIRE_CREATE;
 	return type == NVMEFS_WIRE_REPLY || type == NVMEFS_WIRE_COMPLETE;
 }
 
@@ -47,15 +59,19 @@ int nvmefs_wire_parse(const void *buf, size_t len, int from_client, struct nvmef
 		return -EBADMSG;
 	esz = entry_size(m->hdr.type);
 	body = len - sizeof(m->hdr);
-	if (esz) {
+	if (m->hdr.type == NVMEFS_WIRE_CREATE) {
+		if (!name_ok((const char *)buf + sizeof(m->hdr), body) || body != m->hdr.count)
+			return -EBADMSG;
+	} else if (esz) {
 		if (!m->hdr.count || m->hdr.count > NVMEFS_WIRE_MAX_BATCH ||
 		    body != (size_t)m->hdr.count * esz)
 			return -EBADMSG;
 	} else if (m->hdr.count) {
 		return -EBADMSG;
 	} else if (m->hdr.type == NVMEFS_WIRE_REPLY) {
-		/* A REPLY may carry HELLO's answer, nothing else. */
-		if (body && body != sizeof(struct nvmefs_wire_hello))
+		/* A REPLY may carry HELLO's or CREATE's answer, nothing else. */
+		if (body && body != sizeof(struct nvmefs_wire_hello) &&
+		    body != sizeof(struct nvmefs_wire_stat))
 			return -EBADMSG;
 	} else if (body) {
 		return -EBADMSG;

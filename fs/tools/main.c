@@ -766,7 +766,8 @@ int main(int argc, char **argv)
 	vol->mounted_ns = nvmefs_now_ns();
 	clock_gettime(CLOCK_REALTIME, &vol->mounted_at);
 	/* The native door (libnvmefs): without it the mount still serves. */
-	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, se, &native);
+	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, nvmefs_loop_inval_entry, se,
+				  &native);
 	if (err)
 		nvmefs_warn("no native client door: %s", strerror(-err));
 	/* Statahead (fs/fuse/statahead.c): without it the mount still serves. */

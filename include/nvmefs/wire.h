@@ -7,7 +7,7 @@
  * Transport: a SOCK_SEQPACKET Unix socket with an abstract name the daemon
  * publishes in MOUNTPOINT/.nvmefs/config ("native_socket"). One message is
  * one header, then count entries of the type's size; a message carries at
- * most one descriptor (SCM_RIGHTS), only with REG_FD and REG_MEM. Data never
+ * most one descriptor (SCM_RIGHTS), only with REG_FD, REG_MEM and CREATE. Data never
  * crosses the socket: it moves between the devices and memory the client
  * shares with the daemon (a sealed memfd, REG_MEM).
  *
@@ -18,6 +18,10 @@
  *   REG_MEM  + memfd, arg: size             REPLY  arg: region or -errno
  *   UNREG_MEM  arg: region                  REPLY  arg: 0 or -errno
  *   SUBMIT     count x nvmefs_wire_sqe      COMPLETE count x nvmefs_wire_cqe, any time later
+ *   CREATE   + fd of the parent directory   REPLY  arg: handle or -errno; arg2: NVMEFS_WIRE_MAY_*;
+ *              arg: open(2) flags, arg2:           payload nvmefs_wire_stat (on success)
+ *              mode | umask << 32; count: the name's bytes (1 to NVMEFS_WIRE_NAME_MAX, no '/', no
+ * NUL)
  *
  * Requests (SUBMIT) are answered by COMPLETE messages in any order, possibly
  * between a control message and its REPLY; control messages are answered in
@@ -44,13 +48,14 @@ enum nvmefs_wire_type {
 	NVMEFS_WIRE_SUBMIT = 6,
 	NVMEFS_WIRE_REPLY = 7,
 	NVMEFS_WIRE_COMPLETE = 8,
+	NVMEFS_WIRE_CREATE = 9,
 };
 
 struct nvmefs_wire_hdr {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t type;	/* enum nvmefs_wire_type */
-	uint32_t count; /* entries after the header (SUBMIT, COMPLETE) */
+	uint32_t count; /* entries after the header (SUBMIT, COMPLETE; CREATE: name bytes) */
 	uint32_t flags; /* 0 */
 	int64_t arg;	/* by type, above */
 	int64_t arg2;
@@ -92,6 +97,21 @@ struct nvmefs_wire_hello {
 };
 _Static_assert(sizeof(struct nvmefs_wire_hello) == 48, "hello is 48 bytes");
 
+/*
+ * CREATE's reply payload: the new file's attributes as stat(2) shows them
+ * through the mount (st_dev is the client's to fill: the mount's).
+ */
+struct nvmefs_wire_stat {
+	uint64_t ino, size, blocks;
+	uint32_t mode, nlink, uid, gid, blksize, pad;
+	int64_t atime_sec, mtime_sec, ctime_sec;
+	uint32_t atime_nsec, mtime_nsec, ctime_nsec, pad2;
+};
+_Static_assert(sizeof(struct nvmefs_wire_stat) == 88, "stat is 88 bytes");
+
+/* The longest name CREATE carries (NAME_MAX). */
+#define NVMEFS_WIRE_NAME_MAX 255u
+
 /* REG_FD's reply arg2: what the descriptor's access mode allows. */
 #define NVMEFS_WIRE_MAY_READ  1u
 #define NVMEFS_WIRE_MAY_WRITE 2u
@@ -111,8 +131,10 @@ struct nvmefs_wire_msg {
 
 /*
  * Check the message buf[0, len) as the side receiving it: from_client
- * true for the daemon (HELLO ... SUBMIT), false for the client (REPLY,
- * COMPLETE; a REPLY to HELLO carries a nvmefs_wire_hello). Returns 0 and
+ * true for the daemon (HELLO ... SUBMIT, CREATE), false for the client (REPLY,
+ * COMPLETE; a REPLY to HELLO carries a nvmefs_wire_hello, one to CREATE a
+ * nvmefs_wire_stat; CREATE's entries are its name's bytes, one each,
+ * and must make a name: not "." or ".."). Returns 0 and
  * fills *m, or -EBADMSG (truncated, wrong magic, size or count), -EPROTO
  * (another version) or -EOPNOTSUPP (a type this side never receives).
  * Reads nothing beyond len.

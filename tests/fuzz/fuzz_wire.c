@@ -87,13 +87,26 @@ static int expect_parse(const uint8_t *msg, size_t len, int to_daemon)
 		return -EBADMSG;
 	if (h.version != NVMEFS_WIRE_VERSION)
 		return -EPROTO;
-	type_ok = to_daemon ? h.type >= NVMEFS_WIRE_HELLO && h.type <= NVMEFS_WIRE_SUBMIT
+	type_ok = to_daemon ? (h.type >= NVMEFS_WIRE_HELLO && h.type <= NVMEFS_WIRE_SUBMIT) ||
+				      h.type == NVMEFS_WIRE_CREATE
 			    : h.type == NVMEFS_WIRE_REPLY || h.type == NVMEFS_WIRE_COMPLETE;
 	if (!type_ok)
 		return -EOPNOTSUPP;
 	if (h.flags)
 		return -EBADMSG;
 	body = len - sizeof(h);
+	if (h.type == NVMEFS_WIRE_CREATE) {
+		const uint8_t *name = msg + sizeof(h);
+		bool dots = (body == 1 && name[0] == '.') ||
+			    (body == 2 && name[0] == '.' && name[1] == '.');
+
+		if (body != h.count || body < 1 || body > 255 || dots)
+			return -EBADMSG;
+		for (size_t i = 0; i < body; i++)
+			if (name[i] == '/' || !name[i])
+				return -EBADMSG;
+		return 0;
+	}
 	if (h.type == NVMEFS_WIRE_SUBMIT)
 		esz = sizeof(struct nvmefs_wire_sqe);
 	else if (h.type == NVMEFS_WIRE_COMPLETE)
@@ -105,7 +118,8 @@ static int expect_parse(const uint8_t *msg, size_t len, int to_daemon)
 			       : -EBADMSG;
 	if (h.count)
 		return -EBADMSG;
-	if (!body || (h.type == NVMEFS_WIRE_REPLY && body == sizeof(struct nvmefs_wire_hello)))
+	if (!body || (h.type == NVMEFS_WIRE_REPLY && (body == sizeof(struct nvmefs_wire_hello) ||
+						      body == sizeof(struct nvmefs_wire_stat))))
 		return 0;
 	return -EBADMSG;
 }
