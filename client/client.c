@@ -17,6 +17,7 @@
  * they share.
  */
 #include "client_i.h"
+#include "nvmefs/spin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -183,6 +184,35 @@ static int on_complete(struct nvmefs_client *c, const struct nvmefs_wire_msg *m)
 }
 
 /*
+ * Receive one message with no time limit: polled for during the client's
+ * window (the daemon answers a control message or a small request in tens
+ * of microseconds, and finding the answer costs less than being woken for
+ * it), then waited for in recv alone, not poll(2) and recv (one wait
+ * queue's wake-up less; docs/NATIVE.md, "Creating files").
+ */
+static ssize_t recv_wait(struct nvmefs_client *c)
+{
+	ssize_t n = recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, MSG_DONTWAIT);
+	uint64_t t0, end;
+
+	if (n >= 0 || errno != EAGAIN)
+		return n;
+	if (!c->spin.max_ns)
+		return recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, 0);
+	t0 = nvmefs_spin_clock();
+	end = t0 + c->spin.ns;
+	while (nvmefs_spin_clock() < end) {
+		n = recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, MSG_DONTWAIT);
+		if (n >= 0 || errno != EAGAIN)
+			return n;
+	}
+	/* Timed even with the window closed, so that it can open again. */
+	n = recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, 0);
+	nvmefs_spin_adapt(&c->spin, nvmefs_spin_clock() - t0);
+	return n;
+}
+
+/*
  * Receive and act on one message, waiting up to timeout_ms (-1: no limit).
  * Returns 1 when one came, 0 at the timeout, -ENOTCONN when the daemon is
  * gone (or broke the protocol: the connection is then dropped).
@@ -196,12 +226,16 @@ int nvmefs_cl_pump(struct nvmefs_client *c, int timeout_ms)
 
 	if (c->dead)
 		return -ENOTCONN;
-	ret = poll(&p, 1, timeout_ms);
-	if (ret < 0)
-		return errno == EINTR ? 0 : -errno;
-	if (!ret)
-		return 0;
-	n = recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, MSG_DONTWAIT);
+	if (timeout_ms >= 0) {
+		ret = poll(&p, 1, timeout_ms);
+		if (ret < 0)
+			return errno == EINTR ? 0 : -errno;
+		if (!ret)
+			return 0;
+		n = recv(c->sock, c->rbuf, NVMEFS_WIRE_MAX_MSG, MSG_DONTWAIT);
+	} else {
+		n = recv_wait(c);
+	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
 	ret = n <= 0 ? -ENOTCONN : nvmefs_wire_parse(c->rbuf, (size_t)n, 0, &m);
@@ -378,6 +412,20 @@ static int hello(struct nvmefs_client *c, const char *root)
 	return 0;
 }
 
+/* The longest a wait polls before it sleeps: NVMEFS_CLIENT_SPIN_US
+ * microseconds (0: never), by default 50 as the daemon's -o spin. */
+static uint64_t client_spin_ns(void)
+{
+	const char *e = getenv("NVMEFS_CLIENT_SPIN_US");
+	char *end;
+	unsigned long us;
+
+	if (!e || !*e)
+		return 50000;
+	us = strtoul(e, &end, 10);
+	return *end || us > 10000 ? 50000 : (uint64_t)us * 1000;
+}
+
 static int client_alloc(struct nvmefs_client *c)
 {
 	unsigned n = NVMEFS_WIRE_MAX_INFLIGHT;
@@ -391,6 +439,7 @@ static int client_alloc(struct nvmefs_client *c)
 		c->slots[i].next_free = i + 1;
 	c->free_slot = 0;
 	c->hello.max_inflight = n; /* until HELLO says */
+	nvmefs_spin_init(&c->spin, client_spin_ns());
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #pragma GCC visibility push(default)
 #include "libnvmefs.h"
 #pragma GCC visibility pop
+#include "nvmefs/spin.h"
 #include "nvmefs/wire.h"
 
 #include <stdbool.h>
@@ -85,7 +86,8 @@ struct nvmefs_client {
 	/* a synchronous helper's completion */
 	bool sync_done;
 	int64_t sync_res;
-	uint8_t *rbuf; /* receive buffer */
+	uint8_t *rbuf;		 /* receive buffer */
+	struct nvmefs_spin spin; /* how long a wait polls before it sleeps */
 	struct nvmefs_client_stats st;
 	char err[512];
 };

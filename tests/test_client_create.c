@@ -148,6 +148,32 @@ static void test_basic(struct nvmefs_client *c)
 		data[i] = (char)(i * 7 + 3);
 	CHECK_ERR(nvmefs_pwrite(c, fd, data, sizeof(data), 0), (long long)sizeof(data));
 	CHECK_ERR(nvmefs_pread(c, fd, back, 16, 0), -EBADF); /* write-only */
+	/* The kernel looked the file up before the create (nothing then) and
+	 * at the stat above (size 0): the write's completion waited for its
+	 * cached size to go. */
+	CHECKF(!stat(P("basic/f"), &kst) && kst.st_size == (off_t)sizeof(data),
+	       "size through the mount after a native write: %lld", (long long)kst.st_size);
+	/* A file the kernel never looked up: answered from the engine's
+	 * thread (nothing to drop), and its first lookup reads the new size. */
+	{
+		struct stat ust;
+		int ufd;
+
+		CHECK_ERR(create(c, "basic", "unseen", O_WRONLY | O_CREAT, 0644, &ufd, &ust), 0);
+		if (ufd >= 0) {
+			CHECK_ERR(nvmefs_pwrite(c, ufd, data, 5000, 0), 5000);
+			CHECKF(!stat(P("basic/unseen"), &kst) && kst.st_size == 5000,
+			       "size through the mount of a file written before any lookup: %lld",
+			       (long long)kst.st_size);
+			CHECK_ERR(nvmefs_pwrite(c, ufd, data, sizeof(data), 5000),
+				  (long long)sizeof(data));
+			CHECKF(!stat(P("basic/unseen"), &kst) &&
+				       kst.st_size == 5000 + (off_t)sizeof(data),
+			       "size through the mount once the kernel holds it: %lld",
+			       (long long)kst.st_size);
+			close_reg(c, ufd);
+		}
+	}
 	close_reg(c, fd);
 	kfd = open(P("basic/f"), O_RDONLY);
 	CHECK(kfd >= 0);

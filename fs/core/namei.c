@@ -299,6 +299,16 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 	pthread_mutex_unlock(&vol->lock);
 }
 
+bool nvmefs_ns_kernel_holds(struct nvmefs_vol *vol, uint64_t ino)
+{
+	bool held;
+
+	pthread_mutex_lock(&vol->lock);
+	held = nvmefs_lookups_count(vol, ino) != 0;
+	pthread_mutex_unlock(&vol->lock);
+	return held;
+}
+
 /* ---- making names ---- */
 
 /* Make a new inode named name in directory p (meta held): *out, with a

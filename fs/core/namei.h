@@ -89,6 +89,10 @@ int nvmefs_ns_lookup_cookie(struct nvmefs_vol *vol, uint64_t parent, const char 
 /* Give back n references on ino; an unlinked inode with none left and no
  * open handle leaves memory. */
 void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n);
+/* Whether the mount's kernel may hold anything of ino (attributes, pages):
+ * its lookup count is not 0. Without a count it has no inode for it, and
+ * its next lookup reads what the core has then. Takes the metadata lock. */
+bool nvmefs_ns_kernel_holds(struct nvmefs_vol *vol, uint64_t ino);
 /* Attributes of ino (also of an unlinked one still referenced). */
 int nvmefs_ns_getattr(struct nvmefs_vol *vol, uint64_t ino, struct stat *st);
 /*

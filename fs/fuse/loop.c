@@ -55,6 +55,7 @@
 #include <linux/fuse.h>
 
 #include "door_i.h"
+#include "nvmefs/spin.h"
 #include "xlayout_i.h"
 
 #include <errno.h>
@@ -82,10 +83,6 @@ _Static_assert(NVMEFS_POOL_BUF >= NVMEFS_DATA_OFF - WRITE_HDR + FUSE_READ_SIZE,
 
 struct loop;
 
-/* Poll-window bounds, nanoseconds. */
-#define SPIN_MIN_NS   2000 /* below this the window is closed */
-#define SPIN_START_NS 10000
-
 struct worker {
 	struct loop *lp;
 	pthread_t thread;
@@ -101,12 +98,11 @@ struct loop {
 	struct worker *w;
 	unsigned n;
 	pthread_mutex_t mu;
-	pthread_cond_t follow; /* a follower may lead, or the session ended */
-	bool led;	       /* mu: a worker is leading */
-	uint64_t spin_max_ns;  /* -o spin */
-	uint64_t spin_ns;      /* the leader's: the poll window now */
-	sem_t left;	       /* posted by each worker as it leaves */
-	atomic_int error;      /* the first receive error */
+	pthread_cond_t follow;	 /* a follower may lead, or the session ended */
+	bool led;		 /* mu: a worker is leading */
+	struct nvmefs_spin spin; /* the leader's poll window (bound: -o spin) */
+	sem_t left;		 /* posted by each worker as it leaves */
+	atomic_int error;	 /* the first receive error */
 	void (*after_init)(void *arg);
 	void *arg;
 	/* FUSE over io_uring (uring.c): made before INIT, started after its
@@ -141,7 +137,7 @@ static bool lead(struct worker *w)
 {
 	struct loop *lp = w->lp;
 
-	if (w->leading || !lp->spin_max_ns)
+	if (w->leading || !lp->spin.max_ns)
 		return true; /* spin=0: no leader, every worker reads */
 	pthread_mutex_lock(&lp->mu);
 	while (lp->led && !fuse_session_exited(lp->se))
@@ -190,24 +186,9 @@ static int wait_readable(int fd, int timeout_ms)
 	return n < 0 ? (errno == EINTR ? -1 : 1) : n > 0;
 }
 
-/* The leader waited waited_ns for a request after its window ran out:
- * widen the window if the request came within spin, else narrow it. */
-static void adapt(struct loop *lp, uint64_t waited_ns)
-{
-	if (waited_ns <= lp->spin_max_ns) {
-		lp->spin_ns = lp->spin_ns < SPIN_START_NS / 2 ? SPIN_START_NS : 2 * lp->spin_ns;
-		if (lp->spin_ns > lp->spin_max_ns)
-			lp->spin_ns = lp->spin_max_ns;
-	} else {
-		lp->spin_ns /= 2;
-		if (lp->spin_ns < SPIN_MIN_NS)
-			lp->spin_ns = 0;
-	}
-}
-
 /* The leader, before its read: until a request is waiting, poll for the
- * window, then sleep in poll(2), timing the wait for adapt(). False if a
- * signal interrupted it. */
+ * window, then sleep in poll(2), timing the wait to adapt the window
+ * (nvmefs/spin.h). False if a signal interrupted it. */
 static bool wait_for_request(struct loop *lp)
 {
 	int fd = fuse_session_fd(lp->se);
@@ -217,11 +198,11 @@ static bool wait_for_request(struct loop *lp)
 	if ((r = wait_readable(fd, 0))) /* the common case under load: no clock */
 		return r > 0;
 	t0 = nvmefs_now_ns();
-	end = t0 + lp->spin_ns;
+	end = t0 + lp->spin.ns;
 	while (!(r = wait_readable(fd, 0)) && nvmefs_now_ns() < end) {
 	}
 	if (!r && (r = wait_readable(fd, -1)) > 0)
-		adapt(lp, nvmefs_now_ns() - t0);
+		nvmefs_spin_adapt(&lp->spin, nvmefs_now_ns() - t0);
 	return r > 0;
 }
 
@@ -458,12 +439,7 @@ static int start_workers(struct loop *lp, const cpu_set_t *cpus)
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg)
 {
-	struct loop lp = {.se = se,
-			  .vol = vol,
-			  .n = threads,
-			  .spin_max_ns = (uint64_t)vol->opts.spin_us * 1000,
-			  .after_init = after_init,
-			  .arg = arg};
+	struct loop lp = {.se = se, .vol = vol, .n = threads, .after_init = after_init, .arg = arg};
 	struct sigaction sa = {.sa_handler = on_sigusr2}; /* no SA_RESTART */
 	cpu_set_t cpus;
 	bool pin;
@@ -494,7 +470,7 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	lp.w = calloc(threads, sizeof(*lp.w));
 	if (!lp.w)
 		return -ENOMEM;
-	lp.spin_ns = lp.spin_max_ns < SPIN_START_NS ? lp.spin_max_ns : SPIN_START_NS;
+	nvmefs_spin_init(&lp.spin, (uint64_t)vol->opts.spin_us * 1000);
 	pthread_mutex_init(&lp.mu, NULL);
 	pthread_cond_init(&lp.follow, NULL);
 	sem_init(&lp.left, 0, 0);

@@ -16,6 +16,7 @@
 
 #include "native_i.h"
 #include "namei.h"
+#include "nvmefs/spin.h"
 #include "nvmefs/wire.h"
 
 #define MAX_CLIENTS 1024u
@@ -71,12 +72,15 @@ struct nclient {
 	atomic_bool exited;
 	struct nvmefs_cred cred;     /* SO_PEERCRED's, at the connect */
 	struct nvmefs_cred msg_cred; /* the message being handled's sender (SCM_CREDENTIALS) */
+	struct nvmefs_spin spin;     /* the idle wait's poll window (-o spin bounds it) */
 	/* The client thread's own. */
 	struct nfile *files;
 	uint32_t nfiles;
 	struct nregion *regions;
 	uint32_t nregions;
 	unsigned inflight;
+	/* of those, answered by the engine's thread (send_now), not reaped */
+	atomic_uint answered;
 	struct nmsg *out[MAX_OUT]; /* messages not yet sent, oldest first */
 	unsigned nout;
 	struct nvmefs_wire_cqe *cq; /* completions not yet in a message */
@@ -95,7 +99,8 @@ struct nvmefs_native {
 	nvmefs_native_inval_fn inval;
 	nvmefs_native_inval_entry_fn inval_entry;
 	void *inval_arg;
-	int lfd, stop; /* listening socket; eventfd, readable once stopping */
+	int lfd, stop;	      /* listening socket; eventfd, readable once stopping */
+	atomic_bool stopping; /* stop was written */
 	pthread_t acceptor;
 	pthread_mutex_t mu;
 	struct nclient *clients; /* mu */

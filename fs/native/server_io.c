@@ -173,7 +173,13 @@ static bool send_now(struct nclient *c, struct nreq *r)
 		struct nvmefs_wire_cqe e;
 	} m;
 
-	if (r->e.op != NVMEFS_WIRE_READ || c->closing || (vol->test_mute && vol->test_mute()))
+	if (c->closing || (vol->test_mute && vol->test_mute()))
+		return false;
+	/* A write needs the kernel told before its completion, unless the
+	 * kernel holds nothing of the file (a file the door created and no
+	 * one looked up since): asked after the write changed the size, so a
+	 * lookup that comes later reads the new one. */
+	if (r->e.op == NVMEFS_WIRE_WRITE && nvmefs_ns_kernel_holds(vol, c->files[r->e.handle].ino))
 		return false;
 	m.h = msg_hdr(NVMEFS_WIRE_COMPLETE, 1, 0, 0);
 	m.e = (struct nvmefs_wire_cqe){.user_data = r->e.user_data, .res = req_result(r)};
@@ -196,6 +202,8 @@ static void req_put(struct nreq *r)
 		return;
 	pthread_mutex_lock(&c->mu);
 	r->sent = send_now(c, r);
+	if (r->sent)
+		atomic_fetch_add(&c->answered, 1);
 	r->next = c->done;
 	c->done = r;
 	/* One wake-up per batch: none while one is coming (the client's
@@ -366,7 +374,7 @@ void reap(struct nclient *c)
 	c->wake_pending = false;
 	pthread_mutex_unlock(&c->mu);
 	for (r = list; r; r = r->next)
-		if (r->e.op == NVMEFS_WIRE_WRITE)
+		if (r->e.op == NVMEFS_WIRE_WRITE && !r->sent)
 			span_add(c, spans, &nspans, r->e.handle, r->e.off, r->e.len);
 	for (unsigned i = 0; i < nspans; i++)
 		inval(c, c->files[spans[i].handle].ino, (int64_t)spans[i].start,
@@ -381,6 +389,8 @@ void reap(struct nclient *c)
 
 			count_done(vol, r, res);
 			complete(c, r->e.user_data, res);
+		} else {
+			atomic_fetch_sub(&c->answered, 1);
 		}
 		free(r);
 	}
