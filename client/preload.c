@@ -1,0 +1,908 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libnvmefs-preload.so: the create door for unmodified programs. Loaded with
+ * LD_PRELOAD, it serves open(O_CREAT) of a new file on an nvmefs mount, and
+ * the writes and close that follow, through the native door (libnvmefs's
+ * nvmefs_create and nvmefs_pwrite): one round trip for the create and one
+ * per write, where the mount costs a permission check of the directory, a
+ * LOOKUP and a CREATE before the first WRITE (docs/NATIVE.md, "The create
+ * door for programs"). Everything else goes to libc unchanged.
+ *
+ * What it takes: an open or openat (and their 64 and fortified names) with
+ * O_CREAT, O_WRONLY and O_CLOEXEC (a descriptor that cannot outlive an
+ * exec), none of O_APPEND, O_DIRECT, O_SYNC, O_DSYNC, O_PATH, O_TMPFILE,
+ * O_DIRECTORY, a path on a mount whose daemon has a native door, by a
+ * process whose real and effective ids agree (the daemon checks the real
+ * ones). The name must not exist (the daemon says so without changing it;
+ * the open then goes to libc). Anything the door refuses goes to libc.
+ *
+ * The descriptor the program gets is real: an O_PATH descriptor of the
+ * file's directory, so the number is the process's own, the mount stays
+ * busy while it is open, and a call this file does not know fails with
+ * EBADF rather than acting on something else. The calls it knows on such a
+ * descriptor: write, pwrite, writev, lseek, fstat (and statx, fstatat with
+ * AT_EMPTY_PATH), fsync, fdatasync, isatty and ioctl, read (EBADF: opened
+ * for writing), close, close_range. Before any call that needs the file in
+ * the kernel (dup, fcntl but F_GETFD/F_SETFD/F_GETFL, ftruncate, fchmod,
+ * fchown, fallocate, mmap, fdopen, flock, fork, posix_spawn, ...) the file
+ * is opened through the mount and put in the descriptor's place
+ * ("materialized"): from then on the kernel serves it.
+ */
+/* Every call under its own name: open is open here, not open64 (the
+ * build's large-file flag would rename them; off_t is 64 bits anyway). */
+#undef _FILE_OFFSET_BITS
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "client_i.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define FUSE_SUPER_MAGIC 0x65735546
+#define MAX_MOUNTS	 16
+
+/* A descriptor the door serves. */
+struct dfile {
+	struct nvmefs_client *c;
+	dev_t pdev;	/* the placeholder's (the directory's) st_dev and st_ino: */
+	ino_t pino;	/* that the number still is ours */
+	struct stat st; /* the file's, from CREATE; size as written since */
+	uint64_t pos;	/* the file offset */
+	bool stale;	/* times changed since st: ask the mount */
+	char name[256]; /* in the placeholder's directory, for materializing */
+};
+
+/* A mount seen: its st_dev, and its client (NULL: not nvmefs, or no door). */
+struct mnt {
+	dev_t dev;
+	struct nvmefs_client *c;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* By descriptor number: allocated whole at the first create and never
+ * moved, so that a check without the lock reads no freed memory. A
+ * descriptor above it is never the door's. */
+#define MAX_FDS 65536
+static struct dfile **files;
+static int nfiles;
+static struct mnt mounts[MAX_MOUNTS];
+static int nmounts;
+static unsigned cur_umask;
+static bool disabled; /* NVMEFS_PRELOAD=0 */
+
+/* libc's own. */
+static int (*real_open)(const char *, int, ...);
+static int (*real_openat)(int, const char *, int, ...);
+static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static ssize_t (*real_writev)(int, const struct iovec *, int);
+static ssize_t (*real_read)(int, void *, size_t);
+static off_t (*real_lseek)(int, off_t, int);
+static int (*real_fstat)(int, struct stat *);
+static int (*real_fstatat)(int, const char *, struct stat *, int);
+static int (*real_statx)(int, const char *, int, unsigned, struct statx *);
+static int (*real_close)(int);
+static int (*real_close_range)(unsigned, unsigned, int);
+static int (*real_fsync)(int);
+static int (*real_fdatasync)(int);
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_fcntl)(int, int, ...);
+static int (*real_ioctl)(int, unsigned long, ...);
+static int (*real_isatty)(int);
+static int (*real_ftruncate)(int, off_t);
+static int (*real_fchmod)(int, mode_t);
+static int (*real_fchown)(int, uid_t, gid_t);
+static int (*real_fallocate)(int, int, off_t, off_t);
+static int (*real_posix_fallocate)(int, off_t, off_t);
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static FILE *(*real_fdopen)(int, const char *);
+static int (*real_flock)(int, int);
+static int (*real_fchdir)(int);
+static pid_t (*real_fork)(void);
+static int (*real_posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			       const posix_spawnattr_t *, char *const[], char *const[]);
+static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+				const posix_spawnattr_t *, char *const[], char *const[]);
+static mode_t (*real_umask)(mode_t);
+
+#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+__attribute__((constructor)) static void preload_init(void)
+{
+	const char *e = getenv("NVMEFS_PRELOAD");
+	mode_t m;
+
+	RESOLVE(open);
+	RESOLVE(openat);
+	RESOLVE(write);
+	RESOLVE(pwrite);
+	RESOLVE(writev);
+	RESOLVE(read);
+	RESOLVE(lseek);
+	RESOLVE(fstat);
+	RESOLVE(fstatat);
+	RESOLVE(statx);
+	RESOLVE(close);
+	RESOLVE(close_range);
+	RESOLVE(fsync);
+	RESOLVE(fdatasync);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(ioctl);
+	RESOLVE(isatty);
+	RESOLVE(ftruncate);
+	RESOLVE(fchmod);
+	RESOLVE(fchown);
+	RESOLVE(fallocate);
+	RESOLVE(posix_fallocate);
+	RESOLVE(mmap);
+	RESOLVE(fdopen);
+	RESOLVE(flock);
+	RESOLVE(fchdir);
+	RESOLVE(fork);
+	RESOLVE(posix_spawn);
+	RESOLVE(posix_spawnp);
+	RESOLVE(umask);
+	disabled = (e && !strcmp(e, "0")) || !real_open || !real_openat || !real_umask;
+	if (!disabled) {
+		m = real_umask(022);
+		real_umask(m);
+		cur_umask = m;
+	}
+	/* A child gets kernel descriptors only: its copy of a client would
+	 * share the parent's connection. */
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ---- the table ---- */
+
+/* The device and inode of what fd refers to, from what the kernel caches:
+ * fstat of a directory the door just changed would cost a GETATTR round
+ * trip (its attributes were dropped at the create). */
+static int ident(int fd, dev_t *dev, ino_t *ino)
+{
+	struct statx sx;
+
+	if (real_statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx))
+		return -1;
+	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	*ino = sx.stx_ino;
+	return 0;
+}
+
+/* fd's entry (mu held), if fd is still the placeholder it was. */
+static struct dfile *lookup(int fd)
+{
+	struct dfile *f;
+	dev_t dev;
+	ino_t ino;
+
+	if (fd < 0 || fd >= nfiles || !files[fd])
+		return NULL;
+	f = files[fd];
+	/* A number closed behind our back (a raw close system call) and
+	 * reused by the kernel is not ours any more. */
+	if (ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
+		nvmefs_close_fd(f->c, fd);
+		free(f);
+		__atomic_store_n(&files[fd], NULL, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return f;
+}
+
+/* Whether fd may be the door's: read without the lock (the table never
+ * moves; entries are set and cleared whole). */
+static bool has(int fd)
+{
+	return fd >= 0 && fd < __atomic_load_n(&nfiles, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&files[fd], __ATOMIC_RELAXED);
+}
+
+/* The table, allocated on first use (mu held); NULL without memory. */
+static struct dfile **table(void)
+{
+	if (!files) {
+		files = calloc(MAX_FDS, sizeof(*files));
+		if (files)
+			__atomic_store_n(&nfiles, MAX_FDS, __ATOMIC_RELEASE);
+	}
+	return files;
+}
+
+static void drop(int fd)
+{
+	struct dfile *f = files[fd];
+
+	nvmefs_close_fd(f->c, fd);
+	free(f);
+	__atomic_store_n(&files[fd], NULL, __ATOMIC_RELAXED);
+}
+
+/*
+ * Put the file in the kernel's hands at fd (mu held): opened through the
+ * mount by name in its directory, checked to be the same file, moved onto
+ * fd's number with the offset kept. 0 or -errno (the file was renamed or
+ * removed, or may not be opened for writing again: the descriptor stays
+ * the door's).
+ */
+static int materialize(int fd)
+{
+	struct dfile *f = files[fd];
+	struct stat st;
+	int k, ret = 0;
+
+	k = real_openat(fd, f->name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (k < 0)
+		return -errno;
+	if (real_fstat(k, &st) || st.st_ino != f->st.st_ino || st.st_dev != f->st.st_dev)
+		ret = -EBADF;
+	else if (real_lseek(k, (off_t)f->pos, SEEK_SET) < 0 || real_dup3(k, fd, O_CLOEXEC) < 0)
+		ret = -errno;
+	real_close(k);
+	if (!ret)
+		drop(fd);
+	return ret;
+}
+
+static void materialize_locked(void)
+{
+	for (int fd = 0; fd < nfiles; fd++)
+		if (files[fd] && lookup(fd))
+			materialize(fd);
+}
+
+static void materialize_all(void)
+{
+	pthread_mutex_lock(&mu);
+	materialize_locked();
+	pthread_mutex_unlock(&mu);
+}
+
+/* fork: every door descriptor to the kernel, and the lock held across, so
+ * that the child finds it free and the table empty. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&mu);
+	materialize_locked();
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+/* The child's copies of the connections are the parent's: it closes them
+ * and attaches anew if it creates. */
+static void fork_child(void)
+{
+	for (int i = 0; i < nmounts; i++)
+		if (mounts[i].c)
+			real_close(mounts[i].c->sock);
+	nmounts = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+/* Before a call the kernel must serve: fd in the kernel's hands. -1 with
+ * errno when it cannot be. */
+static int need_kernel(int fd)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&mu);
+	if (has(fd) && lookup(fd))
+		ret = materialize(fd);
+	pthread_mutex_unlock(&mu);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the create ---- */
+
+/* The client of the mount whose st_dev is dev, attached on first use by
+ * dir (mu held); NULL when it is not nvmefs or has no door. */
+static struct nvmefs_client *client_of(dev_t dev, int dirfd)
+{
+	struct statfs sf;
+	struct nvmefs_client *c = NULL;
+	char path[64];
+
+	for (int i = 0; i < nmounts; i++)
+		if (mounts[i].dev == dev)
+			return mounts[i].c;
+	if (nmounts == MAX_MOUNTS)
+		return NULL;
+	if (!fstatfs(dirfd, &sf) && sf.f_type == FUSE_SUPER_MAGIC) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
+		if (nvmefs_attach(path, &c))
+			c = NULL;
+	}
+	mounts[nmounts++] = (struct mnt){.dev = dev, .c = c};
+	return c;
+}
+
+#define DOOR_FLAGS (O_ACCMODE | O_CREAT | O_CLOEXEC)
+#define NOT_DOOR   (O_APPEND | O_DIRECT | O_DSYNC | O_SYNC | O_PATH | O_DIRECTORY | __O_TMPFILE)
+
+/* open(O_CREAT) of path relative to at: the door's descriptor, or -1 with
+ * errno, or -2: not the door's, libc's then. */
+static int door_create(int at, const char *path, int flags, mode_t mode)
+{
+	const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+	char dir[PATH_MAX];
+	struct dfile *f;
+	dev_t dev;
+	ino_t ino;
+	int d, ret;
+
+	if (disabled || (flags & DOOR_FLAGS) != (O_WRONLY | O_CREAT | O_CLOEXEC) ||
+	    (flags & NOT_DOOR))
+		return -2;
+	if (!*name || strlen(name) > NVMEFS_WIRE_NAME_MAX || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return -2;
+	if (getuid() != geteuid() || getgid() != getegid())
+		return -2;
+	if (!slash) {
+		strcpy(dir, ".");
+	} else if (slash == path) {
+		strcpy(dir, "/");
+	} else {
+		if ((size_t)(slash - path) >= sizeof(dir))
+			return -2;
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
+	}
+	d = real_openat(at, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return -2; /* libc says why */
+	if (ident(d, &dev, &ino)) {
+		real_close(d);
+		return -2;
+	}
+	f = calloc(1, sizeof(*f));
+	pthread_mutex_lock(&mu);
+	if (f && d < MAX_FDS && table())
+		f->c = client_of(dev, d);
+	if (!f || !f->c) {
+		pthread_mutex_unlock(&mu);
+		free(f);
+		real_close(d);
+		return -2;
+	}
+	/* The directory's descriptor is the program's: its number, and what
+	 * keeps the mount busy while the file is open. */
+	ret = nvmefs_create(f->c, d, name, flags, mode, cur_umask, d, &f->st);
+	if (!ret) {
+		f->pdev = dev;
+		f->pino = ino;
+		strcpy(f->name, name);
+		__atomic_store_n(&files[d], f, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&mu);
+	if (ret) {
+		free(f);
+		real_close(d);
+		if (ret == -EEXIST && !(flags & O_EXCL))
+			return -2; /* exists: open it through the mount */
+		if (ret == -EOPNOTSUPP || ret == -ENOTCONN || ret == -ENOMEM)
+			return -2;
+		errno = -ret;
+		return -1;
+	}
+	return d;
+}
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
+}
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	mode_t mode;
+	int fd;
+
+	va_start(ap, flags);
+	mode = mode_arg(flags, ap);
+	va_end(ap);
+	fd = (flags & O_CREAT) ? door_create(AT_FDCWD, path, flags, mode) : -2;
+	return fd != -2 ? fd : real_open(path, flags, mode);
+}
+
+EXPORT int openat(int at, const char *path, int flags, ...)
+{
+	va_list ap;
+	mode_t mode;
+	int fd;
+
+	va_start(ap, flags);
+	mode = mode_arg(flags, ap);
+	va_end(ap);
+	pthread_mutex_lock(&mu);
+	fd = has(at) && lookup(at) ? -3 : -2; /* a file is no directory */
+	pthread_mutex_unlock(&mu);
+	if (fd == -3) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	fd = (flags & O_CREAT) ? door_create(at, path, flags, mode) : -2;
+	return fd != -2 ? fd : real_openat(at, path, flags, mode);
+}
+
+EXPORT int open64(const char *path, int flags, ...) __attribute__((alias("open")));
+EXPORT int openat64(int at, const char *path, int flags, ...) __attribute__((alias("openat")));
+
+int __open_2(const char *path, int flags);
+int __openat_2(int at, const char *path, int flags);
+
+EXPORT int __open_2(const char *path, int flags)
+{
+	return open(path, flags);
+}
+
+EXPORT int __open64_2(const char *path, int flags) __attribute__((alias("__open_2")));
+
+EXPORT int __openat_2(int at, const char *path, int flags)
+{
+	return openat(at, path, flags);
+}
+
+EXPORT int __openat64_2(int at, const char *path, int flags) __attribute__((alias("__openat_2")));
+
+EXPORT int creat(const char *path, mode_t mode)
+{
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+}
+
+EXPORT int creat64(const char *path, mode_t mode) __attribute__((alias("creat")));
+
+EXPORT mode_t umask(mode_t mask)
+{
+	mode_t old = real_umask(mask);
+
+	cur_umask = mask & 0777;
+	return old;
+}
+
+/* ---- data ---- */
+
+/* Write len bytes at off (mu held): the bytes written or -1 with errno. */
+static ssize_t door_pwrite(int fd, struct dfile *f, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+	if (!len)
+		return 0;
+	n = nvmefs_pwrite(f->c, fd, buf, len, off);
+	if (n < 0) {
+		errno = (int)-n;
+		return -1;
+	}
+	if (off + (uint64_t)n > (uint64_t)f->st.st_size)
+		f->st.st_size = (off_t)(off + (uint64_t)n);
+	f->stale = true;
+	return n;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct dfile *f;
+	ssize_t n;
+
+	if (!has(fd))
+		return real_write(fd, buf, len);
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	if (!f) {
+		pthread_mutex_unlock(&mu);
+		return real_write(fd, buf, len);
+	}
+	n = door_pwrite(fd, f, buf, len, f->pos);
+	if (n > 0)
+		f->pos += (uint64_t)n;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+EXPORT ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	struct dfile *f;
+	ssize_t n;
+
+	if (!has(fd))
+		return real_pwrite(fd, buf, len, off);
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	if (!f) {
+		pthread_mutex_unlock(&mu);
+		return real_pwrite(fd, buf, len, off);
+	}
+	if (off < 0) {
+		pthread_mutex_unlock(&mu);
+		errno = EINVAL;
+		return -1;
+	}
+	n = door_pwrite(fd, f, buf, len, (uint64_t)off);
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t len, off_t off)
+	__attribute__((alias("pwrite")));
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	ssize_t done = 0;
+
+	if (!has(fd))
+		return real_writev(fd, iov, cnt);
+	for (int i = 0; i < cnt; i++) {
+		ssize_t n = write(fd, iov[i].iov_base, iov[i].iov_len);
+
+		if (n < 0)
+			return done ? done : -1;
+		done += n;
+		if ((size_t)n < iov[i].iov_len)
+			break;
+	}
+	return done;
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	bool ours;
+
+	pthread_mutex_lock(&mu);
+	ours = has(fd) && lookup(fd);
+	pthread_mutex_unlock(&mu);
+	if (ours) {
+		errno = EBADF; /* opened for writing only */
+		return -1;
+	}
+	return real_read(fd, buf, len);
+}
+
+EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+	struct dfile *f;
+	int64_t base;
+
+	if (!has(fd))
+		return real_lseek(fd, off, whence);
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	if (!f) {
+		pthread_mutex_unlock(&mu);
+		return real_lseek(fd, off, whence);
+	}
+	switch (whence) {
+	case SEEK_SET:
+		base = 0;
+		break;
+	case SEEK_CUR:
+		base = (int64_t)f->pos;
+		break;
+	case SEEK_END:
+		base = f->st.st_size;
+		break;
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		if (off < 0 || off >= f->st.st_size) {
+			pthread_mutex_unlock(&mu);
+			errno = ENXIO;
+			return -1;
+		}
+		/* Conservatively: data everywhere, the hole at the end. */
+		base = 0;
+		if (whence == SEEK_HOLE)
+			off = f->st.st_size;
+		break;
+	default:
+		pthread_mutex_unlock(&mu);
+		errno = EINVAL;
+		return -1;
+	}
+	if (base + off < 0) {
+		pthread_mutex_unlock(&mu);
+		errno = EINVAL;
+		return -1;
+	}
+	f->pos = (uint64_t)(base + off);
+	pthread_mutex_unlock(&mu);
+	return (off_t)f->pos;
+}
+
+EXPORT off_t lseek64(int fd, off_t off, int whence) __attribute__((alias("lseek")));
+
+/* The file's attributes (mu held): from CREATE while nothing changed its
+ * times, else through the mount by name (the kernel then holds the file,
+ * and later writes tell it). */
+static int door_stat(int fd, struct dfile *f, struct stat *st)
+{
+	struct stat k;
+
+	if (f->stale) {
+		if (real_fstatat(fd, f->name, &k, AT_SYMLINK_NOFOLLOW))
+			return -1;
+		if (k.st_ino != f->st.st_ino) {
+			errno = ESTALE; /* renamed over or removed since */
+			return -1;
+		}
+		f->st = k;
+		f->stale = false;
+	}
+	*st = f->st;
+	return 0;
+}
+
+EXPORT int fstat(int fd, struct stat *st)
+{
+	struct dfile *f;
+	int ret;
+
+	if (!has(fd))
+		return real_fstat(fd, st);
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	ret = f ? door_stat(fd, f, st) : real_fstat(fd, st);
+	pthread_mutex_unlock(&mu);
+	return ret;
+}
+
+EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	return fstat(fd, (struct stat *)st);
+}
+
+EXPORT int fstatat(int at, const char *path, struct stat *st, int flags)
+{
+	if ((flags & AT_EMPTY_PATH) && !*path && has(at))
+		return fstat(at, st);
+	return real_fstatat(at, path, st, flags);
+}
+
+EXPORT int fstatat64(int at, const char *path, struct stat64 *st, int flags)
+{
+	return fstatat(at, path, (struct stat *)st, flags);
+}
+
+EXPORT int statx(int at, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	struct stat st;
+
+	if (!((flags & AT_EMPTY_PATH) && !*path && has(at)))
+		return real_statx(at, path, flags, mask, sx);
+	if (fstat(at, &st))
+		return -1;
+	*sx = (struct statx){
+		.stx_mask = STATX_BASIC_STATS,
+		.stx_blksize = (uint32_t)st.st_blksize,
+		.stx_nlink = (uint32_t)st.st_nlink,
+		.stx_uid = st.st_uid,
+		.stx_gid = st.st_gid,
+		.stx_mode = (uint16_t)st.st_mode,
+		.stx_ino = st.st_ino,
+		.stx_size = (uint64_t)st.st_size,
+		.stx_blocks = (uint64_t)st.st_blocks,
+		.stx_atime = {st.st_atim.tv_sec, (uint32_t)st.st_atim.tv_nsec},
+		.stx_mtime = {st.st_mtim.tv_sec, (uint32_t)st.st_mtim.tv_nsec},
+		.stx_ctime = {st.st_ctim.tv_sec, (uint32_t)st.st_ctim.tv_nsec},
+		.stx_dev_major = major(st.st_dev),
+		.stx_dev_minor = minor(st.st_dev),
+	};
+	return 0;
+}
+
+static int door_fsync(int fd, int (*libc)(int))
+{
+	struct dfile *f;
+	int ret;
+
+	if (!has(fd))
+		return libc(fd);
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	ret = f ? nvmefs_fsync(f->c, fd) : 1;
+	pthread_mutex_unlock(&mu);
+	if (ret == 1)
+		return libc(fd);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	return 0;
+}
+
+EXPORT int fsync(int fd)
+{
+	return door_fsync(fd, real_fsync);
+}
+
+EXPORT int fdatasync(int fd)
+{
+	return door_fsync(fd, real_fdatasync);
+}
+
+EXPORT int close(int fd)
+{
+	if (has(fd)) {
+		pthread_mutex_lock(&mu);
+		if (has(fd))
+			drop(fd);
+		pthread_mutex_unlock(&mu);
+	}
+	return real_close(fd);
+}
+
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	pthread_mutex_lock(&mu);
+	for (unsigned fd = first; fd <= last && fd < (unsigned)nfiles; fd++)
+		if (files[fd] && !(flags & CLOSE_RANGE_CLOEXEC) && !(flags & CLOSE_RANGE_UNSHARE))
+			drop((int)fd);
+	pthread_mutex_unlock(&mu);
+	return real_close_range(first, last, flags);
+}
+
+EXPORT int isatty(int fd)
+{
+	if (has(fd)) {
+		errno = ENOTTY;
+		return 0;
+	}
+	return real_isatty(fd);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (has(fd)) {
+		if (req == TCGETS) {
+			errno = ENOTTY;
+			return -1;
+		}
+		if (need_kernel(fd))
+			return -1;
+	}
+	return real_ioctl(fd, req, arg);
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (has(fd)) {
+		if (cmd == F_GETFL)
+			return O_WRONLY | O_LARGEFILE;
+		if (cmd != F_GETFD && cmd != F_SETFD && need_kernel(fd))
+			return -1;
+	}
+	return real_fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
+
+/* Calls the kernel must serve: the file goes to it first. */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 are one");
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "off_t is 64 bits");
+
+#define KERNEL_CALL(ret_t, name, params, args)                                                     \
+	EXPORT ret_t name params                                                                   \
+	{                                                                                          \
+		if (has(fd) && need_kernel(fd))                                                    \
+			return (ret_t)-1;                                                          \
+		return real_##name args;                                                           \
+	}
+
+KERNEL_CALL(int, dup, (int fd), (fd))
+KERNEL_CALL(int, dup2, (int fd, int to), (fd, to))
+KERNEL_CALL(int, dup3, (int fd, int to, int flags), (fd, to, flags))
+KERNEL_CALL(int, ftruncate, (int fd, off_t len), (fd, len))
+KERNEL_CALL(int, fchmod, (int fd, mode_t mode), (fd, mode))
+KERNEL_CALL(int, fchown, (int fd, uid_t uid, gid_t gid), (fd, uid, gid))
+KERNEL_CALL(int, fallocate, (int fd, int mode, off_t off, off_t len), (fd, mode, off, len))
+KERNEL_CALL(int, flock, (int fd, int op), (fd, op))
+
+EXPORT int ftruncate64(int fd, off_t len) __attribute__((alias("ftruncate")));
+EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) __attribute__((alias("fallocate")));
+
+EXPORT int posix_fallocate(int fd, off_t off, off_t len)
+{
+	if (has(fd) && need_kernel(fd))
+		return errno;
+	return real_posix_fallocate(fd, off, len);
+}
+
+EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
+	__attribute__((alias("posix_fallocate")));
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (!(flags & MAP_ANONYMOUS) && has(fd) && need_kernel(fd))
+		return MAP_FAILED;
+	return real_mmap(addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+	__attribute__((alias("mmap")));
+
+EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	if (has(fd) && need_kernel(fd))
+		return NULL;
+	return real_fdopen(fd, mode);
+}
+
+EXPORT int fchdir(int fd)
+{
+	if (has(fd)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return real_fchdir(fd);
+}
+
+/* ---- processes ---- */
+
+/* vfork's child would share our memory and connections: a fork, after
+ * every door descriptor went to the kernel (pthread_atfork). */
+EXPORT pid_t vfork(void)
+{
+	return real_fork();
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	materialize_all();
+	return real_posix_spawn(pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	materialize_all();
+	return real_posix_spawnp(pid, file, fa, attr, argv, envp);
+}

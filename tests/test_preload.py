@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: MIT
+"""test_preload.py MOUNTPOINT: run by tests/test_preload.sh under
+LD_PRELOAD=libnvmefs-preload.so, as root, with /usr/bin/python3. What a
+Python program sees when its creates go through the native door must be
+what it sees through the mount: each check names what it asserts. The
+daemon's "creates" counter (.nvmefs/stats, native) says which creates the
+door served."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+mnt = sys.argv[1]
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    if not ok:
+        fails += 1
+        print("FAIL:", what, flush=True)
+
+
+def creates():
+    with open(os.path.join(mnt, ".nvmefs/stats")) as f:
+        return json.load(f)["native"]["creates"]
+
+
+def content(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+d = os.path.join(mnt, "preload")
+os.mkdir(d)
+os.umask(0o022)
+
+# A new file with Python's own open: the door's, as the mount would do it.
+n0 = creates()
+p = os.path.join(d, "a.bin")
+with open(p, "wb") as f:
+    check(os.fstat(f.fileno()).st_size == 0, "fstat of a new file: size 0")
+    f.write(b"x" * 5000)
+    f.flush()
+    check(f.tell() == 5000, "tell after a write")
+    check(os.fstat(f.fileno()).st_size == 5000, "fstat after a write: 5000")
+    check(os.stat(p).st_size == 5000, "stat through the mount while open: 5000")
+    f.write(b"y" * 100)
+check(creates() == n0 + 1, "the door made the file (creates counter)")
+st = os.stat(p)
+check(st.st_size == 5100 and (st.st_mode & 0o7777) == 0o644 and st.st_uid == 0,
+      "size, mode less umask, owner through the mount: %d %o" % (st.st_size, st.st_mode))
+check(content(p) == b"x" * 5000 + b"y" * 100, "bytes read back through the mount")
+
+# The umask the program sets is the one the door applies.
+os.umask(0o077)
+with open(os.path.join(d, "u.bin"), "wb") as f:
+    f.write(b"u")
+check((os.stat(os.path.join(d, "u.bin")).st_mode & 0o777) == 0o600, "umask 077 gives 0600")
+os.umask(0o022)
+
+# An existing name: exclusive creates fail, others open it through the mount.
+try:
+    open(p, "xb")
+    check(False, "open(x) of an existing file raises FileExistsError")
+except FileExistsError:
+    pass
+n1 = creates()
+with open(p, "wb") as f:
+    f.write(b"again")
+check(creates() == n1 and content(p) == b"again", "an existing file is truncated through the mount")
+
+# Seeking and positioned writes.
+q = os.path.join(d, "seek.bin")
+fd = os.open(q, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b"abcdef")
+check(os.lseek(fd, 0, os.SEEK_CUR) == 6, "lseek SEEK_CUR after a write")
+check(os.lseek(fd, 2, os.SEEK_SET) == 2, "lseek SEEK_SET")
+os.write(fd, b"ZZ")
+check(os.lseek(fd, 0, os.SEEK_END) == 6, "lseek SEEK_END")
+os.pwrite(fd, b"!", 10)
+os.fsync(fd)
+try:
+    os.read(fd, 1)
+    check(False, "read of a write-only descriptor fails")
+except OSError as e:
+    check(e.errno == 9, "read of a write-only descriptor: EBADF")
+check(not os.isatty(fd), "isatty is false")
+os.close(fd)
+check(content(q) == b"abZZef\0\0\0\0!", "positioned writes and the hole: %r" % content(q))
+
+# Calls only the kernel serves: the file moves to it, and stays right.
+t = os.path.join(d, "trunc.bin")
+fd = os.open(t, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"0123456789")
+os.ftruncate(fd, 4)
+os.write(fd, b"X")
+os.fchmod(fd, 0o600)
+fd2 = os.dup(fd)
+os.write(fd2, b"Y")
+os.close(fd)
+os.close(fd2)
+check(content(t) == b"0123\0\0\0\0\0\0XY" and (os.stat(t).st_mode & 0o777) == 0o600,
+      "ftruncate, fchmod, dup after door writes: %r" % content(t))
+
+# fork: the child writes through what it inherited.
+fk = os.path.join(d, "fork.bin")
+with open(fk, "wb") as f:
+    f.write(b"parent;")
+    f.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(f.fileno(), b"child;")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    f.write(b"after")
+check(content(fk) == b"parent;child;after", "fork: %r" % content(fk))
+
+# A subprocess writing to a door file as its stdout.
+sp = os.path.join(d, "sub.txt")
+with open(sp, "wb") as f:
+    f.write(b"first\n")
+    f.flush()
+    subprocess.run(["/bin/echo", "second"], stdout=f, check=True)
+check(content(sp) == b"first\nsecond\n", "subprocess stdout: %r" % content(sp))
+
+# Threads creating at once.
+def worker(k):
+    for i in range(100):
+        with open(os.path.join(d, "t%d-%d" % (k, i)), "wb") as f:
+            f.write(bytes([k]) * (i + 1))
+
+ths = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+for th in ths:
+    th.start()
+for th in ths:
+    th.join()
+bad = [(k, i) for k in range(4) for i in range(100)
+       if content(os.path.join(d, "t%d-%d" % (k, i))) != bytes([k]) * (i + 1)]
+check(not bad, "400 files from 4 threads: %d wrong" % len(bad))
+
+# Renamed while open: writes still reach it; what needs the kernel says so.
+r = os.path.join(d, "ren.bin")
+fd = os.open(r, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"r1")
+os.rename(r, r + ".moved")
+os.write(fd, b"r2")
+try:
+    os.ftruncate(fd, 1)
+    check(False, "ftruncate of a renamed door file fails")
+except OSError:
+    pass
+os.close(fd)
+check(content(r + ".moved") == b"r1r2", "writes after a rename: %r" % content(r + ".moved"))
+
+# Another user in a directory it may not write to: EACCES, nothing made.
+os.mkdir(os.path.join(d, "ro"), 0o755)
+pid = os.fork()
+if pid == 0:
+    rc = 3
+    try:
+        os.setgroups([])
+        os.setresgid(4243, 4243, 4243)
+        os.setresuid(4242, 4242, 4242)
+        open(os.path.join(d, "ro", "f"), "wb")
+        rc = 1
+    except PermissionError:
+        rc = 0
+    finally:
+        os._exit(rc)
+_, status = os.waitpid(pid, 0)
+check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+      "another user is refused in a 0755 root directory (status %d)" % status)
+check(not os.path.exists(os.path.join(d, "ro", "f")), "nothing made there")
+
+print("%d failed checks" % fails if fails else "all checks passed", flush=True)
+sys.exit(1 if fails else 0)
