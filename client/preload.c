@@ -91,7 +91,6 @@ static unsigned cur_umask;
 static bool disabled; /* NVMEFS_PRELOAD=0 */
 
 /* libc's own. */
-static int (*real_open)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -138,7 +137,6 @@ __attribute__((constructor)) static void preload_init(void)
 	const char *e = getenv("NVMEFS_PRELOAD");
 	mode_t m;
 
-	RESOLVE(open);
 	RESOLVE(openat);
 	RESOLVE(write);
 	RESOLVE(pwrite);
@@ -171,7 +169,7 @@ __attribute__((constructor)) static void preload_init(void)
 	RESOLVE(posix_spawn);
 	RESOLVE(posix_spawnp);
 	RESOLVE(umask);
-	disabled = (e && !strcmp(e, "0")) || !real_open || !real_openat || !real_umask;
+	disabled = (e && !strcmp(e, "0")) || !real_openat || !real_umask;
 	if (!disabled) {
 		m = real_umask(022);
 		real_umask(m);
@@ -330,6 +328,21 @@ static int need_kernel(int fd)
 
 /* ---- the create ---- */
 
+/* fd's entry with the lock held, or NULL (the lock not held): not the
+ * door's, libc's then. */
+static struct dfile *enter(int fd)
+{
+	struct dfile *f;
+
+	if (!has(fd))
+		return NULL;
+	pthread_mutex_lock(&mu);
+	f = lookup(fd);
+	if (!f)
+		pthread_mutex_unlock(&mu);
+	return f;
+}
+
 /* The client of the mount whose st_dev is dev, attached on first use by
  * dir (mu held); NULL when it is not nvmefs or has no door. */
 static struct nvmefs_client *client_of(dev_t dev, int dirfd)
@@ -424,42 +437,35 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	return d;
 }
 
-static mode_t mode_arg(int flags, va_list ap)
+EXPORT int openat(int at, const char *path, int flags, ...)
 {
-	return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
+	struct dfile *f = enter(at);
+	va_list ap;
+	mode_t mode;
+	int fd;
+
+	if (f) {
+		pthread_mutex_unlock(&mu);
+		errno = ENOTDIR; /* a file is no directory */
+		return -1;
+	}
+	va_start(ap, flags);
+	mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
+	va_end(ap);
+	fd = (flags & O_CREAT) ? door_create(at, path, flags, mode) : -2;
+	return fd != -2 ? fd : real_openat(at, path, flags, mode);
 }
 
+/* open(2) is openat(2) from the working directory. */
 EXPORT int open(const char *path, int flags, ...)
 {
 	va_list ap;
 	mode_t mode;
-	int fd;
 
 	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
+	mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
 	va_end(ap);
-	fd = (flags & O_CREAT) ? door_create(AT_FDCWD, path, flags, mode) : -2;
-	return fd != -2 ? fd : real_open(path, flags, mode);
-}
-
-EXPORT int openat(int at, const char *path, int flags, ...)
-{
-	va_list ap;
-	mode_t mode;
-	int fd;
-
-	va_start(ap, flags);
-	mode = mode_arg(flags, ap);
-	va_end(ap);
-	pthread_mutex_lock(&mu);
-	fd = has(at) && lookup(at) ? -3 : -2; /* a file is no directory */
-	pthread_mutex_unlock(&mu);
-	if (fd == -3) {
-		errno = ENOTDIR;
-		return -1;
-	}
-	fd = (flags & O_CREAT) ? door_create(at, path, flags, mode) : -2;
-	return fd != -2 ? fd : real_openat(at, path, flags, mode);
+	return openat(AT_FDCWD, path, flags, mode);
 }
 
 EXPORT int open64(const char *path, int flags, ...) __attribute__((alias("open")));
@@ -522,14 +528,9 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	struct dfile *f;
 	ssize_t n;
 
-	if (!has(fd))
+	f = enter(fd);
+	if (!f)
 		return real_write(fd, buf, len);
-	pthread_mutex_lock(&mu);
-	f = lookup(fd);
-	if (!f) {
-		pthread_mutex_unlock(&mu);
-		return real_write(fd, buf, len);
-	}
 	n = door_pwrite(fd, f, buf, len, f->pos);
 	if (n > 0)
 		f->pos += (uint64_t)n;
@@ -542,14 +543,9 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 	struct dfile *f;
 	ssize_t n;
 
-	if (!has(fd))
+	f = enter(fd);
+	if (!f)
 		return real_pwrite(fd, buf, len, off);
-	pthread_mutex_lock(&mu);
-	f = lookup(fd);
-	if (!f) {
-		pthread_mutex_unlock(&mu);
-		return real_pwrite(fd, buf, len, off);
-	}
 	if (off < 0) {
 		pthread_mutex_unlock(&mu);
 		errno = EINVAL;
@@ -600,14 +596,9 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 	struct dfile *f;
 	int64_t base;
 
-	if (!has(fd))
+	f = enter(fd);
+	if (!f)
 		return real_lseek(fd, off, whence);
-	pthread_mutex_lock(&mu);
-	f = lookup(fd);
-	if (!f) {
-		pthread_mutex_unlock(&mu);
-		return real_lseek(fd, off, whence);
-	}
 	switch (whence) {
 	case SEEK_SET:
 		base = 0;

@@ -51,7 +51,6 @@
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <time.h>
 
 #include "nvmefs/spin.h"
 #include "nvmefs/util.h"
@@ -94,25 +93,34 @@ static int do_hello(struct nclient *c)
 	return queue_msg(c, NVMEFS_WIRE_REPLY, ret, 0, &h, 0, ret ? 0 : sizeof(h));
 }
 
+/* Type and inode of what fd refers to, 0 when it is of this mount, else
+ * -EXDEV or -errno. From what the kernel knows already: no request to the
+ * file's filesystem, which may be another FUSE daemon that never answers. */
+static int of_mount(struct nclient *c, int fd, struct statx *stx)
+{
+	dev_t dev;
+	int ret;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, stx))
+		return -errno;
+	ret = mount_dev(c->srv, &dev);
+	if (ret)
+		return ret;
+	return makedev(stx->stx_dev_major, stx->stx_dev_minor) == dev ? 0 : -EXDEV;
+}
+
 /* What the descriptor fd proves: 0 with *ino and *may, or -errno. */
 static int check_fd(struct nclient *c, int fd, uint64_t *ino, unsigned *may)
 {
 	int fl = fcntl(fd, F_GETFL);
 	struct statx stx;
-	dev_t dev;
 	int ret;
 
 	if (fl < 0 || (fl & O_PATH))
 		return -EBADF; /* O_PATH opens prove no access */
-	/* What the kernel knows already: no request to the file's filesystem,
-	 * which may be another FUSE daemon that never answers. */
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx))
-		return -errno;
-	ret = mount_dev(c->srv, &dev);
+	ret = of_mount(c, fd, &stx);
 	if (ret)
 		return ret;
-	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
-		return -EXDEV;
 	if (!S_ISREG(stx.stx_mode) || stx.stx_ino > NVMEFS_INO_MAX)
 		return -EINVAL; /* directories, devices, the control files */
 	switch (fl & O_ACCMODE) {
@@ -329,12 +337,8 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 	struct stat dir, st;
 	struct statx stx;
 	int64_t i;
-	dev_t dev;
 	int ret;
 
-	struct timespec T0, T1, T2, T3;
-	static uint64_t a1, a2, a3, nn;
-	clock_gettime(CLOCK_MONOTONIC, &T0);
 	if (fd < 0)
 		return -EBADMSG;
 	if ((flags & ~CREATE_FLAGS) || !(flags & O_CREAT) || (flags & O_ACCMODE) == O_RDONLY ||
@@ -342,13 +346,9 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 		return -EOPNOTSUPP;
 	if (vol->writeback)
 		return -EOPNOTSUPP; /* as REG_FD: the kernel would own its size */
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx))
-		return -errno;
-	ret = mount_dev(c->srv, &dev);
+	ret = of_mount(c, fd, &stx);
 	if (ret)
 		return ret;
-	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
-		return -EXDEV;
 	if (!S_ISDIR(stx.stx_mode) || stx.stx_ino > NVMEFS_INO_MAX)
 		return -ENOTDIR;
 	ret = nvmefs_ns_getattr(vol, stx.stx_ino, &dir);
@@ -359,7 +359,6 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 	ret = may_create(c, &cred, stx.stx_ino, &dir);
 	if (ret)
 		return ret;
-	clock_gettime(CLOCK_MONOTONIC, &T1);
 	memcpy(name, m->entries, m->hdr.count);
 	name[m->hdr.count] = '\0';
 	i = slot((void **)&c->files, &c->nfiles, sizeof(*c->files), file_used);
@@ -372,17 +371,7 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 		return ret;
 	/* The handle keeps the inode; the kernel holds no reference on it. */
 	nvmefs_ns_forget(vol, st.st_ino, 1);
-	clock_gettime(CLOCK_MONOTONIC, &T2);
 	c->srv->inval_entry(c->srv->inval_arg, stx.stx_ino, name);
-	clock_gettime(CLOCK_MONOTONIC, &T3);
-#define NS(a, b) ((b.tv_sec - a.tv_sec) * 1000000000ull + b.tv_nsec - a.tv_nsec)
-	a1 += NS(T0, T1);
-	a2 += NS(T1, T2);
-	a3 += NS(T2, T3);
-	if (++nn % 5000 == 0)
-		nvmefs_warn("create: checks %llu ns, create %llu ns, inval %llu ns",
-			    (unsigned long long)(a1 / nn), (unsigned long long)(a2 / nn),
-			    (unsigned long long)(a3 / nn));
 	count(&vol->native.creates, 1);
 	c->files[i] = (struct nfile){.in = in, .ino = st.st_ino, .may = NVMEFS_WIRE_MAY_WRITE};
 	if ((flags & O_ACCMODE) == O_RDWR)
