@@ -412,6 +412,10 @@ static int hello(struct nvmefs_client *c, const char *root)
 	return 0;
 }
 
+/* Replies a client leaves unread (nvmefs_close_fd) before it reads them:
+ * well under what the socket and the daemon's queue (MAX_OUT) hold. */
+#define MAX_UNANSWERED 32u
+
 /* The longest a wait polls before it sleeps: NVMEFS_CLIENT_SPIN_US
  * microseconds (0: never), by default 50 as the daemon's -o spin. */
 static uint64_t client_spin_ns(void)
@@ -621,7 +625,14 @@ int nvmefs_close_fd(struct nvmefs_client *c, int fd)
 		if (ret < 0)
 			break;
 	}
-	/* Replies come in order: the next pump that meets this one drops it. */
+	/* Replies come in order: the next pump that meets this one drops it.
+	 * Not too many at once: unread replies fill the socket, the daemon
+	 * then stops reading us, and our next send would block for ever. */
+	while (c->unanswered >= MAX_UNANSWERED) {
+		ret = nvmefs_cl_pump(c, -1);
+		if (ret < 0)
+			break;
+	}
 	ret = nvmefs_cl_send_msg(c, NVMEFS_WIRE_UNREG_FD, r->handle, 0, NULL, 0, 0, -1);
 	if (!ret)
 		c->unanswered++;

@@ -298,13 +298,23 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&mu);
 }
 
-/* The child's copies of the connections are the parent's: it closes them
- * and attaches anew if it creates. */
+/* The child's copies of the connections are the parent's: it forgets
+ * every door descriptor (one that could not be materialized stays an
+ * O_PATH descriptor: its calls fail with EBADF), closes its copies, and
+ * attaches anew if it creates. */
 static void fork_child(void)
 {
-	for (int i = 0; i < nmounts; i++)
-		if (mounts[i].c)
+	for (int fd = 0; fd < nfiles; fd++) {
+		free(files[fd]);
+		files[fd] = NULL;
+	}
+	for (int i = 0; i < nmounts; i++) {
+		if (mounts[i].c) {
 			real_close(mounts[i].c->sock);
+			mounts[i].c->sock = -1;
+			mounts[i].c->dead = true;
+		}
+	}
 	nmounts = 0;
 	pthread_mutex_unlock(&mu);
 }
@@ -416,6 +426,9 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	}
 	/* The directory's descriptor is the program's: its number, and what
 	 * keeps the mount busy while the file is open. */
+	/* A number closed behind our back and given out again. */
+	if (files[d])
+		drop(d);
 	ret = nvmefs_create(f->c, d, name, flags, mode, cur_umask, d, &f->st);
 	if (!ret) {
 		f->pdev = dev;
@@ -424,15 +437,14 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 		__atomic_store_n(&files[d], f, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&mu);
+	/* Whatever the door refuses the kernel answers, with its own errno
+	 * and its own order of checks: an existing name (EEXIST from the door,
+	 * opened or refused there), a directory only root's capabilities let
+	 * it write, flags or ACLs the door does not serve, a full volume. */
 	if (ret) {
 		free(f);
 		real_close(d);
-		if (ret == -EEXIST && !(flags & O_EXCL))
-			return -2; /* exists: open it through the mount */
-		if (ret == -EOPNOTSUPP || ret == -ENOTCONN || ret == -ENOMEM)
-			return -2;
-		errno = -ret;
-		return -1;
+		return -2;
 	}
 	return d;
 }
@@ -514,7 +526,7 @@ static ssize_t door_pwrite(int fd, struct dfile *f, const void *buf, size_t len,
 		return 0;
 	n = nvmefs_pwrite(f->c, fd, buf, len, off);
 	if (n < 0) {
-		errno = (int)-n;
+		errno = n == -ENOTCONN ? EIO : (int)-n; /* the daemon is gone */
 		return -1;
 	}
 	if (off + (uint64_t)n > (uint64_t)f->st.st_size)
@@ -579,12 +591,10 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	bool ours;
+	struct dfile *f = enter(fd);
 
-	pthread_mutex_lock(&mu);
-	ours = has(fd) && lookup(fd);
-	pthread_mutex_unlock(&mu);
-	if (ours) {
+	if (f) {
+		pthread_mutex_unlock(&mu);
 		errno = EBADF; /* opened for writing only */
 		return -1;
 	}
@@ -807,7 +817,9 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	if (has(fd)) {
 		if (cmd == F_GETFL)
 			return O_WRONLY | O_LARGEFILE;
-		if (cmd != F_GETFD && cmd != F_SETFD && need_kernel(fd))
+		/* Clearing FD_CLOEXEC lets the file cross an exec: the kernel's. */
+		if ((cmd != F_GETFD && (cmd != F_SETFD || !((uintptr_t)arg & FD_CLOEXEC))) &&
+		    need_kernel(fd))
 			return -1;
 	}
 	return real_fcntl(fd, cmd, arg);

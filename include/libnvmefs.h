@@ -130,11 +130,14 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd);
  * O_CLOEXEC, O_NOCTTY, O_NONBLOCK, O_NOFOLLOW. mode loses umask unless the
  * directory has a default ACL. The daemon checks write and search on the
  * directory for the caller's real user and group ids (which the process
- * can always act as). *st: the new file's attributes. Returns 0, or
+ * can always act as) by the mode bits alone, root included (it cannot see
+ * capabilities). *st: the new file's attributes. Returns 0, or
  * -EEXIST (the name exists; nothing changed: open it through the mount),
  * -EOPNOTSUPP (flags the door does not serve, a directory with an access
  * ACL, a mount with -o writeback: create through the mount), -EACCES,
- * -ENOTDIR, -EXDEV, -EINVAL (not a name), -EROFS, -ENOSPC, -EMLINK.
+ * -ENOTDIR, -EXDEV, -EINVAL (not a name), -EROFS (also a read-only bind
+ * mount), -ENOSPC, -EMLINK. On any error but -EINVAL the kernel may still
+ * allow an open(2) through the mount (root's capabilities): try it there.
  */
 int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flags, mode_t mode,
 		  mode_t umask, int fd, struct stat *st);

@@ -325,6 +325,52 @@ static void test_perms(void)
 	as_other("psgid", "f", 0, 0, OTHER_UID, 5001);
 }
 
+/* Root gets no override through the door (it cannot see capabilities):
+ * a directory whose bits refuse writing is -EACCES, for the mount to
+ * decide. */
+static void test_root_bits(struct nvmefs_client *c)
+{
+	struct stat st;
+	int fd;
+
+	mkdir_mode("r555", 0555, 0, 0);
+	CHECK_ERR(create(c, "r555", "f", O_WRONLY | O_CREAT, 0644, &fd, &st), -EACCES);
+	CHECK(access(P("r555/f"), F_OK) && errno == ENOENT);
+}
+
+/* Many closes in a row, their replies unread: the library must read them
+ * before the socket and the daemon's queue fill (it hung at about 620). */
+static void test_many_closes(struct nvmefs_client *c)
+{
+	enum { N = 700 };
+	static int fds[N];
+	struct stat st;
+	int d, n = 0;
+
+	mkdir_mode("many", 0755, 0, 0);
+	d = dir_fd("many");
+	for (int i = 0; i < N; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		fds[i] = dup(d);
+		if (fds[i] < 0 ||
+		    nvmefs_create(c, d, name, O_WRONLY | O_CREAT | O_EXCL, 0644, 022, fds[i], &st))
+			break;
+		n++;
+	}
+	CHECKF(n == N, "%d of %d files made", n, N);
+	for (int i = 0; i < n; i++) {
+		CHECK_ERR(nvmefs_close_fd(c, fds[i]), 0);
+		close(fds[i]);
+	}
+	/* A call that waits for its own reply still gets it. */
+	CHECK_ERR(create(c, "many", "last", O_WRONLY | O_CREAT, 0644, &fds[0], &st), 0);
+	if (fds[0] >= 0)
+		close_reg(c, fds[0]);
+	close(d);
+}
+
 static void test_writeback(struct nvmefs_client *c)
 {
 	struct stat st;
@@ -355,6 +401,8 @@ int main(int argc, char **argv)
 		test_basic(c);
 		test_exists(c);
 		test_refused(c);
+		test_root_bits(c);
+		test_many_closes(c);
 		test_perms();
 	}
 	nvmefs_detach(c);

@@ -176,5 +176,82 @@ check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
       "another user is refused in a 0755 root directory (status %d)" % status)
 check(not os.path.exists(os.path.join(d, "ro", "f")), "nothing made there")
 
+# An existing file in a directory the user may not write to: open(2)
+# opens it (the door refuses, libc serves).
+os.mkdir(os.path.join(d, "own"), 0o755)
+mine = os.path.join(d, "own", "mine.log")
+with open(mine, "wb") as f:
+    f.write(b"old")
+os.chown(mine, 4242, 4243)
+# And root in a directory whose bits refuse writing: the kernel lets it.
+os.mkdir(os.path.join(d, "r555"), 0o555)
+with open(os.path.join(d, "r555", "root.bin"), "wb") as f:
+    f.write(b"root")
+check(content(os.path.join(d, "r555", "root.bin")) == b"root", "root creates in a 0555 directory")
+pid = os.fork()
+if pid == 0:
+    rc = 3
+    try:
+        os.setgroups([])
+        os.setresgid(4243, 4243, 4243)
+        os.setresuid(4242, 4242, 4242)
+        with open(mine, "wb") as f:
+            f.write(b"new")
+        rc = 0
+    except OSError as e:
+        print("child:", e, flush=True)
+        rc = 1
+    finally:
+        os._exit(rc)
+_, status = os.waitpid(pid, 0)
+check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and content(mine) == b"new",
+      "its owner opens an existing file in a 0755 root directory (status %d)" % status)
+
+# A read-only bind mount of a directory of the volume: EROFS, as open(2).
+ro = os.path.join(os.environ.get("MNT_TMP", "/tmp"), "robind")
+os.makedirs(ro, exist_ok=True)
+if subprocess.run(["mount", "--bind", "-o", "ro", d, ro]).returncode == 0:
+    try:
+        try:
+            open(os.path.join(ro, "nope.bin"), "wb")
+            check(False, "a create on a read-only bind mount fails")
+        except OSError as e:
+            check(e.errno == 30, "a create on a read-only bind mount: EROFS (%s)" % e)
+        check(not os.path.exists(os.path.join(d, "nope.bin")), "nothing made behind it")
+    finally:
+        subprocess.run(["umount", ro])
+else:
+    check(False, "mount --bind -o ro for the read-only check")
+
+# fork with a door file that cannot go to the kernel (renamed away): the
+# child must not write into another file through a reused connection.
+lost = os.path.join(d, "lost.bin")
+fd = os.open(lost, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b"L")
+os.rename(lost, lost + ".away")
+pid = os.fork()
+if pid == 0:
+    rc = 0
+    try:
+        with open(os.path.join(d, "childnew.bin"), "wb") as f:
+            f.write(b"C")
+            f.flush()
+            # With childnew.bin open through a connection of its own,
+            # which may have taken the number of the parent's.
+            try:
+                os.write(fd, b"X")
+                rc = 1  # it must fail: the door's descriptor is no file here
+            except OSError:
+                pass
+    finally:
+        os._exit(rc)
+_, status = os.waitpid(pid, 0)
+os.close(fd)
+check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+      "a door descriptor the fork could not materialize fails in the child (status %d)" % status)
+check(content(os.path.join(d, "childnew.bin")) == b"C" and content(lost + ".away") == b"L",
+      "nothing written into the wrong file: %r %r" % (content(os.path.join(d, "childnew.bin")),
+                                                      content(lost + ".away")))
+
 print("%d failed checks" % fails if fails else "all checks passed", flush=True)
 sys.exit(1 if fails else 0)

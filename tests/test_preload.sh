@@ -27,7 +27,8 @@ mnt_setup "$build" 4 256M
 chmod 711 "$MNT_TMP"
 
 mnt_mount "mode=$mode"
-check "$mode: test_preload.py" env LD_PRELOAD="$lib" /usr/bin/python3 "$here/test_preload.py" "$MNT"
+check "$mode: test_preload.py" env LD_PRELOAD="$lib" MNT_TMP="$MNT_TMP" \
+	/usr/bin/python3 "$here/test_preload.py" "$MNT"
 mnt_umount
 if ! out=$("$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}" 2>&1); then
 	echo "$out" >&2

@@ -333,6 +333,9 @@ struct nvmefs_vol {
 	 * op_init): the system.posix_acl_* xattrs are taken (fs/core/acl.c);
 	 * without it they are refused as every other system.* one. */
 	bool posix_acl;
+	/* Users other than the mounting one may reach the mount (allow_other):
+	 * the native door's CREATE serves them only then. */
+	bool allow_other;
 	/* FUSE over io_uring (fs/fuse/uring.c): its queues while they serve
 	 * (NULL: /dev/fuse alone), how many, and the entries of each. */
 	struct nvmefs_uring *uring;

@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -260,9 +261,11 @@ static int do_unreg_mem(struct nclient *c, int64_t id)
 
 /*
  * Whether cred may add a name to the directory whose attributes are *dir:
- * write and search, as the kernel's may_create() asks of it (root may
- * always; an ACL the door does not evaluate: -EOPNOTSUPP, and the client
- * goes through the mount).
+ * write and search, as the kernel's may_create() asks of it, by the mode
+ * bits alone. Root is no exception: the daemon cannot see whether it has
+ * CAP_DAC_OVERRIDE, so a create the bits refuse it is -EACCES, and the
+ * client goes through the mount, where the kernel decides (as for an ACL,
+ * which the door does not evaluate: -EOPNOTSUPP).
  */
 static int may_create(struct nclient *c, const struct nvmefs_cred *cred, uint64_t dino,
 		      const struct stat *dir)
@@ -273,8 +276,6 @@ static int may_create(struct nclient *c, const struct nvmefs_cred *cred, uint64_
 	if (c->srv->vol->posix_acl &&
 	    nvmefs_xattr_get(c->srv->vol, dino, "system.posix_acl_access", NULL, 0) > 0)
 		return -EOPNOTSUPP;
-	if (cred->uid == 0)
-		return 0;
 	if (cred->uid == dir->st_uid)
 		bits = (dir->st_mode >> 6) & 7;
 	else if (cred->gid == dir->st_gid)
@@ -335,6 +336,7 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 	int flags = (int)m->hdr.arg;
 	struct nvmefs_inode *in;
 	struct stat dir, st;
+	struct statvfs vfs;
 	struct statx stx;
 	int64_t i;
 	int ret;
@@ -356,6 +358,13 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 		return ret;
 	if (!dir.st_nlink)
 		return -ENOENT; /* removed since the client opened it */
+	/* What the kernel would refuse before looking at the directory: a
+	 * read-only mount (a read-only bind mount has the same st_dev), or a
+	 * user the mount does not let in (no allow_other). */
+	if (fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
+		return -EROFS;
+	if (!vol->allow_other && cred.uid != geteuid())
+		return -EACCES;
 	ret = may_create(c, &cred, stx.stx_ino, &dir);
 	if (ret)
 		return ret;

@@ -53,6 +53,7 @@ struct nreq {
 	struct nclient *c;
 	struct nreq *next; /* the client's list of completed requests */
 	bool sent;	   /* its completion went out from the engine's thread */
+	uint64_t ino;	   /* the file's: the engine's thread reads no client table */
 	struct nvmefs_wire_sqe e;
 	atomic_uint left; /* pieces not yet done, and one for the issuer */
 	unsigned npieces;

@@ -179,7 +179,7 @@ static bool send_now(struct nclient *c, struct nreq *r)
 	 * kernel holds nothing of the file (a file the door created and no
 	 * one looked up since): asked after the write changed the size, so a
 	 * lookup that comes later reads the new one. */
-	if (r->e.op == NVMEFS_WIRE_WRITE && nvmefs_ns_kernel_holds(vol, c->files[r->e.handle].ino))
+	if (r->e.op == NVMEFS_WIRE_WRITE && nvmefs_ns_kernel_holds(vol, r->ino))
 		return false;
 	m.h = msg_hdr(NVMEFS_WIRE_COMPLETE, 1, 0, 0);
 	m.e = (struct nvmefs_wire_cqe){.user_data = r->e.user_data, .res = req_result(r)};
@@ -302,6 +302,7 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	}
 	r->c = c;
 	r->e = *e;
+	r->ino = f->ino;
 	r->npieces = plan((uint64_t)(uintptr_t)mem + e->mem_off, e->off, e->len, r->p, max);
 	for (unsigned i = 0; i < r->npieces; i++) {
 		r->p[i].r = r;

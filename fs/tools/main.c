@@ -766,6 +766,7 @@ int main(int argc, char **argv)
 	vol->mounted_ns = nvmefs_now_ns();
 	clock_gettime(CLOCK_REALTIME, &vol->mounted_at);
 	/* The native door (libnvmefs): without it the mount still serves. */
+	vol->allow_other = geteuid() == 0 && !c.noallow_other; /* as mount_opts() asks */
 	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, nvmefs_loop_inval_entry, se,
 				  &native);
 	if (err)
