@@ -537,20 +537,37 @@ struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd)
 	return NULL;
 }
 
-int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
+/* Before a registration under fd: 0 when fd has none yet and the table has
+ * room for one more, else -errno (said). */
+static int reg_room(struct nvmefs_client *c, int fd)
 {
 	struct reg *v;
-	int64_t h;
 
 	c->err[0] = '\0';
 	if (nvmefs_cl_reg_of(c, fd))
 		return nvmefs_cl_fail(c, -EEXIST, "fd %d: already registered", fd);
-	if (fcntl(fd, F_GETFD) < 0)
-		return nvmefs_cl_fail(c, -EBADF, "fd %d: not an open descriptor", fd);
 	v = realloc(c->regs, (c->nregs + 1) * sizeof(*v));
 	if (!v)
 		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
 	c->regs = v;
+	return 0;
+}
+
+/* The daemon's handle h for fd, with the reply's access (room made). */
+static void reg_add(struct nvmefs_client *c, int fd, int64_t h)
+{
+	c->regs[c->nregs++] =
+		(struct reg){.fd = fd, .handle = (uint32_t)h, .may = (unsigned)c->reply_arg2};
+}
+
+int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
+{
+	int64_t h = reg_room(c, fd);
+
+	if (h)
+		return (int)h;
+	if (fcntl(fd, F_GETFD) < 0)
+		return nvmefs_cl_fail(c, -EBADF, "fd %d: not an open descriptor", fd);
 	h = nvmefs_cl_control(c, NVMEFS_WIRE_REG_FD, 0, fd);
 	if (h == -EXDEV)
 		return nvmefs_cl_fail(c, -EXDEV,
@@ -564,8 +581,7 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 				      : h == -EINVAL ? " (not a regular file)"
 				      : h == -EBADF  ? " (an O_PATH descriptor)"
 						     : "");
-	c->regs[c->nregs++] =
-		(struct reg){.fd = fd, .handle = (uint32_t)h, .may = (unsigned)c->reply_arg2};
+	reg_add(c, fd, h);
 	return 0;
 }
 
@@ -574,19 +590,12 @@ int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flag
 {
 	size_t len = strlen(name);
 	struct nvmefs_wire_stat *w = &c->reply_stat;
-	struct reg *v;
-	int64_t h;
+	int64_t h = reg_room(c, fd);
 
-	c->err[0] = '\0';
-	if (nvmefs_cl_reg_of(c, fd))
-		return nvmefs_cl_fail(c, -EEXIST, "fd %d: already registered", fd);
-	if (!len || len > NVMEFS_WIRE_NAME_MAX || strchr(name, '/') || !strcmp(name, ".") ||
-	    !strcmp(name, ".."))
+	if (h)
+		return (int)h;
+	if (!nvmefs_wire_name_ok(name, len))
 		return nvmefs_cl_fail(c, -EINVAL, "\"%s\": not a name a file may have", name);
-	v = realloc(c->regs, (c->nregs + 1) * sizeof(*v));
-	if (!v)
-		return nvmefs_cl_fail(c, -ENOMEM, "out of memory");
-	c->regs = v;
 	h = nvmefs_cl_call(c, NVMEFS_WIRE_CREATE, flags,
 			   (int64_t)(mode & 07777) | (int64_t)(umask & 0777) << 32, name,
 			   (uint32_t)len, dirfd);
@@ -594,8 +603,7 @@ int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flag
 		return h == -EEXIST ? (int)h
 				    : nvmefs_cl_fail(c, (int)h, "create %s: %s", name,
 						     strerror((int)-h));
-	c->regs[c->nregs++] =
-		(struct reg){.fd = fd, .handle = (uint32_t)h, .may = (unsigned)c->reply_arg2};
+	reg_add(c, fd, h);
 	*st = (struct stat){
 		.st_dev = c->dev,
 		.st_ino = w->ino,
@@ -620,15 +628,11 @@ int nvmefs_close_fd(struct nvmefs_client *c, int fd)
 
 	if (!r)
 		return nvmefs_cl_fail(c, -EBADF, "fd %d: not registered", fd);
-	while (r->inflight) {
-		ret = nvmefs_cl_pump(c, -1);
-		if (ret < 0)
-			break;
-	}
-	/* Replies come in order: the next pump that meets this one drops it.
-	 * Not too many at once: unread replies fill the socket, the daemon
-	 * then stops reading us, and our next send would block for ever. */
-	while (c->unanswered >= MAX_UNANSWERED) {
+	/* Its requests done; and replies come in order, so the next pump that
+	 * meets this one drops it, but not too many at once: unread replies
+	 * fill the socket, the daemon then stops reading us, and our next
+	 * send would block for ever. */
+	while (r->inflight || c->unanswered >= MAX_UNANSWERED) {
 		ret = nvmefs_cl_pump(c, -1);
 		if (ret < 0)
 			break;

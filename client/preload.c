@@ -383,6 +383,8 @@ static struct nvmefs_client *client_of(dev_t dev, int dirfd)
 static int door_create(int at, const char *path, int flags, mode_t mode)
 {
 	const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
 	char dir[PATH_MAX];
 	struct dfile *f;
 	dev_t dev;
@@ -395,7 +397,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	if (!*name || strlen(name) > NVMEFS_WIRE_NAME_MAX || !strcmp(name, ".") ||
 	    !strcmp(name, ".."))
 		return -2;
-	if (getuid() != geteuid() || getgid() != getegid())
+	if (getresuid(&ru, &eu, &su) || getresgid(&rg, &eg, &sg) || ru != eu || rg != eg)
 		return -2;
 	if (!slash) {
 		strcpy(dir, ".");

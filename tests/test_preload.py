@@ -32,6 +32,25 @@ def content(p):
         return f.read()
 
 
+def as_other(fn):
+    """fn() in a child as uid 4242, gid 4243, no supplementary groups: True
+    when it returned True."""
+    pid = os.fork()
+    if pid == 0:
+        rc = 3
+        try:
+            os.setgroups([])
+            os.setresgid(4243, 4243, 4243)
+            os.setresuid(4242, 4242, 4242)
+            rc = 0 if fn() else 1
+        except BaseException as e:
+            print("child:", e, flush=True)
+        finally:
+            os._exit(rc)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 d = os.path.join(mnt, "preload")
 os.mkdir(d)
 os.umask(0o022)
@@ -158,22 +177,15 @@ check(content(r + ".moved") == b"r1r2", "writes after a rename: %r" % content(r 
 
 # Another user in a directory it may not write to: EACCES, nothing made.
 os.mkdir(os.path.join(d, "ro"), 0o755)
-pid = os.fork()
-if pid == 0:
-    rc = 3
+def refused():
     try:
-        os.setgroups([])
-        os.setresgid(4243, 4243, 4243)
-        os.setresuid(4242, 4242, 4242)
         open(os.path.join(d, "ro", "f"), "wb")
-        rc = 1
+        return False
     except PermissionError:
-        rc = 0
-    finally:
-        os._exit(rc)
-_, status = os.waitpid(pid, 0)
-check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
-      "another user is refused in a 0755 root directory (status %d)" % status)
+        return True
+
+
+check(as_other(refused), "another user is refused in a 0755 root directory")
 check(not os.path.exists(os.path.join(d, "ro", "f")), "nothing made there")
 
 # An existing file in a directory the user may not write to: open(2)
@@ -188,24 +200,14 @@ os.mkdir(os.path.join(d, "r555"), 0o555)
 with open(os.path.join(d, "r555", "root.bin"), "wb") as f:
     f.write(b"root")
 check(content(os.path.join(d, "r555", "root.bin")) == b"root", "root creates in a 0555 directory")
-pid = os.fork()
-if pid == 0:
-    rc = 3
-    try:
-        os.setgroups([])
-        os.setresgid(4243, 4243, 4243)
-        os.setresuid(4242, 4242, 4242)
-        with open(mine, "wb") as f:
-            f.write(b"new")
-        rc = 0
-    except OSError as e:
-        print("child:", e, flush=True)
-        rc = 1
-    finally:
-        os._exit(rc)
-_, status = os.waitpid(pid, 0)
-check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and content(mine) == b"new",
-      "its owner opens an existing file in a 0755 root directory (status %d)" % status)
+def rewrite():
+    with open(mine, "wb") as f:
+        f.write(b"new")
+    return True
+
+
+check(as_other(rewrite) and content(mine) == b"new",
+      "its owner opens an existing file in a 0755 root directory")
 
 # A read-only bind mount of a directory of the volume: EROFS, as open(2).
 ro = os.path.join(os.environ.get("MNT_TMP", "/tmp"), "robind")

@@ -25,12 +25,10 @@ static size_t entry_size(uint16_t type)
 	}
 }
 
-/* A name one directory entry may have: 1 to NAME_MAX bytes, no '/' or
- * NUL, not "." or "..". */
-static bool name_ok(const char *name, size_t len)
+int nvmefs_wire_name_ok(const char *name, size_t len)
 {
 	if (!len || len > NVMEFS_WIRE_NAME_MAX || memchr(name, '/', len) || memchr(name, '\0', len))
-		return false;
+		return 0;
 	return !(name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')));
 }
 
@@ -60,7 +58,8 @@ int nvmefs_wire_parse(const void *buf, size_t len, int from_client, struct nvmef
 	esz = entry_size(m->hdr.type);
 	body = len - sizeof(m->hdr);
 	if (m->hdr.type == NVMEFS_WIRE_CREATE) {
-		if (!name_ok((const char *)buf + sizeof(m->hdr), body) || body != m->hdr.count)
+		if (!nvmefs_wire_name_ok((const char *)buf + sizeof(m->hdr), body) ||
+		    body != m->hdr.count)
 			return -EBADMSG;
 	} else if (esz) {
 		if (!m->hdr.count || m->hdr.count > NVMEFS_WIRE_MAX_BATCH ||

@@ -141,6 +141,10 @@ struct nvmefs_wire_msg {
  */
 int nvmefs_wire_parse(const void *buf, size_t len, int from_client, struct nvmefs_wire_msg *m);
 
+/* Whether name[0, len) may be a directory entry's name (CREATE's rule): 1
+ * to NVMEFS_WIRE_NAME_MAX bytes, no '/' or NUL, not "." or "..". */
+int nvmefs_wire_name_ok(const char *name, size_t len);
+
 /* Entry i of a parsed SUBMIT (copied out: the buffer need not be aligned). */
 void nvmefs_wire_sqe_at(const struct nvmefs_wire_msg *m, uint32_t i, struct nvmefs_wire_sqe *e);
 
