@@ -49,6 +49,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -56,6 +57,16 @@
 #include "nvmefs/spin.h"
 #include "nvmefs/util.h"
 #include "nvmefs/wire.h"
+
+/* Linux 6.8's statmount(2), newer than Debian 12's headers (uapi
+ * linux/stat.h, linux/mount.h; the number is the same on every
+ * architecture with the generic table). */
+#define NVMEFS_STATX_MNT_ID_UNIQUE 0x4000u
+#define NVMEFS_NR_STATMOUNT	   457
+#define NVMEFS_STATMOUNT_SB_BASIC  0x1u
+#define NVMEFS_STATMOUNT_MNT_BASIC 0x2u
+#define NVMEFS_SB_RDONLY	   0x1u
+#define NVMEFS_MOUNT_ATTR_RDONLY   0x1u
 
 /* ---- control messages ---- */
 
@@ -102,12 +113,53 @@ static int of_mount(struct nclient *c, int fd, struct statx *stx)
 	dev_t dev;
 	int ret;
 
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, stx))
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
+		  STATX_TYPE | STATX_INO | NVMEFS_STATX_MNT_ID_UNIQUE, stx))
 		return -errno;
 	ret = mount_dev(c->srv, &dev);
 	if (ret)
 		return ret;
 	return makedev(stx->stx_dev_major, stx->stx_dev_minor) == dev ? 0 : -EXDEV;
+}
+
+/*
+ * Whether the mount fd was opened through is read-only (a read-only bind
+ * mount of ours has our st_dev), asked of the VFS alone: statmount(2) of
+ * the mount's unique id, which of_mount's statx asked for (Linux 6.8).
+ * fstatvfs(3) would say it too, but it sends the filesystem a STATFS:
+ * a round trip through our own /dev/fuse workers for every create. Where
+ * statmount cannot answer (an older kernel, a mount in another mount
+ * namespace than the daemon's), fstatvfs does.
+ */
+static bool mount_read_only(int fd, const struct statx *stx)
+{
+	struct {
+		uint32_t size, spare;
+		uint64_t mnt_id, param;
+	} req = {.size = 24, .param = NVMEFS_STATMOUNT_SB_BASIC | NVMEFS_STATMOUNT_MNT_BASIC};
+	union {
+		struct { /* struct statmount's first fields */
+			uint32_t size, spare1;
+			uint64_t mask;
+			uint32_t sb_dev_major, sb_dev_minor;
+			uint64_t sb_magic;
+			uint32_t sb_flags, fs_type;
+			uint64_t mnt_id, mnt_parent_id;
+			uint32_t mnt_id_old, mnt_parent_id_old;
+			uint64_t mnt_attr;
+		} sm;
+		uint8_t room[1024]; /* the whole struct is 512 bytes in 6.18 */
+	} buf;
+	struct statvfs vfs;
+
+	if (stx->stx_mask & NVMEFS_STATX_MNT_ID_UNIQUE) {
+		req.mnt_id = stx->stx_mnt_id;
+		if (syscall(NVMEFS_NR_STATMOUNT, &req, &buf, sizeof(buf), 0) == 0 &&
+		    (buf.sm.mask & req.param) == req.param)
+			return (buf.sm.sb_flags & NVMEFS_SB_RDONLY) ||
+			       (buf.sm.mnt_attr & NVMEFS_MOUNT_ATTR_RDONLY);
+	}
+	return fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
 }
 
 /* What the descriptor fd proves: 0 with *ino and *may, or -errno. */
@@ -336,7 +388,6 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 	int flags = (int)m->hdr.arg;
 	struct nvmefs_inode *in;
 	struct stat dir, st;
-	struct statvfs vfs;
 	struct statx stx;
 	int64_t i;
 	int ret;
@@ -361,7 +412,7 @@ static int64_t do_create(struct nclient *c, int fd, const struct nvmefs_wire_msg
 	/* What the kernel would refuse before looking at the directory: a
 	 * read-only mount (a read-only bind mount has the same st_dev), or a
 	 * user the mount does not let in (no allow_other). */
-	if (fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
+	if (mount_read_only(fd, &stx))
 		return -EROFS;
 	if (!vol->allow_other && cred.uid != geteuid())
 		return -EACCES;
