@@ -86,8 +86,10 @@ struct nvmefs_client {
 	/* a synchronous helper's completion */
 	bool sync_done;
 	int64_t sync_res;
-	uint8_t *rbuf;		 /* receive buffer */
-	struct nvmefs_spin spin; /* how long a wait polls before it sleeps */
+	uint8_t *rbuf; /* receive buffer */
+	/* How long a wait polls before it sleeps: for a lone request or a
+	 * control call's reply (spin), and with more at the daemon (spin_q) */
+	struct nvmefs_spin spin, spin_q;
 	struct nvmefs_client_stats st;
 	char err[512];
 };
