@@ -200,6 +200,29 @@ static void test_basic(struct nvmefs_client *c)
 	}
 }
 
+/*
+ * The directory's cached attributes are dropped also when the kernel never
+ * looked the new name up: FUSE_NOTIFY_INVAL_ENTRY finds no dentry then and
+ * leaves the directory alone (fuse_reverse_inval_entry), so the door drops
+ * them itself. A stat of the directory through the mount shows the create.
+ */
+static void test_dir_attrs(struct nvmefs_client *c)
+{
+	struct stat st, d0, d1;
+	int fd;
+
+	mkdir_mode("dattr", 0755, 0, 0);
+	CHECK(!stat(P("dattr"), &d0)); /* the kernel caches its attributes */
+	usleep(20000);		       /* a later mtime */
+	CHECK_ERR(create(c, "dattr", "g", O_WRONLY | O_CREAT | O_CLOEXEC, 0644, &fd, &st), 0);
+	CHECK(!stat(P("dattr"), &d1));
+	CHECKF(d1.st_mtim.tv_sec != d0.st_mtim.tv_sec || d1.st_mtim.tv_nsec != d0.st_mtim.tv_nsec,
+	       "the directory's mtime through the mount changed with a create of a name the "
+	       "kernel never looked up");
+	if (fd >= 0)
+		close_reg(c, fd);
+}
+
 static void test_exists(struct nvmefs_client *c)
 {
 	struct stat st, a, b;
@@ -399,6 +422,7 @@ int main(int argc, char **argv)
 		test_writeback(c);
 	} else {
 		test_basic(c);
+		test_dir_attrs(c);
 		test_exists(c);
 		test_refused(c);
 		test_root_bits(c);
