@@ -219,7 +219,10 @@ fio 4 KiB random O_DIRECT reads at QD32 (libaio; a file of 4 GiB, 512 MiB
 with --quick, written first with 1 MiB O_DIRECT writes, not measured,
 caches dropped, then --runtime 20 s, 5 with --quick, --time_based: IOPS in
 row rand4k_read), 5 (small files: one process, each phase timed whole,
-nothing per call: issue 33's throughput figure) and 6 (torch). The kernel
+nothing per call: issue 33's throughput figure) and 6 (torch); on nvmefs
+direct (the default mount) small.py runs a second time under
+LD_PRELOAD=BUILD/client/libnvmefs-preload.so, its creates through the
+native door (rows small_preload_*). The kernel
 offers the transport only when /sys/module/fuse/parameters/enable_uring
 is Y; nvmefs never sets it, the benchmark does, as the administrator: Y
 just before each io_uring file system is made and mounted, put back to
@@ -238,7 +241,8 @@ where, the ceiling's table (fuse_null's figures, io_uring / /dev/fuse for
 it, and each nvmefs mount against fuse_null on its transport), and issue
 33's must-show as PASS/FAIL lines: every nvmefs mount's small-file
 create+write >= 0.5 x and read >= 0.7 x btrfs raid0 and its 1 MiB QD32
-O_DIRECT read >= 1.0 x; per mode, io_uring's 4 KiB random reads >= 1.5 x
+O_DIRECT read >= 1.0 x, the same two small-file targets for the preload
+door on nvmefs direct; per mode, io_uring's 4 KiB random reads >= 1.5 x
 /dev/fuse and its dd write and read, torch.save and torch.load >= 1.0 x
 /dev/fuse (the same run's /dev/fuse loop is "today's"). The native client
 (no FUSE in its path) is not run.
@@ -340,6 +344,8 @@ WL_ROWS = {
     "files4": ["files4_write"],
     "shared": ["shared_write"],
     "small": ["small_create", "small_stat", "small_read", "small_delete", "small_total"],
+    "small_preload": ["small_preload_create", "small_preload_stat", "small_preload_read",
+                      "small_preload_delete", "small_preload_total"],
     "torch": ["torch_save", "torch_load"],
     "native": ["native_write", "native_read", "native_copied"],
     "randread": ["rand4k_read"],
@@ -370,6 +376,9 @@ def ram_plan(native_only):
 TR_SETUP = "transport"
 TR_FS = ("btrfs", "direct", "direct+uring", "cached", "cached+uring")
 TR_WL = ["lookup", "dd", "fioseq", "randread", "small", "torch"]
+# The mount whose small files also go through libnvmefs-preload.so (the
+# create door for unmodified programs, docs/NATIVE.md): the default one.
+TR_PRELOAD_FS = "direct"
 # The FUSE ceiling on each transport: tests/fuse_null (no data, no
 # devices) in each mode, on /dev/fuse and with -o uring, after the nvmefs
 # mounts; the workloads its one flat directory of 64 files can take.
@@ -382,9 +391,12 @@ ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 def transport_plan(have_uring):
     """--only transport's file systems in order, each with its workloads;
     the io_uring ones only when HAVE_URING (the kernel has the switch).
-    An nvmefs mount first records the transport it reports."""
+    An nvmefs mount first records the transport it reports; the default
+    mount (direct, /dev/fuse) also runs the small files through the
+    preload door (TR_PRELOAD_FS)."""
     return [(fs, TR_NULL_WL if fs.startswith("null-") else
-             TR_WL if fs == "btrfs" else ["transport"] + TR_WL)
+             TR_WL if fs == "btrfs" else
+             ["transport"] + TR_WL + (["small_preload"] if fs == TR_PRELOAD_FS else []))
             for fs in TR_FS + TR_NULL_FS if have_uring or not fs.endswith("+uring")]
 
 
@@ -1583,19 +1595,32 @@ class Bench:
         return self.remove(f)
 
     def wl_small(self, s, n, fs):
+        return self.small_pass(s, n, fs, "small", [])
+
+    def wl_small_preload(self, s, n, fs):
+        """small.py again, its creates through the preload door
+        (LD_PRELOAD=BUILD/client/libnvmefs-preload.so): rows
+        small_preload_*."""
+        lib = os.path.join(self.a.build, "client", "libnvmefs-preload.so")
+        if not os.path.exists(lib):
+            self.last_fail = "no %s" % lib
+            return False
+        return self.small_pass(s, n, fs, "small_preload", ["env", "LD_PRELOAD=" + lib])
+
+    def small_pass(self, s, n, fs, name, prefix):
         ok = True
         # The files' pages and the kernel's inodes and dentries for them.
         b = self.warm_bytes(self.sz.small_n * (SMALL_SIZE + 4096))
         self.warm_memory(b)
-        lg = self.newlog("%s-x%d-%s-small" % (s, n, fs))
+        lg = self.newlog("%s-x%d-%s-%s" % (s, n, fs, name))
         # On an error it still prints the phases that completed.
-        if self.run(1200, lg, [PY, self.work + "/small.py", self.mnt, self.sz.small_n, SMALL_SIZE,
-                               self.drives.imgdir + "/warm", b]):
+        if self.run(1200, lg, prefix + [PY, self.work + "/small.py", self.mnt, self.sz.small_n, SMALL_SIZE,
+                                        self.drives.imgdir + "/warm", b]):
             ok = False
         rates = small_rates(emu.last_line(lg))
         for phase in ("create", "stat", "read", "delete", "total"):
             if phase in rates:
-                self.record(s, n, fs, "small_" + phase, rates[phase])
+                self.record(s, n, fs, "%s_%s" % (name, phase), rates[phase])
             else:
                 ok = False
         return ok
@@ -2428,6 +2453,9 @@ class TrReport:
             ("small_read", "%s: read, cold cache" % sm, "files/s", None),
             ("small_delete", "%s: unlink (+syncfs)" % sm, "files/s", None),
             ("small_total", "%s: all four phases" % sm, "files/s", None),
+            ("small_preload_create", "the same, the creates through the preload door: create+write "
+             "(+syncfs)", "files/s", None),
+            ("small_preload_read", "the same, the preload door: read, cold cache", "files/s", None),
             ("torch_save", "torch.save %d MiB state dict (+fsync)" % sz.torch_mib, "GB/s", None),
             ("torch_load", "torch.load, cold cache", "GB/s", None),
             ("rss", "nvmefs daemon peak RSS (VmHWM), pool=%s" % self.pool, "MiB", None)]
@@ -2440,7 +2468,8 @@ class TrReport:
         out = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
         for row, label, unit, raw in self.specs():
             v = {fs: g(fs, row) for fs in TR_FS}
-            b = "" if row == "rss" else v["btrfs"]
+            # The preload door's rows compare with btrfs's own small files.
+            b = "" if row == "rss" else g("btrfs", row.replace("small_preload_", "small_"))
             cells = [label, unit, fmt(g("fio", raw), unit) if raw else "-"]
             cells += [fmt(b if fs == "btrfs" else v[fs], unit) for fs in TR_FS]
             cells += [div(v[m + "+uring"], v[m], 2) for m in ("direct", "cached")]
@@ -2505,6 +2534,12 @@ class TrReport:
             for row, label, want in TR_VS_BTRFS:
                 self.ratio_target("transport %s %s" % (TR_NAME[fs], label), self.get(fs, row), units[row],
                                   "btrfs raid0", self.get("btrfs", row), want, out)
+        # The preload door beside the mount it runs on (btrfs's own rows).
+        for row, label, want in TR_VS_BTRFS[:2]:
+            pre = row.replace("small_", "small_preload_")
+            self.ratio_target("transport %s preload door %s" % (TR_NAME[TR_PRELOAD_FS], label),
+                              self.get(TR_PRELOAD_FS, pre), units[pre], "btrfs raid0",
+                              self.get("btrfs", row), want, out)
         for mode in ("direct", "cached"):
             for row, label, want in TR_VS_FUSE:
                 self.ratio_target("transport %s io_uring %s" % (mode, label), self.get(mode + "+uring", row),

@@ -441,6 +441,10 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual(plan["btrfs"], ["lookup", "dd", "fioseq", "randread", "small", "torch"])
         self.assertEqual(plan["cached+uring"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
                                                 "torch"])
+        # The default mount alone also runs the small files through the preload door.
+        self.assertEqual(plan["direct"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
+                                          "torch", "small_preload"])
+        self.assertNotIn("small_preload", plan["direct+uring"])
         for fs, wls in bench.transport_plan(True):
             self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
         for fs, want in (("direct", ("direct", False)), ("cached+uring", ("cached", True)),
@@ -533,6 +537,8 @@ class BenchFigures(unittest.TestCase):
                       ("null-cached+uring", 1.2)):
             for row in bench.WL_ROWS_NULL:
                 res[("transport", n, fs, row)] = "%.1f" % (figs[row] * f)
+        res[("transport", n, "direct", "small_preload_create")] = "16000.0"
+        res[("transport", n, "direct", "small_preload_read")] = "9000.0"
         for fs in bench.TR_FS:
             if fs != "btrfs":
                 res[("transport", n, fs, "rss")] = "80.5"
@@ -543,7 +549,7 @@ class BenchFigures(unittest.TestCase):
         res = self.transport_res()
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         t = rep.table()
-        self.assertEqual(len(t), 2 + 14)
+        self.assertEqual(len(t), 2 + 16)
         self.assertTrue(all(l.count(" | ") == 13 for l in t), t)
         self.assertEqual(t[2].split(" | ")[1:4], ["lookups/s", "-", "50000"])
         self.assertEqual(t[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
@@ -565,8 +571,16 @@ class BenchFigures(unittest.TestCase):
         self.assertIn("- cached: io_uring faster or equal in nothing; /dev/fuse faster in lookup_rate 0.88, "
                       "dd_write 0.88", w[1])
         out = rep.targets()
-        # 3 per nvmefs mount, 5 per mode.
-        self.assertEqual(len(out), 4 * 3 + 2 * 5)
+        # 3 per nvmefs mount, 5 per mode, 2 for the preload door.
+        self.assertEqual(len(out), 4 * 3 + 2 * 5 + 2)
+        self.assertIn("PASS transport direct preload door small files create+write (+syncfs): 16000 files/s = "
+                      "0.80 x btrfs raid0 (20000); target >= 0.5", out)
+        self.assertIn("FAIL transport direct preload door small files read, cold cache: 9000 files/s = 0.45 x "
+                      "btrfs raid0 (20000); target >= 0.7", out)
+        pre = [l for l in t if l.startswith("| the same, the creates through the preload door")]
+        self.assertEqual(len(pre), 1)
+        self.assertEqual(pre[0].split(" | ")[3:6], ["20000", "16000", "-"], pre[0])
+        self.assertTrue(pre[0].endswith("| - | - | 0.80 | - | - | - |"), pre[0])
         self.assertIn("PASS transport direct small files create+write (+syncfs): 10000 files/s = 0.50 x "
                       "btrfs raid0 (20000); target >= 0.5", out)
         self.assertIn("FAIL transport direct small files read, cold cache: 10000 files/s = 0.50 x "
