@@ -425,7 +425,7 @@ static int hello(struct nvmefs_client *c, const char *root)
  * microseconds (0: never), by default 200 for a lone request or a control
  * call (a 4 KiB write to a RAM loop device is answered in 50-150 us on
  * this project's VM, and a caller woken for it costs 20-50% more a file:
- * PERFORMANCE.md, "The library's polling window"), and at most 50 (the
+ * PERFORMANCE.md, "Wake-ups per file, and the door's create"), and at most 50 (the
  * daemon's -o spin) with more requests at the daemon, whose 1 MiB reads
  * lost 22% to a caller polling 200.
  */

@@ -1595,28 +1595,60 @@ class Bench:
         return self.remove(f)
 
     def wl_small(self, s, n, fs):
-        return self.small_pass(s, n, fs, "small", [])
+        return self.small_pass(s, n, fs, "small", [], self.mnt, None)
 
     def wl_small_preload(self, s, n, fs):
         """small.py again, its creates through the preload door
-        (LD_PRELOAD=BUILD/client/libnvmefs-preload.so): rows
-        small_preload_*."""
+        (LD_PRELOAD=BUILD/client/libnvmefs-preload.so), in a directory of
+        its own: rows small_preload_*, recorded only when the door served
+        every create (a preload that fell back to libc would measure the
+        mount under the door's name)."""
         lib = os.path.join(self.a.build, "client", "libnvmefs-preload.so")
+        root = self.mnt + "/door"
         if not os.path.exists(lib):
             self.last_fail = "no %s" % lib
             return False
-        return self.small_pass(s, n, fs, "small_preload", ["env", "LD_PRELOAD=" + lib])
+        try:
+            os.mkdir(root)
+        except OSError as e:
+            self.last_fail = "mkdir %s: %s" % (root, e)
+            return False
+        c0 = self.door_creates()
 
-    def small_pass(self, s, n, fs, name, prefix):
+        def served():
+            c1 = self.door_creates()
+            if c0 is None or c1 is None or c1 - c0 < self.sz.small_n:
+                return "the preload door served %s of %d creates (.nvmefs/stats native.creates)" % (
+                    "?" if c0 is None or c1 is None else c1 - c0, self.sz.small_n)
+            return None
+        return self.small_pass(s, n, fs, "small_preload", ["env", "LD_PRELOAD=" + lib], root, served)
+
+    def door_creates(self):
+        """The mount's native door's creates (.nvmefs/stats), or None."""
+        try:
+            with open(self.mnt + "/.nvmefs/stats") as f:
+                return int(json.load(f)["native"]["creates"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def small_pass(self, s, n, fs, name, prefix, root, check):
+        """small.py in ROOT, its command after PREFIX; rows NAME_*. CHECK
+        (or None) says afterwards why the figures would be wrong (None:
+        they are not): then nothing is recorded."""
         ok = True
         # The files' pages and the kernel's inodes and dentries for them.
         b = self.warm_bytes(self.sz.small_n * (SMALL_SIZE + 4096))
         self.warm_memory(b)
         lg = self.newlog("%s-x%d-%s-%s" % (s, n, fs, name))
         # On an error it still prints the phases that completed.
-        if self.run(1200, lg, prefix + [PY, self.work + "/small.py", self.mnt, self.sz.small_n, SMALL_SIZE,
+        if self.run(1200, lg, prefix + [PY, self.work + "/small.py", root, self.sz.small_n, SMALL_SIZE,
                                         self.drives.imgdir + "/warm", b]):
             ok = False
+        why = check() if check else None
+        if why:
+            log("%s: %s" % (name, why))
+            self.last_fail = why
+            return False
         rates = small_rates(emu.last_line(lg))
         for phase in ("create", "stat", "read", "delete", "total"):
             if phase in rates:
@@ -1924,6 +1956,10 @@ class Bench:
             "to what it was after each (and on every failure or signal).",
             "Small files: one Python process (os calls) per run; each phase (create+write then syncfs; stat; read after",
             "dropping caches; unlink then syncfs) is timed as a whole, nothing is timed per call: files/s = files / phase.",
+            "On %s a second time under LD_PRELOAD=%s/client/libnvmefs-preload.so (the create door for unmodified"
+            % (TR_NAME[TR_PRELOAD_FS], a.build),
+            "programs, docs/NATIVE.md), in a directory of its own after torch, recorded only when the door served every",
+            "create (.nvmefs/stats native.creates): rows \"the preload door\", against btrfs raid0's own small files.",
             "4 KiB random reads: the file is written first (1 MiB O_DIRECT, not measured), caches dropped, then fio",
             "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
             "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
@@ -2503,8 +2539,10 @@ class TrReport:
         """A line per mode: which transport wins where."""
         out = []
         for mode in ("direct", "cached"):
+            # The preload door runs on one mount only: nothing to compare.
             u, f, none = tr_wins([(row, self.get(mode + "+uring", row), self.get(mode, row))
-                                  for row, _l, unit, _r in self.specs() if row != "rss"])
+                                  for row, _l, unit, _r in self.specs()
+                                  if row != "rss" and not row.startswith("small_preload_")])
             line = "- %s: io_uring faster or equal in %s; /dev/fuse faster in %s" % (
                 mode, ", ".join(u) or "nothing", ", ".join(f) or "nothing")
             if none:
