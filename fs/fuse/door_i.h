@@ -123,9 +123,6 @@ void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
  * completion: the kernel may wait on pages a READ of theirs holds.
  */
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
-/* The same for name in directory parent and the directory's attributes
- * (FUSE_NOTIFY_INVAL_ENTRY): for the door's creates. */
-void nvmefs_loop_inval_entry(void *se, uint64_t parent, const char *name);
 /*
  * Drop the kernel's cached attributes of ino (not its pages), from a worker
  * serving a request: the kernel takes no page or inode lock for it, so it

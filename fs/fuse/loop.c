@@ -512,21 +512,6 @@ void nvmefs_loop_inval_attr(uint64_t ino)
 		nvmefs_loop_inval(se, ino, -1, 0);
 }
 
-void nvmefs_loop_inval_entry(void *se, uint64_t parent, const char *name)
-{
-	int ret = fuse_lowlevel_notify_inval_entry(se, parent, name, strlen(name));
-
-	/* -ENOENT: no dentry of the name (or of the directory). The kernel
-	 * then leaves the directory's cached attributes alone: it drops them
-	 * only with an entry it found (fuse_reverse_inval_entry), and a stat
-	 * would show the old mtime for the attribute timeout. Drop them. */
-	if (ret == -ENOENT)
-		nvmefs_loop_inval(se, parent, -1, 0);
-	else if (ret && ret != -ENOTCONN)
-		nvmefs_warn("cannot drop the kernel's entry %s of directory %llu: %s", name,
-			    (unsigned long long)parent, strerror(-ret));
-}
-
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len)
 {
 	int ret = fuse_lowlevel_notify_inval_inode(se, ino, off, len);

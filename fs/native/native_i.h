@@ -22,27 +22,18 @@
  */
 typedef void (*nvmefs_native_inval_fn)(void *arg, uint64_t ino, int64_t off, int64_t len);
 
-/*
- * Drop what the kernel caches of name in directory parent (a negative
- * dentry) and of the directory's attributes, as after a create through the
- * mount. Called from the door's own threads; failures are the callee's to
- * log.
- */
-typedef void (*nvmefs_native_inval_entry_fn)(void *arg, uint64_t parent, const char *name);
-
 struct nvmefs_native;
 
 /*
  * Open the door of vol, mounted at mountpoint: bind the abstract socket
  * named after the volume and this process (vol->native_socket) and start
  * accepting. inval(arg, ...) keeps the kernel's caches coherent with
- * native writes, inval_entry(arg, ...) with native creates. *out is the
+ * native writes and creates. *out is the
  * caller's until nvmefs_native_stop. Returns 0
  * or -errno (the mount can go on without the door).
  */
 int nvmefs_native_start(struct nvmefs_vol *vol, const char *mountpoint,
-			nvmefs_native_inval_fn inval, nvmefs_native_inval_entry_fn inval_entry,
-			void *arg, struct nvmefs_native **out);
+			nvmefs_native_inval_fn inval, void *arg, struct nvmefs_native **out);
 
 /*
  * Close the door: stop accepting, disconnect every client, wait for their

@@ -98,7 +98,6 @@ struct nvmefs_native {
 	struct nvmefs_vol *vol;
 	char *mountpoint;
 	nvmefs_native_inval_fn inval;
-	nvmefs_native_inval_entry_fn inval_entry;
 	void *inval_arg;
 	int lfd, stop;	      /* listening socket; eventfd, readable once stopping */
 	atomic_bool stopping; /* stop was written */

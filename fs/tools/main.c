@@ -767,8 +767,7 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_REALTIME, &vol->mounted_at);
 	/* The native door (libnvmefs): without it the mount still serves. */
 	vol->allow_other = geteuid() == 0 && !c.noallow_other; /* as mount_opts() asks */
-	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, nvmefs_loop_inval_entry, se,
-				  &native);
+	err = nvmefs_native_start(vol, c.mountpoint, nvmefs_loop_inval, se, &native);
 	if (err)
 		nvmefs_warn("no native client door: %s", strerror(-err));
 	/* Statahead (fs/fuse/statahead.c): without it the mount still serves. */
