@@ -342,6 +342,7 @@ static json_object *statahead_stats(void)
 	put_u64(o, "pushed", st.pushed);
 	put_u64(o, "pushed_bytes", st.pushed_bytes);
 	put_u64(o, "push_failed", st.push_failed);
+	put_u64(o, "push_passed", st.push_passed);
 	return o;
 }
 

@@ -246,6 +246,14 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64
 /* True when tid is the statahead thread, whose plain READDIR (the kernel
  * did not ask for READDIRPLUS) is answered empty; counted. */
 bool nvmefs_sa_self(int tid);
+/* True when tid is the statahead thread (not counted). */
+bool nvmefs_sa_thread(int tid);
+/* In the statahead thread's READDIRPLUS, one entry in NVMEFS_SA_TRIP goes
+ * without its attributes, so that the walk sends a LOOKUP for it: the
+ * daemon's only sign of how far a walk in the kernel's cache has got. */
+#define NVMEFS_SA_TRIP 64
+/* ino went out as such a tripwire: a push passes it by. */
+void nvmefs_sa_trip(uint64_t ino);
 /* A read-only open of file ino: when it is the one a walk just looked up,
  * the walk reads its files, and its jobs push their data. */
 void nvmefs_sa_open(uint64_t ino);
@@ -256,6 +264,7 @@ struct nvmefs_sa_stats {
 	bool on;
 	uint64_t jobs, entries, plain, failed;
 	uint64_t pushed, pushed_bytes, push_failed; /* small files' data */
+	uint64_t push_passed;			    /* files the walk opened before their push */
 };
 void nvmefs_sa_stats(struct nvmefs_sa_stats *st);
 

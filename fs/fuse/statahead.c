@@ -42,10 +42,14 @@
  * When (nvmefs_sa_lookup, for every LOOKUP that found an entry): the
  * door keeps the last cookie looked up in a few directories. A lookup past
  * the last one and within what was read ahead plus a small gap continues a
- * walk; the second such lookup in a row starts a job from there, and a
- * lookup near the end of what was read ahead starts the next, each job up
- * to twice as long as the one before (SA_FIRST to -o statahead=N entries).
- * Lookups in another order, or of names not in the directory, start
+ * walk (any lookup forward, while a job reads); the second such lookup in
+ * a row starts a job from there, and a lookup within a window of the end
+ * of what was read ahead starts the next, each job up to twice as long as
+ * the one before (SA_FIRST to -o statahead=N entries). A walk that finds
+ * its entries in the kernel's cache sends nothing, so one entry in
+ * NVMEFS_SA_TRIP of the thread's READDIRPLUS goes without attributes
+ * (ops.c, trip_entries): the walk's LOOKUP of that tripwire says where it
+ * is. Lookups in another order, or of names not in the directory, start
  * nothing, so a random access costs a compare.
  *
  * What it costs: the daemon's work for an entry is the same as for its
@@ -110,12 +114,13 @@
 
 #define SA_DIRS	       16	     /* directories followed at once */
 #define SA_GAP	       8	     /* cookies a walk may skip (removed entries) */
-#define SA_FIRST       64	     /* entries of a walk's first job */
+#define SA_FIRST       256	     /* entries of a walk's first job */
 #define SA_MIN_DIR     64	     /* smaller directories: lookups cost less than a job */
 #define SA_QUEUE       8	     /* jobs waiting */
 #define SA_BUF	       (64 << 10)    /* getdents64's buffer: the READDIRPLUS size */
 #define FH_INO_GEN     0x81	     /* FILEID_INO64_GEN: fuse_encode_fh's type */
 #define PUSH_INFLIGHT  16	     /* files read at once for a push */
+#define SA_TRIPS       64	     /* tripwires remembered */
 #define PUSH_JOB_BYTES (32ull << 20) /* pushed per job at most */
 
 /* A directory being walked. */
@@ -158,7 +163,12 @@ static struct {
 	unsigned pushing; /* push_mu */
 	/* .nvmefs/stats */
 	atomic_uint_fast64_t jobs, entries, plain, failed;
-	atomic_uint_fast64_t pushed, pushed_bytes, push_failed;
+	atomic_uint_fast64_t pushed, pushed_bytes, push_failed, push_passed;
+	/* the file of the last open that a push could have served */
+	atomic_uint_fast64_t last_open;
+	/* the last tripwires (nvmefs_sa_trip): no kernel inode to push to */
+	atomic_uint_fast64_t trips[SA_TRIPS];
+	atomic_uint trip_next;
 } sa = {.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
 	.tid = -1,
@@ -195,7 +205,11 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64
 	if (!d)
 		goto out;
 	d->used = ++sa.lookups;
-	if (cookie > d->last && cookie <= (d->ahead > d->last ? d->ahead : d->last) + SA_GAP) {
+	/* In order: just after the last, or anywhere forward while a job
+	 * reads (the walk's next LOOKUP is a tripwire of that job's batch,
+	 * NVMEFS_SA_TRIP entries on, before the job has said where it ended). */
+	if (cookie > d->last &&
+	    (d->busy || cookie <= (d->ahead > d->last ? d->ahead : d->last) + SA_GAP)) {
 		d->streak++;
 	} else {
 		d->streak = 0;
@@ -208,8 +222,7 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64
 	d->last_ino = ino;
 	/* The second lookup in order starts a job; then each lookup within half
 	 * a window of what was read starts the next. */
-	if (d->streak >= 2 && !d->busy && sa.qlen < SA_QUEUE &&
-	    cookie + d->window / 2 >= d->ahead) {
+	if (d->streak >= 2 && !d->busy && sa.qlen < SA_QUEUE && cookie + d->window >= d->ahead) {
 		struct sa_job *j = &sa.q[(sa.qhead + sa.qlen++) % SA_QUEUE];
 
 		*j = (struct sa_job){.ino = parent,
@@ -229,6 +242,7 @@ void nvmefs_sa_open(uint64_t ino)
 {
 	if (!atomic_load_explicit(&sa.on, memory_order_relaxed))
 		return;
+	atomic_store_explicit(&sa.last_open, ino, memory_order_relaxed);
 	pthread_mutex_lock(&sa.mu);
 	for (unsigned i = 0; i < SA_DIRS; i++)
 		if (sa.dir[i].ino && sa.dir[i].last_ino == ino)
@@ -249,9 +263,31 @@ static bool walk_reads(const struct sa_job *j)
 	return reads;
 }
 
+void nvmefs_sa_trip(uint64_t ino)
+{
+	unsigned i = atomic_fetch_add(&sa.trip_next, 1) % SA_TRIPS;
+
+	atomic_store_explicit(&sa.trips[i], ino, memory_order_relaxed);
+}
+
+/* Whether ino went out as a tripwire lately: the kernel made no inode of
+ * it, so a store would find none (and cost a device read first). */
+static bool tripped(uint64_t ino)
+{
+	for (unsigned i = 0; i < SA_TRIPS; i++)
+		if (atomic_load_explicit(&sa.trips[i], memory_order_relaxed) == ino)
+			return true;
+	return false;
+}
+
+bool nvmefs_sa_thread(int tid)
+{
+	return tid == atomic_load(&sa.tid);
+}
+
 bool nvmefs_sa_self(int tid)
 {
-	if (tid != atomic_load(&sa.tid))
+	if (!nvmefs_sa_thread(tid))
 		return false;
 	atomic_fetch_add(&sa.plain, 1);
 	return true;
@@ -396,15 +432,54 @@ static void push_wait(void)
 	pthread_mutex_unlock(&sa.push_mu);
 }
 
+/* The offset in buf (n bytes of entries) just past the entry of ino from
+ * offset o on, o when there is none; the entries passed counted in *files. */
+static long past(const char *buf, long o, long n, uint64_t ino, unsigned *files)
+{
+	unsigned seen = 0;
+
+	for (long i = o; i < n;) {
+		const struct dirent64 *e = (const void *)(buf + i);
+
+		i += e->d_reclen;
+		seen += e->d_type == DT_REG;
+		if (e->d_ino == ino) {
+			*files = seen;
+			return i;
+		}
+	}
+	return o;
+}
+
 /* Push the regular files of one getdents batch (n bytes of buf), within
- * *budget. */
+ * *budget. The program walks the batch in its order too, and may be
+ * ahead (a job starts at its second lookup; its first opens come while
+ * the READDIRPLUS is being answered): a file it has opened is read, and
+ * pushing it would only keep the files it is about to open waiting. So
+ * when the last open names a file further on, the push skips to just
+ * after it (on io_uring a walk of 200 files read 47 of them itself while
+ * the push went through the ones behind it). */
 static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
 {
+	uint64_t seen = 0;
+
 	for (long o = 0; o < n && *budget >= max;) {
 		const struct dirent64 *e = (const void *)(buf + o);
+		uint64_t opened = atomic_load_explicit(&sa.last_open, memory_order_relaxed);
+		unsigned files = 0;
 
+		if (opened != seen) {
+			long next = past(buf, o, n, opened, &files);
+
+			seen = opened;
+			if (next != o) {
+				atomic_fetch_add(&sa.push_passed, files);
+				o = next;
+				continue;
+			}
+		}
 		o += e->d_reclen;
-		if (e->d_type == DT_REG)
+		if (e->d_type == DT_REG && !tripped(e->d_ino))
 			*budget -= push(e->d_ino, max);
 	}
 }
@@ -573,4 +648,5 @@ void nvmefs_sa_stats(struct nvmefs_sa_stats *st)
 	st->pushed = atomic_load(&sa.pushed);
 	st->pushed_bytes = atomic_load(&sa.pushed_bytes);
 	st->push_failed = atomic_load(&sa.push_failed);
+	st->push_passed = atomic_load(&sa.push_passed);
 }
