@@ -321,16 +321,21 @@ static bool add_entry(void *arg, const char *name, uint64_t ino, mode_t mode, of
  * got, and the next job starts a window ahead. The lookup count the reply
  * took for such an entry is given back: the kernel will not keep it.
  */
-static void trip_entries(struct nvmefs_vol *vol, char *buf, size_t len)
+static void trip_entries(struct nvmefs_vol *vol, char *buf, size_t len, uint64_t off)
 {
-	unsigned n = 0;
+	/* By cookie, not by place in the reply: a reply is 4 KiB (some 25
+	 * entries) before Linux 6.16, which sizes it from getdents' buffer;
+	 * the entry whose cookie crosses the next multiple is the tripwire. */
+	uint64_t prev = off;
 
 	for (size_t o = 0; o + FUSE_NAME_OFFSET_DIRENTPLUS <= len;) {
 		struct fuse_direntplus *d = (struct fuse_direntplus *)(void *)(buf + o);
-		uint64_t ino = d->entry_out.nodeid;
+		uint64_t ino = d->entry_out.nodeid, cookie = d->dirent.off;
+		bool trip = cookie / NVMEFS_SA_TRIP != prev / NVMEFS_SA_TRIP;
 
 		o += FUSE_DIRENTPLUS_SIZE(d);
-		if (!ino || ++n % NVMEFS_SA_TRIP)
+		prev = cookie;
+		if (!ino || !trip)
 			continue;
 		d->entry_out.nodeid = 0;
 		nvmefs_ns_forget(vol, ino, 1);
@@ -350,12 +355,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (ino == NVMEFS_CTL_DIR)
+	if (ino == NVMEFS_CTL_DIR) {
 		db.pos = nvmefs_ctl_readdir(req, vol, db.buf, size, off, plus);
-	else
+	} else {
 		err = nvmefs_ns_readdir(vol, ino, off, plus, h ? &h->end : NULL, add_entry, &db);
-	if (!err && plus && nvmefs_sa_thread(fuse_req_ctx(req)->pid))
-		trip_entries(vol, db.buf, db.pos);
+		if (!err && plus && nvmefs_sa_thread(fuse_req_ctx(req)->pid))
+			trip_entries(vol, db.buf, db.pos, (uint64_t)off);
+	}
 	if (err)
 		fuse_reply_err(req, -err);
 	else

@@ -53,8 +53,10 @@
  * nothing, so a random access costs a compare.
  *
  * What it costs: the daemon's work for an entry is the same as for its
- * LOOKUP; the kernel holds the dentries and inodes of at most one job ahead
- * of the program; we count one lookup for each, as for any READDIRPLUS.
+ * LOOKUP; the kernel holds the dentries and inodes of about two windows
+ * ahead of the program (a job is queued when the walk comes within one of
+ * its end, and reads whole getdents batches); we count one lookup for
+ * each, as for any READDIRPLUS.
  * It reads as root what the program may only search (a directory of mode
  * 0711): the names go only to the kernel's cache, where the program finds
  * one only by naming it, which without us would have told it as much.
@@ -220,8 +222,8 @@ void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64
 	}
 	d->last = cookie;
 	d->last_ino = ino;
-	/* The second lookup in order starts a job; then each lookup within half
-	 * a window of what was read starts the next. */
+	/* The second lookup in order starts a job; then each lookup within a
+	 * window of what was read starts the next. */
 	if (d->streak >= 2 && !d->busy && sa.qlen < SA_QUEUE && cookie + d->window >= d->ahead) {
 		struct sa_job *j = &sa.q[(sa.qhead + sa.qlen++) % SA_QUEUE];
 
