@@ -22,9 +22,11 @@
  * EBADF rather than acting on something else. The calls it knows on such a
  * descriptor: write, pwrite, writev, lseek, fstat (and statx, fstatat with
  * AT_EMPTY_PATH), fsync, fdatasync, isatty and ioctl, read (EBADF: opened
- * for writing), close, close_range. Before any call that needs the file in
- * the kernel (dup, fcntl but F_GETFD/F_SETFD/F_GETFL, ftruncate, fchmod,
- * fchown, fallocate, mmap, fdopen, flock, fork, posix_spawn, ...) the file
+ * for writing), close, close_range; as the directory of an *at call with a
+ * relative path it is ENOTDIR (at_dir). Before any call that needs the
+ * file in the kernel (dup, fcntl but F_GETFD/F_SETFD/F_GETFL, ftruncate,
+ * fchmod, fchown, fallocate, mmap, fdopen, flock, futimens, the f*xattr
+ * calls, an *at call on the file itself, fork, posix_spawn, ...) the file
  * is opened through the mount and put in the descriptor's place
  * ("materialized"): from then on the kernel serves it.
  */
@@ -50,13 +52,14 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "client_i.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include "preload_i.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 #define MAX_MOUNTS	 16
@@ -126,8 +129,6 @@ static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_ac
 				const posix_spawnattr_t *, char *const[], char *const[]);
 static mode_t (*real_umask)(mode_t);
 
-#define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
-
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
@@ -169,6 +170,7 @@ __attribute__((constructor)) static void preload_init(void)
 	RESOLVE(posix_spawn);
 	RESOLVE(posix_spawnp);
 	RESOLVE(umask);
+	preload_at_init();
 	disabled = (e && !strcmp(e, "0")) || !real_openat || !real_umask;
 	if (!disabled) {
 		m = real_umask(022);
@@ -219,7 +221,7 @@ static struct dfile *lookup(int fd)
 
 /* Whether fd may be the door's: read without the lock (the table never
  * moves; entries are set and cleared whole). */
-static bool has(int fd)
+bool preload_has(int fd)
 {
 	return fd >= 0 && fd < __atomic_load_n(&nfiles, __ATOMIC_ACQUIRE) &&
 	       __atomic_load_n(&files[fd], __ATOMIC_RELAXED);
@@ -321,12 +323,12 @@ static void fork_child(void)
 
 /* Before a call the kernel must serve: fd in the kernel's hands. -1 with
  * errno when it cannot be. */
-static int need_kernel(int fd)
+int preload_need_kernel(int fd)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&mu);
-	if (has(fd) && lookup(fd))
+	if (preload_has(fd) && lookup(fd))
 		ret = materialize(fd);
 	pthread_mutex_unlock(&mu);
 	if (ret) {
@@ -344,7 +346,7 @@ static struct dfile *enter(int fd)
 {
 	struct dfile *f;
 
-	if (!has(fd))
+	if (!preload_has(fd))
 		return NULL;
 	pthread_mutex_lock(&mu);
 	f = lookup(fd);
@@ -460,8 +462,11 @@ EXPORT int openat(int at, const char *path, int flags, ...)
 
 	if (f) {
 		pthread_mutex_unlock(&mu);
-		errno = ENOTDIR; /* a file is no directory */
-		return -1;
+		if (path[0] != '/') {
+			errno = ENOTDIR; /* a file is no directory */
+			return -1;
+		}
+		at = AT_FDCWD; /* ignored by the kernel too */
 	}
 	va_start(ap, flags);
 	mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
@@ -577,7 +582,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	ssize_t done = 0;
 
-	if (!has(fd))
+	if (!preload_has(fd))
 		return real_writev(fd, iov, cnt);
 	for (int i = 0; i < cnt; i++) {
 		ssize_t n = write(fd, iov[i].iov_base, iov[i].iov_len);
@@ -676,7 +681,7 @@ EXPORT int fstat(int fd, struct stat *st)
 	struct dfile *f;
 	int ret;
 
-	if (!has(fd))
+	if (!preload_has(fd))
 		return real_fstat(fd, st);
 	pthread_mutex_lock(&mu);
 	f = lookup(fd);
@@ -692,8 +697,10 @@ EXPORT int fstat64(int fd, struct stat64 *st)
 
 EXPORT int fstatat(int at, const char *path, struct stat *st, int flags)
 {
-	if ((flags & AT_EMPTY_PATH) && !*path && has(at))
+	if ((flags & AT_EMPTY_PATH) && !*path && preload_has(at))
 		return fstat(at, st);
+	if (*path && preload_at_dir(at, path, flags))
+		return -1;
 	return real_fstatat(at, path, st, flags);
 }
 
@@ -706,8 +713,10 @@ EXPORT int statx(int at, const char *path, int flags, unsigned mask, struct stat
 {
 	struct stat st;
 
-	if (!((flags & AT_EMPTY_PATH) && !*path && has(at)))
-		return real_statx(at, path, flags, mask, sx);
+	if (!((flags & AT_EMPTY_PATH) && !*path && preload_has(at)))
+		return *path && preload_at_dir(at, path, flags)
+			       ? -1
+			       : real_statx(at, path, flags, mask, sx);
 	if (fstat(at, &st))
 		return -1;
 	*sx = (struct statx){
@@ -734,7 +743,7 @@ static int door_fsync(int fd, int (*libc)(int))
 	struct dfile *f;
 	int ret;
 
-	if (!has(fd))
+	if (!preload_has(fd))
 		return libc(fd);
 	pthread_mutex_lock(&mu);
 	f = lookup(fd);
@@ -761,9 +770,9 @@ EXPORT int fdatasync(int fd)
 
 EXPORT int close(int fd)
 {
-	if (has(fd)) {
+	if (preload_has(fd)) {
 		pthread_mutex_lock(&mu);
-		if (has(fd))
+		if (preload_has(fd))
 			drop(fd);
 		pthread_mutex_unlock(&mu);
 	}
@@ -782,7 +791,7 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 
 EXPORT int isatty(int fd)
 {
-	if (has(fd)) {
+	if (preload_has(fd)) {
 		errno = ENOTTY;
 		return 0;
 	}
@@ -797,12 +806,12 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	if (has(fd)) {
+	if (preload_has(fd)) {
 		if (req == TCGETS) {
 			errno = ENOTTY;
 			return -1;
 		}
-		if (need_kernel(fd))
+		if (preload_need_kernel(fd))
 			return -1;
 	}
 	return real_ioctl(fd, req, arg);
@@ -816,12 +825,12 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	if (has(fd)) {
+	if (preload_has(fd)) {
 		if (cmd == F_GETFL)
 			return O_WRONLY | O_LARGEFILE;
 		/* Clearing FD_CLOEXEC lets the file cross an exec: the kernel's. */
 		if ((cmd != F_GETFD && (cmd != F_SETFD || !((uintptr_t)arg & FD_CLOEXEC))) &&
-		    need_kernel(fd))
+		    preload_need_kernel(fd))
 			return -1;
 	}
 	return real_fcntl(fd, cmd, arg);
@@ -832,14 +841,6 @@ EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 /* Calls the kernel must serve: the file goes to it first. */
 _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 are one");
 _Static_assert(sizeof(off_t) == sizeof(off64_t), "off_t is 64 bits");
-
-#define KERNEL_CALL(ret_t, name, params, args)                                                     \
-	EXPORT ret_t name params                                                                   \
-	{                                                                                          \
-		if (has(fd) && need_kernel(fd))                                                    \
-			return (ret_t)-1;                                                          \
-		return real_##name args;                                                           \
-	}
 
 KERNEL_CALL(int, dup, (int fd), (fd))
 KERNEL_CALL(int, dup2, (int fd, int to), (fd, to))
@@ -855,7 +856,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) __attribute__((al
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
-	if (has(fd) && need_kernel(fd))
+	if (preload_has(fd) && preload_need_kernel(fd))
 		return errno;
 	return real_posix_fallocate(fd, off, len);
 }
@@ -865,7 +866,7 @@ EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	if (!(flags & MAP_ANONYMOUS) && has(fd) && need_kernel(fd))
+	if (!(flags & MAP_ANONYMOUS) && preload_has(fd) && preload_need_kernel(fd))
 		return MAP_FAILED;
 	return real_mmap(addr, len, prot, flags, fd, off);
 }
@@ -875,14 +876,14 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t o
 
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	if (has(fd) && need_kernel(fd))
+	if (preload_has(fd) && preload_need_kernel(fd))
 		return NULL;
 	return real_fdopen(fd, mode);
 }
 
 EXPORT int fchdir(int fd)
 {
-	if (has(fd)) {
+	if (preload_has(fd)) {
 		errno = ENOTDIR;
 		return -1;
 	}

@@ -143,6 +143,64 @@ os.close(fd2)
 check(content(t) == b"0123\0\0\0\0\0\0XY" and (os.stat(t).st_mode & 0o777) == 0o600,
       "ftruncate, fchmod, dup after door writes: %r" % content(t))
 
+# A door descriptor names a file. The *at calls refuse it as a directory
+# (ENOTDIR), as the kernel does, and never resolve a name in the file's
+# directory (the descriptor is an O_PATH one of that directory inside):
+# unlinkat(fd, "sibling") removed the sibling before. An absolute path
+# ignores the descriptor; AT_EMPTY_PATH, a NULL path (futimens) and the
+# f*xattr calls act on the file itself, handed to the kernel first.
+AT_EMPTY_PATH = 0x1000
+libc = ctypes.CDLL(None, use_errno=True)
+sib = os.path.join(d, "sibling")
+fd = os.open(sib, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b"s")
+os.close(fd)
+n2 = creates()
+at = os.path.join(d, "at.bin")
+fd = os.open(at, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+check(creates() == n2 + 1, "the door made at.bin")
+for what, fn in (("unlinkat", lambda: os.unlink("sibling", dir_fd=fd)),
+                 ("fstatat", lambda: os.stat("sibling", dir_fd=fd)),
+                 ("openat", lambda: os.open("sibling", os.O_RDONLY, dir_fd=fd)),
+                 ("mkdirat", lambda: os.mkdir("sub", dir_fd=fd)),
+                 ("mkfifoat", lambda: os.mkfifo("fifo", dir_fd=fd)),
+                 ("renameat", lambda: os.rename("sibling", "moved", src_dir_fd=fd)),
+                 ("renameat (target)", lambda: os.rename(sib, "moved", dst_dir_fd=fd)),
+                 ("linkat", lambda: os.link("sibling", "l", src_dir_fd=fd)),
+                 ("symlinkat", lambda: os.symlink("t", "sl", dir_fd=fd)),
+                 ("readlinkat", lambda: os.readlink("sibling", dir_fd=fd)),
+                 ("fchmodat", lambda: os.chmod("sibling", 0o600, dir_fd=fd)),
+                 ("fchownat", lambda: os.chown("sibling", 4242, 4242, dir_fd=fd)),
+                 ("utimensat", lambda: os.utime("sibling", (1, 1), dir_fd=fd))):
+    try:
+        fn()
+        check(False, "%s relative to a door descriptor fails" % what)
+    except NotADirectoryError:
+        pass
+    except OSError as e:
+        check(False, "%s relative to a door descriptor: ENOTDIR, not %s" % (what, e))
+check(not os.access("sibling", os.F_OK, dir_fd=fd), "faccessat relative to a door descriptor fails")
+st = os.stat(sib)
+check(content(sib) == b"s" and (st.st_mode & 0o777) == 0o644 and st.st_uid == 0 and
+      st.st_mtime > 1 and sorted(os.listdir(d)).count("sibling") == 1 and
+      not set(os.listdir(d)) & {"sub", "fifo", "moved", "l", "sl"},
+      "nothing done in the directory through a door descriptor: %r" % sorted(os.listdir(d)))
+check(os.stat(sib, dir_fd=fd).st_size == 1, "an absolute path ignores the door descriptor")
+os.close(os.open(sib, os.O_RDONLY, dir_fd=fd))
+os.write(fd, b"at")
+os.utime(fd, (1000, 2000))
+check(os.stat(at).st_mtime == 2000 and os.stat(d).st_mtime != 2000,
+      "futimens sets the file's times, not the directory's")
+check(libc.fchownat(fd, b"", 4242, -1, AT_EMPTY_PATH) == 0 and os.stat(at).st_uid == 4242 and
+      os.stat(d).st_uid == 0, "fchownat(AT_EMPTY_PATH) changes the file's owner, not the directory's")
+os.setxattr(fd, "user.k", b"v")
+check(os.getxattr(at, "user.k") == b"v" and os.getxattr(fd, "user.k") == b"v" and
+      "user.k" in os.listxattr(fd), "f*xattr on a door descriptor")
+os.removexattr(fd, "user.k")
+check("user.k" not in os.listxattr(at), "fremovexattr on a door descriptor")
+os.close(fd)
+check(content(at) == b"at", "at.bin written: %r" % content(at))
+
 # fork: the child writes through what it inherited.
 fk = os.path.join(d, "fork.bin")
 with open(fk, "wb") as f:
