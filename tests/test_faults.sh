@@ -13,7 +13,8 @@
 #    changes get EROFS, reads still work, and after unmounting fsck.nvmefs
 #    finds the volume clean and a remount shows every file fsync'ed before.
 #  - an OPEN or CREATE reply the kernel does not take: the opener gets
-#    EINTR and the handle is released (an unlinked file's space comes back).
+#    EINTR and the handle is released (an unlinked file's space comes back);
+#    a READDIRPLUS reply not taken gives back its entries' lookups.
 # The daemon must be alive (and the mount answering) after every fault.
 # usage: test_faults.sh BUILD_DIR
 set -euo pipefail
@@ -28,6 +29,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$1
 mnt_time_limit 240 "$0" "$@"
 mnt_need setfattr attr
+mnt_need jq jq
 [ -x "$build/tests/nvmefs-fi" ] || mnt_skip "$build/tests/nvmefs-fi not built"
 [ -x "$build/fsck.nvmefs" ] || mnt_skip "$build/fsck.nvmefs not built"
 mnt_setup "$build" 4 128M
@@ -186,6 +188,38 @@ sync "$MNT/lostc"
 check "the handle of a lost CREATE reply is released (space freed at unlink)" \
 	freed_after_unlink "$MNT/lostc"
 alive "after lost OPEN and CREATE replies"
+
+# A lost READDIRPLUS reply: each entry in it counted a lookup the kernel
+# never took, and the daemon must give them back: once the kernel has
+# forgotten what it holds, the daemon's count of inodes it holds
+# (.nvmefs/stats metadata.lookups) is what it was before (20 more, and
+# their table entries kept until unmount, before the fix).
+lookups() { jq .metadata.lookups "$MNT/.nvmefs/stats"; }
+settled_lookups() { # the count once the kernel's FORGETs have come
+	local n m end=$((SECONDS + 10))
+	echo 2 >/proc/sys/vm/drop_caches
+	n=$(lookups)
+	while [ $SECONDS -lt $end ]; do
+		sleep 0.3
+		m=$(lookups)
+		[ "$m" = "$n" ] && break
+		n=$m
+	done
+	echo "$n"
+}
+mkdir "$MNT/rd"
+for i in $(seq 20); do echo "$i" >"$MNT/rd/f$i"; done
+sync
+l0=$(settled_lookups)
+ctl "lose_readdir"
+check "a lost READDIRPLUS reply reaches the reader as EINTR" \
+	fails_with "Interrupted system call" ls -l "$MNT/rd"
+l1=$(settled_lookups)
+check "the lookups of a lost READDIRPLUS reply are given back ($l0 before, $l1 after)" \
+	test "$l1" -le "$l0"
+check "the directory lists after a lost READDIRPLUS reply" \
+	test "$(ls "$MNT/rd" | wc -l)" = 20
+alive "after a lost READDIRPLUS reply"
 
 # Metadata writes failing on member 0: read-only, not corrupt.
 ctl "eio dev=0 ops=w"

@@ -412,6 +412,8 @@ struct nvmefs_vol {
 	/* The test daemon only: this many OPEN/CREATE replies are lost (the
 	 * opener gets EINTR; the daemon acts as if the kernel refused them). */
 	atomic_uint test_lose_opens;
+	/* The test daemon only: this many READDIRPLUS replies are lost. */
+	atomic_uint test_lose_readdirs;
 	/* meta: the shadow, a second copy of the metadata's keys, written
 	 * through by apply beside the store and checked against the maps
 	 * (fs/store/store.h, nvmefs_meta_crosscheck; docs/FORMAT.md,

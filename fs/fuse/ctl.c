@@ -317,6 +317,7 @@ static json_object *meta_stats(struct nvmefs_vol *vol)
 	put_u64(o, "cached_inodes", vol->ncached);
 	put_u64(o, "cached_entries", vol->ndirents);
 	put_u64(o, "cache_bytes", nvmefs_icache_bytes(vol));
+	put_u64(o, "lookups", vol->nlookups);
 	put_u64(o, "lookups_bytes", vol->lookups_bytes);
 	put_u64(o, "hits", vol->cache.hits);
 	put_u64(o, "loads", vol->cache.loads);

@@ -310,22 +310,26 @@ static bool add_entry(void *arg, const char *name, uint64_t ino, mode_t mode, of
 }
 
 /*
- * The statahead thread's READDIRPLUS (fs/fuse/statahead.c): one entry in
- * NVMEFS_SA_TRIP goes without its attributes (node id 0: the kernel makes
- * no dentry of it). A walk that finds the rest of the batch in the
- * kernel's cache sends no request at all, so without these its first
- * LOOKUP came at the batch's end, and each next job started where the
- * walk already was: the walk looked up what it passed while the job's
- * READDIRPLUS was answered (a quarter to half of 3,000 files, when a
- * plain os.stat walk outran the jobs). Their LOOKUPs show how far it has
- * got, and the next job starts a window ahead. The lookup count the reply
- * took for such an entry is given back: the kernel will not keep it.
+ * Give back the lookup counts of a READDIRPLUS reply's entries (buf, len
+ * bytes) that the kernel will not take: every one when the reply was not
+ * taken (the request was aborted; each entry counted one lookup), else the
+ * statahead thread's tripwires, whose node id is cleared.
+ *
+ * The tripwires (fs/fuse/statahead.c): one entry in NVMEFS_SA_TRIP goes
+ * without its attributes (node id 0: the kernel makes no dentry of it). A
+ * walk that finds the rest of the batch in the kernel's cache sends no
+ * request at all, so without these its first LOOKUP came at the batch's
+ * end, and each next job started where the walk already was: the walk
+ * looked up what it passed while the job's READDIRPLUS was answered (a
+ * quarter to half of 3,000 files, when a plain os.stat walk outran the
+ * jobs). Their LOOKUPs show how far it has got, and the next job starts a
+ * window ahead. They are chosen by cookie, not by place in the reply: a
+ * reply is 4 KiB (some 25 entries) before Linux 6.16, which sizes it from
+ * getdents' buffer; the entry whose cookie crosses the next multiple from
+ * the request's offset (off) is the tripwire.
  */
-static void trip_entries(struct nvmefs_vol *vol, char *buf, size_t len, uint64_t off)
+static void give_back_entries(struct nvmefs_vol *vol, char *buf, size_t len, bool all, uint64_t off)
 {
-	/* By cookie, not by place in the reply: a reply is 4 KiB (some 25
-	 * entries) before Linux 6.16, which sizes it from getdents' buffer;
-	 * the entry whose cookie crosses the next multiple is the tripwire. */
 	uint64_t prev = off;
 
 	for (size_t o = 0; o + FUSE_NAME_OFFSET_DIRENTPLUS <= len;) {
@@ -335,11 +339,13 @@ static void trip_entries(struct nvmefs_vol *vol, char *buf, size_t len, uint64_t
 
 		o += FUSE_DIRENTPLUS_SIZE(d);
 		prev = cookie;
-		if (!ino || !trip)
+		if (!ino || (!all && !trip))
 			continue;
-		d->entry_out.nodeid = 0;
 		nvmefs_ns_forget(vol, ino, 1);
-		nvmefs_sa_trip(ino);
+		if (!all) {
+			d->entry_out.nodeid = 0;
+			nvmefs_sa_trip(ino);
+		}
 	}
 }
 
@@ -349,6 +355,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	struct dir_handle *h = (struct dir_handle *)(uintptr_t)fi->fh;
 	struct nvmefs_vol *vol = VOL(req);
 	struct dirbuf db = {.req = req, .buf = malloc(size), .size = size, .plus = plus};
+	bool counted = plus && ino != NVMEFS_CTL_DIR; /* each entry a lookup */
 	int err = 0;
 
 	if (!db.buf) {
@@ -360,12 +367,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	} else {
 		err = nvmefs_ns_readdir(vol, ino, off, plus, h ? &h->end : NULL, add_entry, &db);
 		if (!err && plus && nvmefs_sa_thread(fuse_req_ctx(req)->pid))
-			trip_entries(vol, db.buf, db.pos, (uint64_t)off);
+			give_back_entries(vol, db.buf, db.pos, false, (uint64_t)off);
 	}
-	if (err)
+	if (err) {
 		fuse_reply_err(req, -err);
-	else
-		fuse_reply_buf(req, db.buf, db.pos);
+	} else if (counted && lose_reply(&vol->test_lose_readdirs)) {
+		fuse_reply_err(req, EINTR);
+		give_back_entries(vol, db.buf, db.pos, true, 0);
+	} else if (fuse_reply_buf(req, db.buf, db.pos) && counted) {
+		give_back_entries(vol, db.buf, db.pos, true, 0);
+	}
 	free(db.buf);
 }
 

@@ -199,16 +199,6 @@ static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct 
 	nvmefs_ns_release(vol, ino);
 }
 
-/* The test daemon loses this OPEN or CREATE reply (testctl "lose_open"). */
-static bool lose_open_reply(struct nvmefs_vol *vol)
-{
-	unsigned n = atomic_load(&vol->test_lose_opens);
-
-	while (n && !atomic_compare_exchange_weak(&vol->test_lose_opens, &n, n - 1))
-		;
-	return n != 0;
-}
-
 /*
  * Reply to OPEN. When the kernel does not take the reply (the request was
  * aborted), no RELEASE will come for the handle: release it here, as
@@ -219,7 +209,7 @@ static void reply_open(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_in
 {
 	struct nvmefs_vol *vol = VOL(req);
 
-	if (lose_open_reply(vol))
+	if (lose_reply(&vol->test_lose_opens))
 		fuse_reply_err(req, EINTR);
 	else if (!nvmefs_reply_open(req, fi))
 		return;
@@ -232,7 +222,7 @@ static void reply_create(fuse_req_t req, const struct fuse_entry_param *e,
 {
 	struct nvmefs_vol *vol = VOL(req);
 
-	if (lose_open_reply(vol))
+	if (lose_reply(&vol->test_lose_opens))
 		fuse_reply_err(req, EINTR);
 	else if (!fuse_reply_create(req, e, fi))
 		return;

@@ -11,6 +11,8 @@
 #define NVMEFS_OPS_I_H
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <fuse_lowlevel.h>
 #include <string.h>
 
@@ -20,6 +22,17 @@
 
 /* The cache time of every entry and attribute reply (door_i.h says why so long). */
 #define TIMEOUT NVMEFS_ATTR_TIMEOUT
+
+/* The test daemon loses this reply (testctl "lose_open", "lose_readdir"):
+ * true, and one fewer to lose. Always false in nvmefs (the count stays 0). */
+static inline bool lose_reply(atomic_uint *count)
+{
+	unsigned n = atomic_load(count);
+
+	while (n && !atomic_compare_exchange_weak(count, &n, n - 1))
+		;
+	return n != 0;
+}
 
 static inline struct nvmefs_vol *VOL(fuse_req_t req)
 {

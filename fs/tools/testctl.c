@@ -15,6 +15,9 @@
  *       (the next N, default 1, OPEN or CREATE replies are lost: the opener
  *       gets EINTR and the daemon releases the handle as for a reply the
  *       kernel refused)
+ *   lose_readdir [count=N]
+ *       (the next N READDIRPLUS replies are lost: the reader gets EINTR and
+ *       the daemon gives back the entries' lookups as for a refused reply)
  *
  * Numbers are decimal with an optional K, M, G, T, P suffix (powers of
  * 1024, nvmefs_parse_size). A bad command is EINVAL.
@@ -151,10 +154,13 @@ static int run(struct nvmefs_vol *vol, struct cmd *c)
 		}
 		return 0;
 	}
-	if (!strcmp(c->verb, "lose_open")) {
+	if (!strcmp(c->verb, "lose_open") || !strcmp(c->verb, "lose_readdir")) {
+		atomic_uint *n = !strcmp(c->verb, "lose_open") ? &vol->test_lose_opens
+							       : &vol->test_lose_readdirs;
+
 		if (c->f.count > 1000000)
 			return -EINVAL;
-		atomic_store(&vol->test_lose_opens, c->f.count ? (unsigned)c->f.count : 1);
+		atomic_store(n, c->f.count ? (unsigned)c->f.count : 1);
 		return 0;
 	}
 	if (!strcmp(c->verb, "record"))
