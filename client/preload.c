@@ -219,6 +219,19 @@ static struct dfile *lookup(int fd)
 	return f;
 }
 
+/* Whether fd is the door's, checked under the lock (lookup). */
+bool preload_door(int fd)
+{
+	bool door;
+
+	if (!preload_has(fd))
+		return false;
+	pthread_mutex_lock(&mu);
+	door = lookup(fd) != NULL;
+	pthread_mutex_unlock(&mu);
+	return door;
+}
+
 /* Whether fd may be the door's: read without the lock (the table never
  * moves; entries are set and cleared whole). */
 bool preload_has(int fd)
@@ -462,16 +475,15 @@ EXPORT int openat(int at, const char *path, int flags, ...)
 
 	if (f) {
 		pthread_mutex_unlock(&mu);
-		if (path[0] != '/') {
-			errno = ENOTDIR; /* a file is no directory */
+		if (preload_at_dir(at, path, 0))
 			return -1;
-		}
-		at = AT_FDCWD; /* ignored by the kernel too */
+		at = AT_FDCWD; /* an absolute path: ignored by the kernel too */
 	}
 	va_start(ap, flags);
 	mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
 	va_end(ap);
-	fd = (flags & O_CREAT) ? door_create(at, path, flags, mode) : -2;
+	fd = (flags & O_CREAT) && !preload_null_path(path) ? door_create(at, path, flags, mode)
+							   : -2;
 	return fd != -2 ? fd : real_openat(at, path, flags, mode);
 }
 
@@ -697,9 +709,9 @@ EXPORT int fstat64(int fd, struct stat64 *st)
 
 EXPORT int fstatat(int at, const char *path, struct stat *st, int flags)
 {
-	if ((flags & AT_EMPTY_PATH) && !*path && preload_has(at))
+	if ((flags & AT_EMPTY_PATH) && preload_empty_path(path) && preload_has(at))
 		return fstat(at, st);
-	if (*path && preload_at_dir(at, path, flags))
+	if (preload_at_dir(at, path, flags))
 		return -1;
 	return real_fstatat(at, path, st, flags);
 }
@@ -713,10 +725,8 @@ EXPORT int statx(int at, const char *path, int flags, unsigned mask, struct stat
 {
 	struct stat st;
 
-	if (!((flags & AT_EMPTY_PATH) && !*path && preload_has(at)))
-		return *path && preload_at_dir(at, path, flags)
-			       ? -1
-			       : real_statx(at, path, flags, mask, sx);
+	if (!((flags & AT_EMPTY_PATH) && preload_empty_path(path) && preload_has(at)))
+		return preload_at_dir(at, path, flags) ? -1 : real_statx(at, path, flags, mask, sx);
 	if (fstat(at, &st))
 		return -1;
 	*sx = (struct statx){
@@ -843,8 +853,34 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 ar
 _Static_assert(sizeof(off_t) == sizeof(off64_t), "off_t is 64 bits");
 
 KERNEL_CALL(int, dup, (int fd), (fd))
-KERNEL_CALL(int, dup2, (int fd, int to), (fd, to))
-KERNEL_CALL(int, dup3, (int fd, int to, int flags), (fd, to, flags))
+
+/* dup2 and dup3 close what was at to: a door descriptor there is closed
+ * as by close(2), or its entry would outlive it. */
+static void closed_by_dup(int fd, int to)
+{
+	if (fd == to || !preload_has(to))
+		return;
+	pthread_mutex_lock(&mu);
+	if (lookup(to))
+		drop(to);
+	pthread_mutex_unlock(&mu);
+}
+
+EXPORT int dup2(int fd, int to)
+{
+	if (preload_has(fd) && preload_need_kernel(fd))
+		return -1;
+	closed_by_dup(fd, to);
+	return real_dup2(fd, to);
+}
+
+EXPORT int dup3(int fd, int to, int flags)
+{
+	if (preload_has(fd) && preload_need_kernel(fd))
+		return -1;
+	closed_by_dup(fd, to);
+	return real_dup3(fd, to, flags);
+}
 KERNEL_CALL(int, ftruncate, (int fd, off_t len), (fd, len))
 KERNEL_CALL(int, fchmod, (int fd, mode_t mode), (fd, mode))
 KERNEL_CALL(int, fchown, (int fd, uid_t uid, gid_t gid), (fd, uid, gid))

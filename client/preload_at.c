@@ -40,6 +40,8 @@ static int (*real_fsetxattr)(int, const char *, const void *, size_t, int);
 static ssize_t (*real_fgetxattr)(int, const char *, void *, size_t);
 static ssize_t (*real_flistxattr)(int, char *, size_t);
 static int (*real_fremovexattr)(int, const char *);
+static int (*real_futimes)(int, const struct timeval *);
+static ssize_t (*real___readlinkat_chk)(int, const char *, char *, size_t, size_t);
 
 void preload_at_init(void)
 {
@@ -64,6 +66,8 @@ void preload_at_init(void)
 	RESOLVE(fgetxattr);
 	RESOLVE(flistxattr);
 	RESOLVE(fremovexattr);
+	RESOLVE(futimes);
+	RESOLVE(__readlinkat_chk);
 }
 
 /*
@@ -71,21 +75,33 @@ void preload_at_init(void)
  * an O_PATH descriptor of the file's directory inside, so the kernel would
  * resolve the path there: unlinkat(fd, "x", 0) on a file's descriptor
  * removed the directory's x, where without the door the answer is
- * ENOTDIR. 0: let the call through (not the door's, an absolute path, or
- * the file itself: an empty path with AT_EMPTY_PATH, or none, and the file
+ * ENOTDIR. 0: let the call through (not the door's, an absolute path, no
+ * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
  * is in the kernel's hands now); -1 with errno otherwise.
  */
+bool preload_null_path(const char *path)
+{
+	return !path;
+}
+
+bool preload_empty_path(const char *path)
+{
+	return path && !path[0];
+}
+
 int preload_at_dir(int at, const char *path, int flags)
 {
-	if (!preload_has(at) || (path && path[0] == '/'))
+	/* NULL: the call's own error (EFAULT; utimensat's EINVAL in glibc). */
+	if (!path || path[0] == '/' || !preload_door(at))
 		return 0;
-	if (!path || (!path[0] && (flags & AT_EMPTY_PATH)))
+	if (!path[0] && (flags & AT_EMPTY_PATH))
 		return preload_need_kernel(at);
 	errno = path[0] ? ENOTDIR : ENOENT;
 	return -1;
 }
 
 KERNEL_CALL(int, futimens, (int fd, const struct timespec t[2]), (fd, t))
+KERNEL_CALL(int, futimes, (int fd, const struct timeval t[2]), (fd, t))
 KERNEL_CALL(int, fsetxattr, (int fd, const char *name, const void *v, size_t n, int flags),
 	    (fd, name, v, n, flags))
 KERNEL_CALL(ssize_t, fgetxattr, (int fd, const char *name, void *v, size_t n), (fd, name, v, n))
@@ -124,6 +140,11 @@ AT_CALL(int, symlinkat, (const char *target, int at, const char *path), preload_
 	(target, at, path))
 AT_CALL(ssize_t, readlinkat, (int at, const char *path, char *buf, size_t len),
 	preload_at_dir(at, path, 0), (at, path, buf, len))
+/* readlinkat of a program built with _FORTIFY_SOURCE (glibc calls its own
+ * readlinkat from it, not ours). */
+ssize_t __readlinkat_chk(int at, const char *path, char *buf, size_t len, size_t buflen);
+AT_CALL(ssize_t, __readlinkat_chk, (int at, const char *path, char *buf, size_t len, size_t buflen),
+	preload_at_dir(at, path, 0), (at, path, buf, len, buflen))
 AT_CALL(int, fchownat, (int at, const char *path, uid_t uid, gid_t gid, int flags),
 	preload_at_dir(at, path, flags), (at, path, uid, gid, flags))
 AT_CALL(int, fchmodat, (int at, const char *path, mode_t mode, int flags),

@@ -7,6 +7,7 @@
 #ifndef NVMEFS_PRELOAD_I_H
 #define NVMEFS_PRELOAD_I_H
 
+#include <dlfcn.h>
 #include <stdbool.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -15,9 +16,16 @@
 
 /* Whether fd may be the door's (no lock taken). */
 bool preload_has(int fd);
+/* Whether fd is the door's (checked under the lock). */
+bool preload_door(int fd);
 /* Before a call the kernel must serve: fd in the kernel's hands. -1 with
  * errno when it cannot be. */
 int preload_need_kernel(int fd);
+/* Whether path is NULL, or "": asked in preload_at.c, where glibc's
+ * headers do not declare the path nonnull (which lets the compiler drop a
+ * test for NULL in the wrappers of the calls they declare so). */
+bool preload_null_path(const char *path);
+bool preload_empty_path(const char *path);
 /* Resolve the libc calls preload_at.c wraps (the constructor's). */
 void preload_at_init(void);
 /* The door's descriptor as the directory of an *at call: 0 (let it

@@ -200,6 +200,23 @@ os.removexattr(fd, "user.k")
 check("user.k" not in os.listxattr(at), "fremovexattr on a door descriptor")
 os.close(fd)
 check(content(at) == b"at", "at.bin written: %r" % content(at))
+# dup2 onto a door descriptor closes it: the number is the directory's now.
+fd = os.open(os.path.join(d, "dup2.bin"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+os.dup2(dfd, fd)
+os.close(dfd)
+try:
+    check(os.stat("sibling", dir_fd=fd).st_size == 1, "dup2 onto a door descriptor: a directory there")
+except OSError as e:
+    check(False, "dup2 onto a door descriptor: a directory there, not %s" % e)
+os.close(fd)
+# No path: the kernel's EFAULT, not a crash in the wrappers.
+buf = ctypes.create_string_buffer(512)
+for what, call in (("fstatat", lambda: libc.fstatat(-100, None, buf, 0)),
+                   ("statx", lambda: libc.statx(-100, None, 0, 0xfff, buf)),
+                   ("openat", lambda: libc.openat(-100, None, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))):
+    r = call()
+    check(r == -1 and ctypes.get_errno() == errno.EFAULT, "%s with no path: EFAULT (%d, %d)" % (what, r, ctypes.get_errno()))
 
 # fork: the child writes through what it inherited.
 fk = os.path.join(d, "fork.bin")
