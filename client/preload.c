@@ -468,17 +468,12 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 
 EXPORT int openat(int at, const char *path, int flags, ...)
 {
-	struct dfile *f = enter(at);
 	va_list ap;
 	mode_t mode;
 	int fd;
 
-	if (f) {
-		pthread_mutex_unlock(&mu);
-		if (preload_at_dir(at, path, 0))
-			return -1;
-		at = AT_FDCWD; /* an absolute path: ignored by the kernel too */
-	}
+	if (preload_at_dir(at, path, 0))
+		return -1;
 	va_start(ap, flags);
 	mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
 	va_end(ap);
@@ -854,32 +849,37 @@ _Static_assert(sizeof(off_t) == sizeof(off64_t), "off_t is 64 bits");
 
 KERNEL_CALL(int, dup, (int fd), (fd))
 
-/* dup2 and dup3 close what was at to: a door descriptor there is closed
- * as by close(2), or its entry would outlive it. */
-static void closed_by_dup(int fd, int to)
+/*
+ * dup2 and dup3 close what was at to: a door descriptor there is closed as
+ * by close(2) once the call has succeeded (a failed one leaves to as it
+ * was), under the lock, so that no call on to in between is served as the
+ * door's file (the new descriptor may be its directory, which lookup()
+ * would take for the placeholder).
+ */
+static int dup_onto(int fd, int to, int flags, bool three)
 {
+	int ret;
+
+	if (preload_has(fd) && preload_need_kernel(fd))
+		return -1;
 	if (fd == to || !preload_has(to))
-		return;
+		return three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
 	pthread_mutex_lock(&mu);
-	if (lookup(to))
+	ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+	if (ret >= 0 && files[to])
 		drop(to);
 	pthread_mutex_unlock(&mu);
+	return ret;
 }
 
 EXPORT int dup2(int fd, int to)
 {
-	if (preload_has(fd) && preload_need_kernel(fd))
-		return -1;
-	closed_by_dup(fd, to);
-	return real_dup2(fd, to);
+	return dup_onto(fd, to, 0, false);
 }
 
 EXPORT int dup3(int fd, int to, int flags)
 {
-	if (preload_has(fd) && preload_need_kernel(fd))
-		return -1;
-	closed_by_dup(fd, to);
-	return real_dup3(fd, to, flags);
+	return dup_onto(fd, to, flags, true);
 }
 KERNEL_CALL(int, ftruncate, (int fd, off_t len), (fd, len))
 KERNEL_CALL(int, fchmod, (int fd, mode_t mode), (fd, mode))

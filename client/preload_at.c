@@ -79,23 +79,26 @@ void preload_at_init(void)
  * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
  * is in the kernel's hands now); -1 with errno otherwise.
  */
-bool preload_null_path(const char *path)
+__attribute__((noinline)) bool preload_null_path(const char *path)
 {
 	return !path;
 }
 
-bool preload_empty_path(const char *path)
+__attribute__((noinline)) bool preload_empty_path(const char *path)
 {
-	return path && !path[0];
+	return !path || !path[0];
 }
 
-int preload_at_dir(int at, const char *path, int flags)
+__attribute__((noinline)) int preload_at_dir(int at, const char *path, int flags)
 {
-	/* NULL: the call's own error (EFAULT; utimensat's EINVAL in glibc). */
-	if (!path || path[0] == '/' || !preload_door(at))
+	if ((path && path[0] == '/') || !preload_door(at))
 		return 0;
-	if (!path[0] && (flags & AT_EMPTY_PATH))
+	/* No name (AT_EMPTY_PATH; NULL too since Linux 6.11): the file. */
+	if ((!path || !path[0]) && (flags & AT_EMPTY_PATH))
 		return preload_need_kernel(at);
+	/* NULL: the call's own error (EFAULT; EINVAL for utimensat in glibc). */
+	if (!path)
+		return 0;
 	errno = path[0] ? ENOTDIR : ENOENT;
 	return -1;
 }
@@ -153,8 +156,9 @@ AT_CALL(int, faccessat, (int at, const char *path, int mode, int flags),
 	preload_at_dir(at, path, flags), (at, path, mode, flags))
 AT_CALL(int, utimensat, (int at, const char *path, const struct timespec t[2], int flags),
 	preload_at_dir(at, path, flags), (at, path, t, flags))
+/* futimesat with no path sets the descriptor's own times. */
 AT_CALL(int, futimesat, (int at, const char *path, const struct timeval t[2]),
-	preload_at_dir(at, path, 0), (at, path, t))
+	preload_at_dir(at, path, AT_EMPTY_PATH), (at, path, t))
 AT_CALL(int, name_to_handle_at,
 	(int at, const char *path, struct file_handle *h, int *mnt_id, int flags),
 	preload_at_dir(at, path, flags), (at, path, h, mnt_id, flags))

@@ -21,15 +21,16 @@ bool preload_door(int fd);
 /* Before a call the kernel must serve: fd in the kernel's hands. -1 with
  * errno when it cannot be. */
 int preload_need_kernel(int fd);
-/* Whether path is NULL, or "": asked in preload_at.c, where glibc's
- * headers do not declare the path nonnull (which lets the compiler drop a
- * test for NULL in the wrappers of the calls they declare so). */
+/* Whether path is NULL; whether it names nothing (NULL or ""). Asked of
+ * functions that are never inlined: glibc declares the path of most calls
+ * wrapped here nonnull, which lets the compiler drop a test for NULL made
+ * inside their wrappers. */
 bool preload_null_path(const char *path);
 bool preload_empty_path(const char *path);
 /* Resolve the libc calls preload_at.c wraps (the constructor's). */
 void preload_at_init(void);
 /* The door's descriptor as the directory of an *at call: 0 (let it
- * through) or -1 with errno (preload_at.c). */
+ * through) or -1 with errno (preload_at.c; never inlined either). */
 int preload_at_dir(int at, const char *path, int flags);
 
 /* A call the kernel must serve: the file goes to it first. */

@@ -210,8 +210,29 @@ try:
 except OSError as e:
     check(False, "dup2 onto a door descriptor: a directory there, not %s" % e)
 os.close(fd)
-# No path: the kernel's EFAULT, not a crash in the wrappers.
+# A failed dup2 onto a door descriptor leaves it the door's.
+fd = os.open(os.path.join(d, "dup2fail.bin"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+try:
+    os.dup2(987, fd)
+    check(False, "dup2 of a closed descriptor fails")
+except OSError as e:
+    check(e.errno == errno.EBADF, "dup2 of a closed descriptor: EBADF, not %s" % e)
+os.write(fd, b"still")
+check(os.fstat(fd).st_size == 5, "a door descriptor after a failed dup2 onto it: a file of 5 bytes")
+# futimesat with no path, and fstatat with no path and AT_EMPTY_PATH
+# (Linux 6.11): the file itself, not its directory.
+tv = (ctypes.c_long * 4)(3000, 0, 4000, 0)
+check(libc.futimesat(fd, None, tv) == 0 and os.stat(os.path.join(d, "dup2fail.bin")).st_mtime == 4000,
+      "futimesat(fd, NULL) sets the file's times (errno %d)" % ctypes.get_errno())
+os.close(fd)
+fd = os.open(os.path.join(d, "nopath.bin"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
 buf = ctypes.create_string_buffer(512)
+r = libc.fstatat(fd, None, buf, AT_EMPTY_PATH)
+mode = int.from_bytes(buf.raw[24:28], "little")  # struct stat's st_mode (x86_64)
+check(r == -1 or (mode & 0o170000) == 0o100000,
+      "fstatat(fd, NULL, AT_EMPTY_PATH) of a door descriptor: a regular file, not %o" % mode)
+os.close(fd)
+# No path: the kernel's EFAULT, not a crash in the wrappers.
 for what, call in (("fstatat", lambda: libc.fstatat(-100, None, buf, 0)),
                    ("statx", lambda: libc.statx(-100, None, 0, 0xfff, buf)),
                    ("openat", lambda: libc.openat(-100, None, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))):

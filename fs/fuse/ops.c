@@ -375,6 +375,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		fuse_reply_err(req, EINTR);
 		give_back_entries(vol, db.buf, db.pos, true, 0);
 	} else if (fuse_reply_buf(req, db.buf, db.pos) && counted) {
+		/* On /dev/fuse: the kernel refused it (aborted). On io_uring the
+		 * reply is committed and the kernel's answer comes later: a
+		 * refusal there (teardown only) is not seen here. */
 		give_back_entries(vol, db.buf, db.pos, true, 0);
 	}
 	free(db.buf);

@@ -48,7 +48,7 @@
  * the one before (SA_FIRST to -o statahead=N entries). A walk that finds
  * its entries in the kernel's cache sends nothing, so one entry in
  * NVMEFS_SA_TRIP of the thread's READDIRPLUS goes without attributes
- * (ops.c, trip_entries): the walk's LOOKUP of that tripwire says where it
+ * (ops.c, give_back_entries): the walk's LOOKUP of that tripwire says where it
  * is. Lookups in another order, or of names not in the directory, start
  * nothing, so a random access costs a compare.
  *
