@@ -252,8 +252,15 @@ bool nvmefs_sa_thread(int tid);
  * without its attributes, so that the walk sends a LOOKUP for it: the
  * daemon's only sign of how far a walk in the kernel's cache has got. */
 #define NVMEFS_SA_TRIP 64
-/* ino went out as such a tripwire: a push passes it by. */
-void nvmefs_sa_trip(uint64_t ino);
+/* Whether the entry at cookie, after the one at prev (or first after the
+ * offset prev a read started from), is such a tripwire: its cookie crosses
+ * a multiple of NVMEFS_SA_TRIP. By cookie, not by place in a reply, so that
+ * the reply (ops.c) and the thread's getdents (a push passes tripwires by:
+ * the kernel made no inode of them) agree whatever the reply's size. */
+static inline bool nvmefs_sa_trip(uint64_t prev, uint64_t cookie)
+{
+	return prev / NVMEFS_SA_TRIP != cookie / NVMEFS_SA_TRIP;
+}
 /* A read-only open of file ino: when it is the one a walk just looked up,
  * the walk reads its files, and its jobs push their data. */
 void nvmefs_sa_open(uint64_t ino);

@@ -323,10 +323,9 @@ static bool add_entry(void *arg, const char *name, uint64_t ino, mode_t mode, of
  * looked up what it passed while the job's READDIRPLUS was answered (a
  * quarter to half of 3,000 files, when a plain os.stat walk outran the
  * jobs). Their LOOKUPs show how far it has got, and the next job starts a
- * window ahead. They are chosen by cookie, not by place in the reply: a
- * reply is 4 KiB (some 25 entries) before Linux 6.16, which sizes it from
- * getdents' buffer; the entry whose cookie crosses the next multiple from
- * the request's offset (off) is the tripwire.
+ * window ahead. They are chosen by cookie (nvmefs_sa_trip, from the
+ * request's offset off), not by place in the reply: a reply is 4 KiB (some
+ * 25 entries) before Linux 6.16, which sizes it from getdents' buffer.
  */
 static void give_back_entries(struct nvmefs_vol *vol, char *buf, size_t len, bool all, uint64_t off)
 {
@@ -335,17 +334,15 @@ static void give_back_entries(struct nvmefs_vol *vol, char *buf, size_t len, boo
 	for (size_t o = 0; o + FUSE_NAME_OFFSET_DIRENTPLUS <= len;) {
 		struct fuse_direntplus *d = (struct fuse_direntplus *)(void *)(buf + o);
 		uint64_t ino = d->entry_out.nodeid, cookie = d->dirent.off;
-		bool trip = cookie / NVMEFS_SA_TRIP != prev / NVMEFS_SA_TRIP;
+		bool trip = nvmefs_sa_trip(prev, cookie);
 
 		o += FUSE_DIRENTPLUS_SIZE(d);
 		prev = cookie;
 		if (!ino || (!all && !trip))
 			continue;
 		nvmefs_ns_forget(vol, ino, 1);
-		if (!all) {
+		if (!all)
 			d->entry_out.nodeid = 0;
-			nvmefs_sa_trip(ino);
-		}
 	}
 }
 

@@ -122,7 +122,6 @@
 #define SA_BUF	       (64 << 10)    /* getdents64's buffer: the READDIRPLUS size */
 #define FH_INO_GEN     0x81	     /* FILEID_INO64_GEN: fuse_encode_fh's type */
 #define PUSH_INFLIGHT  16	     /* files read at once for a push */
-#define SA_TRIPS       64	     /* tripwires remembered */
 #define PUSH_JOB_BYTES (32ull << 20) /* pushed per job at most */
 
 /* A directory being walked. */
@@ -168,9 +167,6 @@ static struct {
 	atomic_uint_fast64_t pushed, pushed_bytes, push_failed, push_passed;
 	/* the file of the last open that a push could have served */
 	atomic_uint_fast64_t last_open;
-	/* the last tripwires (nvmefs_sa_trip): no kernel inode to push to */
-	atomic_uint_fast64_t trips[SA_TRIPS];
-	atomic_uint trip_next;
 } sa = {.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
 	.tid = -1,
@@ -263,23 +259,6 @@ static bool walk_reads(const struct sa_job *j)
 			reads = sa.dir[i].reads;
 	pthread_mutex_unlock(&sa.mu);
 	return reads;
-}
-
-void nvmefs_sa_trip(uint64_t ino)
-{
-	unsigned i = atomic_fetch_add(&sa.trip_next, 1) % SA_TRIPS;
-
-	atomic_store_explicit(&sa.trips[i], ino, memory_order_relaxed);
-}
-
-/* Whether ino went out as a tripwire lately: the kernel made no inode of
- * it, so a store would find none (and cost a device read first). */
-static bool tripped(uint64_t ino)
-{
-	for (unsigned i = 0; i < SA_TRIPS; i++)
-		if (atomic_load_explicit(&sa.trips[i], memory_order_relaxed) == ino)
-			return true;
-	return false;
 }
 
 bool nvmefs_sa_thread(int tid)
@@ -435,8 +414,9 @@ static void push_wait(void)
 }
 
 /* The offset in buf (n bytes of entries) just past the entry of ino from
- * offset o on, o when there is none; the entries passed counted in *files. */
-static long past(const char *buf, long o, long n, uint64_t ino, unsigned *files)
+ * offset o on, o when there is none; the regular files passed counted in
+ * *files, the entry's cookie in *cookie. */
+static long past(const char *buf, long o, long n, uint64_t ino, unsigned *files, uint64_t *cookie)
 {
 	unsigned seen = 0;
 
@@ -447,6 +427,7 @@ static long past(const char *buf, long o, long n, uint64_t ino, unsigned *files)
 		seen += e->d_type == DT_REG;
 		if (e->d_ino == ino) {
 			*files = seen;
+			*cookie = (uint64_t)e->d_off;
 			return i;
 		}
 	}
@@ -461,7 +442,7 @@ static long past(const char *buf, long o, long n, uint64_t ino, unsigned *files)
  * when the last open names a file further on, the push skips to just
  * after it (on io_uring a walk of 200 files read 47 of them itself while
  * the push went through the ones behind it). */
-static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
+static void push_batch(const char *buf, long n, uint64_t prev, uint64_t max, uint64_t *budget)
 {
 	uint64_t seen = 0;
 
@@ -469,9 +450,10 @@ static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
 		const struct dirent64 *e = (const void *)(buf + o);
 		uint64_t opened = atomic_load_explicit(&sa.last_open, memory_order_relaxed);
 		unsigned files = 0;
+		bool trip;
 
 		if (opened != seen) {
-			long next = past(buf, o, n, opened, &files);
+			long next = past(buf, o, n, opened, &files, &prev);
 
 			seen = opened;
 			if (next != o) {
@@ -481,7 +463,9 @@ static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
 			}
 		}
 		o += e->d_reclen;
-		if (e->d_type == DT_REG && !tripped(e->d_ino))
+		trip = nvmefs_sa_trip(prev, (uint64_t)e->d_off);
+		prev = (uint64_t)e->d_off;
+		if (e->d_type == DT_REG && !trip)
 			*budget -= push(e->d_ino, max);
 	}
 }
@@ -492,7 +476,7 @@ static void push_batch(const char *buf, long n, uint64_t max, uint64_t *budget)
 static int run(const struct sa_job *j, char *buf, uint64_t *last)
 {
 	uint64_t plain = atomic_load(&sa.plain);
-	uint64_t max = push_max(), budget = PUSH_JOB_BYTES;
+	uint64_t max = push_max(), budget = PUSH_JOB_BYTES, prev = j->from;
 	unsigned got = 0;
 	int fd, ret = 0;
 
@@ -528,7 +512,8 @@ static int run(const struct sa_job *j, char *buf, uint64_t *last)
 		fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
 		/* The getdents made the kernel's inodes: a store finds them. */
 		if (max && walk_reads(j))
-			push_batch(buf, n, max, &budget);
+			push_batch(buf, n, prev, max, &budget);
+		prev = *last;
 	}
 	atomic_fetch_add(&sa.entries, got);
 	push_wait();
