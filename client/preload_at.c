@@ -70,15 +70,6 @@ void preload_at_init(void)
 	RESOLVE(__readlinkat_chk);
 }
 
-/*
- * The *at calls start a relative path at a descriptor. A door descriptor is
- * an O_PATH descriptor of the file's directory inside, so the kernel would
- * resolve the path there: unlinkat(fd, "x", 0) on a file's descriptor
- * removed the directory's x, where without the door the answer is
- * ENOTDIR. 0: let the call through (not the door's, an absolute path, no
- * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
- * is in the kernel's hands now); -1 with errno otherwise.
- */
 __attribute__((noinline)) bool preload_null_path(const char *path)
 {
 	return !path;
@@ -89,6 +80,15 @@ __attribute__((noinline)) bool preload_empty_path(const char *path)
 	return !path || !path[0];
 }
 
+/*
+ * The *at calls start a relative path at a descriptor. A door descriptor is
+ * an O_PATH descriptor of the file's directory inside, so the kernel would
+ * resolve the path there: unlinkat(fd, "x", 0) on a file's descriptor
+ * removed the directory's x, where without the door the answer is
+ * ENOTDIR. 0: let the call through (not the door's, an absolute path, no
+ * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
+ * is in the kernel's hands now); -1 with errno otherwise.
+ */
 __attribute__((noinline)) int preload_at_dir(int at, const char *path, int flags)
 {
 	if ((path && path[0] == '/') || !preload_door(at))
