@@ -114,6 +114,12 @@ struct nvmefs_inode {
 	/* The data went into the kernel's cache and no open has yet noted
 	 * the read it stands for (atime; nvmefs_ns_push_end) */
 	atomic_bool pushed;
+	/* The kernel may hold pages of the file: set by a push and by an
+	 * open through its page cache, cleared when the kernel forgets the
+	 * inode (its pages go with it). An open finding it clear pushes the
+	 * data (fs/fuse/ops_file.c, open_push). Only a hint: pages the kernel
+	 * dropped on its own are read again by a READ. */
+	atomic_bool kernel_pages;
 	bool orphan; /* nlink 0 while open: ORPHAN_ADD logged */
 	bool dead;   /* storage freed, INODE_FREE logged */
 	/* On the journal's list of inodes whose attributes go out at the next
@@ -356,6 +362,7 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_reads;   /* windows read ahead */
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
+		atomic_uint_fast64_t open_pushes;      /* opens that stored the data (ops_file.c) */
 	} stats;
 	/* The native door's counters (fs/native/server.c; relaxed atomics). */
 	struct {

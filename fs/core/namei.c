@@ -294,8 +294,10 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 	/* No get: a forget works on the table, loads nothing, cannot fail.
 	 * A freed inode the kernel named waited for its last forget. */
 	pthread_mutex_lock(&vol->lock);
-	if (!nvmefs_lookups_sub(vol, ino, n) && (in = nvmefs_iget(vol, ino)))
+	if (!nvmefs_lookups_sub(vol, ino, n) && (in = nvmefs_iget(vol, ino))) {
+		atomic_store(&in->kernel_pages, false);
 		nvmefs_inode_reap(vol, in);
+	}
 	pthread_mutex_unlock(&vol->lock);
 }
 

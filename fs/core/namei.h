@@ -221,16 +221,31 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * A push: statahead storing a small file's data in the kernel's page
  * cache before a program opens it (fs/fuse/statahead.c). Begin takes the
  * regular file ino when it holds 1 to max bytes, is open nowhere (no
- * pages a writer dirtied can be in the kernel's cache) and is not being
- * pushed already: 0, *in and *size (the file is then held as by an open,
- * and every open and truncation of it waits until the push ends), else -errno
- * (-EBUSY: open, or being pushed). End gives it back; stored: the data is
+ * pages a writer dirtied can be in the kernel's cache), is not being
+ * pushed already and the kernel has had none of its pages since it last
+ * forgot it (in->kernel_pages): 0, *in and *size (the file is then held
+ * as by an open, and every open and truncation of it waits until the push
+ * ends), else -errno (-EBUSY: open, or being pushed; -EEXIST: the kernel
+ * may hold its pages). End gives it back; stored: the data is
  * in the kernel's cache, so the next open for reading notes a read
  * (atime), which the kernel will not send.
  */
 int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 			 struct nvmefs_inode **in, uint64_t *size);
 void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool stored);
+/*
+ * An open's push (fs/fuse/ops_file.c): the same for the file of an open
+ * handle that is its only one (in->opens 1: no other handle can have a
+ * READ in flight on its pages, or pages of a shared mapping, dirty). Begin
+ * takes it when it holds 1 to max bytes, no push holds it and a read now
+ * would leave its atime (the reads the push spares are never seen, and an
+ * open that reads nothing must not move it): 0 and *size, and until end
+ * every other open and truncation of it waits; -EFBIG, -EBUSY (open
+ * elsewhere, or being pushed) or -EAGAIN (a read would move the atime).
+ */
+int nvmefs_ns_open_push_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t max,
+			      uint64_t *size);
+void nvmefs_ns_open_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 
 /*
  * File attribute flags (chattr(1), lsattr(1); NVMEFS_IFL_* in format.h,

@@ -260,20 +260,29 @@ static bool ts_le(const struct timespec *a, const struct timespec *b)
  * relatime updates it when it is not newer than mtime or ctime, or a day
  * old, so reads rarely dirty the inode; strictatime on every read; noatime
  * never (generic/120). */
-void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+/* Whether a read of in at now moves its atime (meta held): the volume's
+ * policy and the file's noatime flag, then relatime's rule (an atime not
+ * after the mtime or the ctime, or a day old). */
+static bool read_moves_atime(struct nvmefs_vol *vol, const struct nvmefs_inode *in,
+			     const struct timespec *now)
 {
 	/* A remount may change the policy (nvmefs_vol_remount). */
 	unsigned policy = __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED);
-	bool strict = policy == NVMEFS_ATIME_STRICTATIME;
+
+	if (nvmefs_ns_read_only(vol) || policy == NVMEFS_ATIME_NOATIME || in->dead ||
+	    (in->flags & NVMEFS_IFL_NOATIME))
+		return false;
+	return policy == NVMEFS_ATIME_STRICTATIME || ts_le(&in->atime, &in->mtime) ||
+	       ts_le(&in->atime, &in->ctime) || now->tv_sec - in->atime.tv_sec >= 24 * 3600;
+}
+
+void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
 	struct timespec now;
 
-	if (nvmefs_ns_read_only(vol) || policy == NVMEFS_ATIME_NOATIME)
-		return;
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	if (!in->dead && !(in->flags & NVMEFS_IFL_NOATIME) &&
-	    (strict || ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
-	     now.tv_sec - in->atime.tv_sec >= 24 * 3600)) {
+	if (read_moves_atime(vol, in, &now)) {
 		in->atime = now;
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -314,6 +323,8 @@ int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 		ret = -EFBIG;
 	else if (!ret && (in->opens || in->pushing))
 		ret = -EBUSY;
+	else if (!ret && atomic_load(&in->kernel_pages))
+		ret = -EEXIST;
 	if (!ret) {
 		in->opens++; /* kept as by a handle: nvmefs_ns_release */
 		in->pushing = true;
@@ -329,13 +340,42 @@ void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool st
 {
 	uint64_t ino = in->ino;
 
-	if (stored)
+	if (stored) {
+		atomic_store(&in->kernel_pages, true);
 		atomic_store(&in->pushed, true);
+	}
+	nvmefs_ns_open_push_end(vol, in);
+	nvmefs_ns_release(vol, ino);
+}
+
+int nvmefs_ns_open_push_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t max,
+			      uint64_t *size)
+{
+	struct timespec now;
+	int ret = 0;
+
+	nvmefs_timespec_now(&now);
+	pthread_mutex_lock(&vol->lock);
+	if (in->size == 0 || in->size > max)
+		ret = -EFBIG;
+	else if (in->opens != 1 || in->pushing)
+		ret = -EBUSY;
+	else if (read_moves_atime(vol, in, &now))
+		ret = -EAGAIN;
+	else {
+		in->pushing = true;
+		*size = in->size;
+	}
+	pthread_mutex_unlock(&vol->lock);
+	return ret;
+}
+
+void nvmefs_ns_open_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
 	pthread_mutex_lock(&vol->lock);
 	in->pushing = false;
 	pthread_cond_broadcast(&vol->push_cond);
 	pthread_mutex_unlock(&vol->lock);
-	nvmefs_ns_release(vol, ino);
 }
 
 /* ---- extended attributes ---- */

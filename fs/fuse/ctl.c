@@ -258,6 +258,7 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	put_u64(o, "prefetch_reads", atomic_load(&vol->stats.prefetch_reads));
 	put_u64(o, "prefetch_hits", atomic_load(&vol->stats.prefetch_hits));
 	put_u64(o, "prefetch_wasted", atomic_load(&vol->stats.prefetch_wasted));
+	put_u64(o, "open_pushes", atomic_load(&vol->stats.open_pushes));
 	put_u64(o, "in_flight", now);
 	put_u64(o, "peak_in_flight", peak);
 	return o;

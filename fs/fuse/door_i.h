@@ -129,6 +129,13 @@ void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len);
  * cannot wait on the request being served.
  */
 void nvmefs_loop_inval_attr(uint64_t ino);
+/*
+ * Store len bytes of data at offset 0 of ino in the kernel's page cache
+ * (FUSE_NOTIFY_STORE): 0 or -errno (-ENOENT: the kernel holds no inode).
+ * The kernel locks each page: only while no READ of the file can be in
+ * flight (a push holds the file: nvmefs_ns_push_begin, open_push_begin).
+ */
+int nvmefs_loop_store(uint64_t ino, const void *data, size_t len);
 
 /*
  * Serve the request of len bytes at req (laid out as read(2) from /dev/fuse
@@ -235,11 +242,9 @@ static inline uint64_t nvmefs_cache_small_max(const struct nvmefs_vol *vol)
 
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),
- * through mountpoint, and small files' data of vol (with se's stores):
- * 0 or -errno (the mount then serves without it). */
-struct fuse_session;
-int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
-		    struct fuse_session *se);
+ * through mountpoint, and small files' data of vol: 0 or -errno (the
+ * mount then serves without it). */
+int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol);
 /* A LOOKUP found the entry ino at cookie in parent (of entries entries),
  * for thread tid: perhaps a job reads on from there. */
 void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64_t ino, int tid);

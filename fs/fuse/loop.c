@@ -512,6 +512,15 @@ void nvmefs_loop_inval_attr(uint64_t ino)
 		nvmefs_loop_inval(se, ino, -1, 0);
 }
 
+int nvmefs_loop_store(uint64_t ino, const void *data, size_t len)
+{
+	struct fuse_session *se = atomic_load_explicit(&serving, memory_order_acquire);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+
+	bv.buf[0].mem = (void *)data;
+	return se ? fuse_lowlevel_notify_store(se, ino, 0, &bv, 0) : -ENOTCONN;
+}
+
 void nvmefs_loop_inval(void *se, uint64_t ino, int64_t off, int64_t len)
 {
 	int ret = fuse_lowlevel_notify_inval_inode(se, ino, off, len);

@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""open_push.py MNT MODE: the open's push (fs/fuse/ops_file.c, open_push) on
+an nvmefs mount in MODE (direct, cached or cached,writeback), as root (it
+drops the kernel's caches). Prints one line per check, "FAIL: ..." for a
+failed one; exit status 1 when any failed. tests/test_open_push.sh runs it.
+
+An open through the page cache of a small file the kernel holds no pages
+of stores the file's data there before it replies, when a read would
+leave the atime: the program's reads send nothing. What it must keep:
+  - the data is the file's (a cold read after an overwrite and after a
+    truncation through another path);
+  - no READ for such a read; a READ, and the atime moved, for a file not
+    read since it changed; an open that reads nothing leaves the atime;
+  - a file open elsewhere is not pushed: the store would overwrite the
+    pages a shared mapping dirtied (their content read back, not the
+    devices');
+  - files above 64 KiB are not pushed; 64 KiB is;
+  - with -o writeback nothing is pushed (dirty pages outlive handles).
+"""
+import json
+import mmap
+import os
+import sys
+import time
+
+MNT, MODE = sys.argv[1], sys.argv[2]
+D = os.path.join(MNT, "open_push")
+failed = 0
+
+
+def check(what, ok, detail=""):
+    global failed
+    if ok:
+        print("ok: " + what)
+    else:
+        failed += 1
+        print("FAIL: %s%s" % (what, ": " + detail if detail else ""))
+
+
+def stats():
+    with open(os.path.join(MNT, ".nvmefs", "stats"), "rb") as f:
+        s = json.loads(f.read())
+    return s["requests"].get("READ", 0), s["data"]["open_pushes"]
+
+
+def cold():
+    """The kernel forgets the files (and their pages): FORGETs. Twice: an
+    inode a background RELEASE still held at the first goes at the second."""
+    os.sync()
+    for _ in range(2):
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        time.sleep(0.02)
+
+
+def write(p, data):
+    with open(p, "wb") as f:
+        f.write(data)
+
+
+def read(p, n=1 << 20):
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
+
+def delta(fn):
+    """fn()'s result, and the READs and pushes it cost (less the READs of
+    reading the stats file, measured between two reads of it)."""
+    stats()
+    r0, p0 = stats()
+    own = stats()[0] - r0
+    r0 += own
+    out = fn()
+    r1, p1 = stats()
+    return out, r1 - r0 - own, p1 - p0
+
+
+def main():
+    wb = MODE == "cached,writeback"
+    os.mkdir(D)
+    a = os.path.join(D, "a")
+    data = os.urandom(4096)
+    write(a, data)
+
+    # First read since the write: the atime moves, so no push.
+    cold()
+    at0 = os.stat(a).st_atime_ns
+    time.sleep(0.01)
+    got, reads, pushes = delta(lambda: read(a))
+    check("first read after a write: right data", got == data)
+    check("first read after a write: not pushed", pushes == 0, "%d pushes" % pushes)
+    check("first read after a write: a READ", reads >= 1, "%d READs" % reads)
+    # With -o writeback the kernel stamps the write's mtime from its coarse
+    # clock, which can be before the create's atime: relatime keeps it.
+    if not wb:
+        check("first read after a write: atime moved", os.stat(a).st_atime_ns != at0)
+
+    # Read since it changed: the next cold open pushes, its read sends nothing.
+    cold()
+    at1 = os.stat(a).st_atime_ns
+    got, reads, pushes = delta(lambda: read(a))
+    check("cold read of a file read before: right data", got == data)
+    if wb:
+        check("writeback: not pushed", pushes == 0, "%d pushes" % pushes)
+    else:
+        check("cold read of a file read before: pushed", pushes == 1, "%d pushes" % pushes)
+        check("cold read of a file read before: no READ", reads == 0, "%d READs" % reads)
+    check("cold read of a file read before: atime kept", os.stat(a).st_atime_ns == at1)
+
+    # Changed through another path (a write, a truncation), then cold.
+    new = os.urandom(4096)
+    write(a, new)
+    read(a)  # read since the change: the next cold open may push
+    cold()
+    check("after an overwrite: the new data", read(a) == new)
+    os.truncate(a, 1000)
+    read(a)
+    cold()
+    check("after a truncation: the short file", read(a) == new[:1000])
+
+    # An open that reads nothing, of a file changed since its last read,
+    # leaves the atime (a push would have had to note a read).
+    write(a, data)
+    cold()
+    at2 = os.stat(a).st_atime_ns
+    time.sleep(0.01)
+    _, _, pushes = delta(lambda: os.close(os.open(a, os.O_RDONLY)))
+    check("an open without a read: atime kept", os.stat(a).st_atime_ns == at2)
+    check("an open without a read, file changed since read: not pushed", pushes == 0)
+
+    # Open elsewhere, with a page a shared mapping dirtied: no push over it.
+    m = os.path.join(D, "m")
+    write(m, data)
+    read(m)
+    cold()
+    fd = os.open(m, os.O_RDWR)
+    mm = mmap.mmap(fd, 4096)
+    mm[0:8] = b"MAPPED!!"
+    _, _, pushes = delta(lambda: read(m, 8))
+    want = b"MAPPED!!"
+    got = read(m, 8)
+    check("open elsewhere: not pushed", pushes == 0, "%d pushes" % pushes)
+    check("open elsewhere: a reader sees the mapping's bytes", got == want, repr(got))
+    mm.close()
+    os.close(fd)
+    cold()
+    check("open elsewhere: the mapping's bytes kept", read(m, 8) == want)
+
+    # The size rule: 64 KiB pushed, one byte more not.
+    for size, pushed in ((64 << 10, 1), ((64 << 10) + 1, 0)):
+        p = os.path.join(D, "s%d" % size)
+        blob = os.urandom(size)
+        write(p, blob)
+        read(p)
+        cold()
+        got, _, pushes = delta(lambda: read(p))
+        check("%d bytes: right data" % size, got == blob)
+        check("%d bytes: %s" % (size, "pushed" if pushed and not wb else "not pushed"),
+              pushes == (0 if wb else pushed), "%d pushes" % pushes)
+
+    # Written through the write-back cache and not yet written back, then
+    # the last handle closed: the read gets what was written.
+    w = os.path.join(D, "w")
+    write(w, data)
+    read(w)
+    cold()
+    write(w, new)
+    check("a file just rewritten reads back rewritten", read(w) == new)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(1 if failed else 0)
