@@ -280,9 +280,14 @@ static int load_inode(struct nvmefs_vol *vol, uint64_t ino)
 		}
 	}
 	if (!ret) {
+		struct nvmefs_inode *in;
+
 		vol->filling = true;
 		ret = fill_inode(vol, ino, &b);
 		vol->filling = false;
+		/* Evicted while the kernel held it: its pages may be there still. */
+		if (!ret && (in = nvmefs_iget(vol, ino)))
+			atomic_store(&in->kernel_pages, nvmefs_lookups_count(vol, ino) != 0);
 	} else if (ret != -ENOENT) {
 		ret = load_failed(vol, ino, NVMEFS_KEY_INODE, ret);
 	}

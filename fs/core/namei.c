@@ -295,7 +295,9 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 	 * A freed inode the kernel named waited for its last forget. */
 	pthread_mutex_lock(&vol->lock);
 	if (!nvmefs_lookups_sub(vol, ino, n) && (in = nvmefs_iget(vol, ino))) {
+		/* The kernel's pages went with its inode, pushed ones too. */
 		atomic_store(&in->kernel_pages, false);
+		atomic_store(&in->pushed, false);
 		nvmefs_inode_reap(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);

@@ -260,26 +260,35 @@ static bool ts_le(const struct timespec *a, const struct timespec *b)
  * relatime updates it when it is not newer than mtime or ctime, or a day
  * old, so reads rarely dirty the inode; strictatime on every read; noatime
  * never (generic/120). */
-/* Whether a read of in at now moves its atime (meta held): the volume's
- * policy and the file's noatime flag, then relatime's rule (an atime not
- * after the mtime or the ctime, or a day old). */
-static bool read_moves_atime(struct nvmefs_vol *vol, const struct nvmefs_inode *in,
-			     const struct timespec *now)
+/* Whether no read moves an atime of vol: noatime, or mounted read-only. */
+static bool no_atime(struct nvmefs_vol *vol)
 {
 	/* A remount may change the policy (nvmefs_vol_remount). */
-	unsigned policy = __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED);
+	return nvmefs_ns_read_only(vol) ||
+	       __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_NOATIME;
+}
 
-	if (nvmefs_ns_read_only(vol) || policy == NVMEFS_ATIME_NOATIME || in->dead ||
-	    (in->flags & NVMEFS_IFL_NOATIME))
+/* Whether a read of in at now moves its atime (meta held): the volume's
+ * policy and the file's noatime flag, then relatime's rule (an atime not
+ * after the mtime or the ctime, overwrites in place counted, or a day
+ * old). */
+static bool read_moves_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in,
+			     const struct timespec *now)
+{
+	if (no_atime(vol) || in->dead || (in->flags & NVMEFS_IFL_NOATIME))
 		return false;
-	return policy == NVMEFS_ATIME_STRICTATIME || ts_le(&in->atime, &in->mtime) ||
-	       ts_le(&in->atime, &in->ctime) || now->tv_sec - in->atime.tv_sec >= 24 * 3600;
+	nvmefs_inode_fold_wtime(in);
+	return __atomic_load_n(&vol->opts.atime, __ATOMIC_RELAXED) == NVMEFS_ATIME_STRICTATIME ||
+	       ts_le(&in->atime, &in->mtime) || ts_le(&in->atime, &in->ctime) ||
+	       now->tv_sec - in->atime.tv_sec >= 24 * 3600;
 }
 
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	struct timespec now;
 
+	if (no_atime(vol))
+		return;
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
 	if (read_moves_atime(vol, in, &now)) {

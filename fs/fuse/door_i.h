@@ -116,6 +116,9 @@ ssize_t nvmefs_devio_writev(int fd, struct iovec *iov, int count);
  * pool buffer. NULL only when the pool cannot allocate.
  */
 void *nvmefs_loop_take_buf(struct nvmefs_vol *vol);
+/* The same, but outside a worker only a pool buffer free now: NULL when
+ * none is (nothing waits). */
+void *nvmefs_loop_try_buf(struct nvmefs_vol *vol);
 
 /*
  * The native door's nvmefs_native_inval_fn (fs/native/native_i.h) for the

@@ -116,15 +116,28 @@ static __thread struct worker *self;
  * thread that serves its requests: the workers and the io_uring queues. */
 static _Atomic(struct fuse_session *) serving;
 
+/* The calling worker's receive buffer, now the caller's; NULL outside a worker. */
+static void *own_buf(void)
+{
+	void *buf = self ? self->buf : NULL;
+
+	if (buf)
+		self->buf = NULL;
+	return buf;
+}
+
 void *nvmefs_loop_take_buf(struct nvmefs_vol *vol)
 {
-	void *buf;
+	void *buf = own_buf();
 
-	if (!self || !self->buf)
-		return nvmefs_bufpool_get(vol->pool);
-	buf = self->buf;
-	self->buf = NULL;
-	return buf;
+	return buf ? buf : nvmefs_bufpool_get(vol->pool);
+}
+
+void *nvmefs_loop_try_buf(struct nvmefs_vol *vol)
+{
+	void *buf = own_buf();
+
+	return buf ? buf : nvmefs_bufpool_tryget(vol->pool);
 }
 
 static void on_sigusr2(int sig)

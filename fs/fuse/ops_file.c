@@ -54,7 +54,6 @@ struct handle {
 	struct nvmefs_inode *in;
 	struct nvmefs_prefetch *pf;   /* direct mode readers: read-ahead, else NULL */
 	struct nvmefs_read_note note; /* relatime, nvmefs_ns_note_read */
-	bool atime_moved;	      /* by a push's read: the kernel told at RELEASE */
 };
 
 /*
@@ -83,21 +82,16 @@ static bool cache_small(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	return size <= max;
 }
 
-/*
- * A read the kernel will not send, as its data was pushed: noted (relatime).
- * The kernel forgets its atime after a READ, not after this: it is told at
- * RELEASE, which the program does not wait for. Told now, its next stat
- * would cost a GETATTR, and Python stats each file it opens (a READ's
- * round trip saved, a GETATTR's spent); the atime it shows until the close
- * is the one before the read, as until a READ's reply.
- */
+/* A read the kernel will not send, as statahead pushed the data: noted
+ * now (relatime). */
 static void note_pushed_read(struct nvmefs_vol *vol, struct handle *h)
 {
 	uint64_t gen = atomic_load(&h->in->attr_gen);
 
 	nvmefs_ns_note_read(vol, h->in, &h->note);
+	/* The kernel forgets its atime after a READ, not after this. */
 	if (atomic_load(&h->in->attr_gen) != gen)
-		h->atime_moved = true;
+		nvmefs_loop_inval_attr(h->in->ino);
 }
 
 /* How the kernel caches the handle (see wronly_direct in op_init, ops.c), and the
@@ -207,8 +201,6 @@ static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct 
 	/* The handle's read-ahead windows go while it still keeps the inode,
 	 * and before the file's space can go. A failed open made none. */
 	if (fh_of(fi)) {
-		if (fh_of(fi)->atime_moved)
-			nvmefs_loop_inval_attr(ino);
 		nvmefs_prefetch_close(fh_of(fi)->in, fh_of(fi)->pf);
 		free(fh_of(fi));
 	}
@@ -322,13 +314,16 @@ static bool open_push(fuse_req_t req, fuse_ino_t ino, struct nvmefs_inode *in,
 	void *buf;
 
 	if (!cold || vol->writeback || !fi->keep_cache || (fi->flags & O_ACCMODE) != O_RDONLY ||
-	    (fi->flags & O_TRUNC) || nvmefs_ns_open_push_begin(vol, in, OPEN_PUSH_MAX, &size))
+	    (fi->flags & O_TRUNC))
 		return false;
+	/* Never a wait for a buffer: the OPEN would wait, and on an io_uring
+	 * queue every request behind it. */
 	p = malloc(sizeof(*p));
-	buf = p ? nvmefs_loop_take_buf(vol) : NULL;
-	if (!buf) {
+	buf = p ? nvmefs_loop_try_buf(vol) : NULL;
+	if (!buf || nvmefs_ns_open_push_begin(vol, in, OPEN_PUSH_MAX, &size)) {
+		if (buf)
+			nvmefs_bufpool_put(vol->pool, buf);
 		free(p);
-		nvmefs_ns_open_push_end(vol, in);
 		return false;
 	}
 	*p = (struct open_push){.req = req, .ino = ino, .fi = *fi};
