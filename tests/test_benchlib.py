@@ -217,6 +217,10 @@ class BenchFigures(unittest.TestCase):
                            "total": 0.642})
         self.assertEqual(bench.small_rates(line), {"create": "2000", "stat": "500000", "read": "10000",
                                                    "delete": "25000", "total": "1558"})
+        # The shuffled second read, when it ran.
+        line = json.dumps({"files": 1000, "create": 0.5, "stat": 0.002, "read": 0.1, "reread": 0.08,
+                           "delete": 0.04, "total": 0.642})
+        self.assertEqual(bench.small_rates(line)["reread"], "12500")
         partial = json.dumps({"files": 10, "create": 1.0, "error": "wrong size"})
         self.assertEqual(bench.small_rates(partial), {"create": "10"})
         self.assertEqual(bench.small_rates("Traceback"), {})
@@ -527,8 +531,8 @@ class BenchFigures(unittest.TestCase):
         n = str(bench.RAM_NDEV)
         res = {("transport", n, "fio", "raw_write"): "4000", ("transport", n, "fio", "raw_read"): "5000"}
         figs = {"lookup_rate": 50000, "dd_write": 1000, "dd_read": 1200, "fio_write": 900, "fio_read": 1000, "rand4k_read": 20000,
-                "small_create": 20000, "small_stat": 100000, "small_read": 20000, "small_delete": 30000,
-                "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5}
+                "small_create": 20000, "small_stat": 100000, "small_read": 20000, "small_reread": 18000,
+                "small_delete": 30000, "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5}
         for fs, f in (("btrfs", 1.0), ("direct", 0.5), ("direct+uring", 0.8), ("cached", 0.4),
                       ("cached+uring", 0.35)):
             for row, v in figs.items():
@@ -549,7 +553,10 @@ class BenchFigures(unittest.TestCase):
         res = self.transport_res()
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         t = rep.table()
-        self.assertEqual(len(t), 2 + 16)
+        self.assertEqual(len(t), 2 + 17)
+        reread = [l for l in t if "read again in a shuffled order" in l]
+        self.assertEqual(len(reread), 1, t)
+        self.assertEqual(reread[0].split(" | ")[1:4], ["files/s", "-", "18000"])
         self.assertTrue(all(l.count(" | ") == 13 for l in t), t)
         self.assertEqual(t[2].split(" | ")[1:4], ["lookups/s", "-", "50000"])
         self.assertEqual(t[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
