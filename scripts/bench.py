@@ -561,19 +561,7 @@ def stat():
         if os.stat(p).st_size != size:
             raise OSError("wrong size: " + p)
 
-def read():
-    for p in names:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            b = os.read(fd, size + 1)
-        finally:
-            os.close(fd)
-        if b != data:
-            raise OSError("wrong content: " + p)
-
-def reread():
-    order = names[:]
-    random.Random(1).shuffle(order)
+def read_all(order):
     for p in order:
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -582,6 +570,14 @@ def reread():
             os.close(fd)
         if b != data:
             raise OSError("wrong content: " + p)
+
+def read():
+    read_all(names)
+
+def reread():
+    order = names[:]
+    random.Random(1).shuffle(order)
+    read_all(order)
 
 def delete():
     for p in names:
