@@ -245,9 +245,11 @@ static inline uint64_t nvmefs_cache_small_max(const struct nvmefs_vol *vol)
 
 /* ---- statahead.c: directories read ahead of a program walking them ---- */
 /* Start the thread that reads ahead, up to max entries a step (0: off),
- * through mountpoint, and small files' data of vol: 0 or -errno (the
- * mount then serves without it). */
-int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol);
+ * through mountpoint, and small files' data of vol (with se's stores):
+ * 0 or -errno (the mount then serves without it). */
+struct fuse_session;
+int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
+		    struct fuse_session *se);
 /* A LOOKUP found the entry ino at cookie in parent (of entries entries),
  * for thread tid: perhaps a job reads on from there. */
 void nvmefs_sa_lookup(uint64_t parent, uint64_t cookie, uint64_t entries, uint64_t ino, int tid);

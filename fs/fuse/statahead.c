@@ -156,8 +156,9 @@ static struct {
 	struct sa_dir dir[SA_DIRS];
 	struct sa_job q[SA_QUEUE];
 	unsigned qhead, qlen;
-	/* pushes: the volume, and the reads in flight */
+	/* pushes: the volume and session, and the reads in flight */
 	struct nvmefs_vol *vol;
+	struct fuse_session *se;
 	pthread_mutex_t push_mu;
 	pthread_cond_t push_cv;
 	unsigned pushing; /* push_mu */
@@ -332,10 +333,16 @@ static void push_slot_end(void)
 static void push_store(void *ctx, ssize_t res, const void *data)
 {
 	struct push *p = ctx;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(res > 0 ? (size_t)res : 0);
+	int ret;
 
+	if (res <= 0)
+		return;
+	bv.buf[0].mem = (void *)data;
 	/* -ENOENT: the kernel has dropped the inode meanwhile. */
-	p->stored = res > 0 && !nvmefs_loop_store(p->ino, data, (size_t)res);
-	if (p->stored)
+	ret = fuse_lowlevel_notify_store(sa.se, p->ino, 0, &bv, 0);
+	p->stored = ret == 0;
+	if (!ret)
 		atomic_fetch_add(&sa.pushed_bytes, (uint64_t)res);
 }
 
@@ -572,13 +579,15 @@ static void *sa_main(void *arg)
 	return NULL;
 }
 
-int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol)
+int nvmefs_sa_start(const char *mountpoint, unsigned max, struct nvmefs_vol *vol,
+		    struct fuse_session *se)
 {
 	int ret;
 
 	if (!max)
 		return 0;
 	sa.vol = vol;
+	sa.se = se;
 	sa.mountpoint = strdup(mountpoint);
 	if (!sa.mountpoint)
 		return -ENOMEM;

@@ -771,7 +771,7 @@ int main(int argc, char **argv)
 	if (err)
 		nvmefs_warn("no native client door: %s", strerror(-err));
 	/* Statahead (fs/fuse/statahead.c): without it the mount still serves. */
-	err = nvmefs_sa_start(c.mountpoint, vol->opts.statahead, vol);
+	err = nvmefs_sa_start(c.mountpoint, vol->opts.statahead, vol, se);
 	if (err)
 		nvmefs_warn("no statahead: %s", strerror(-err));
 	nvmefs_info("mounted %u member(s) on %s", vol->ndevs, c.mountpoint);
