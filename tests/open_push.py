@@ -119,6 +119,13 @@ def sa_forgotten():
         if st["pushed"] - p0 >= 100 or not st["on"]:
             break
         time.sleep(0.05)
+    # The pushes in flight end before the kernel forgets the files.
+    seen = None
+    while time.monotonic() < end and st["pushed"] != seen:
+        seen = st["pushed"]
+        time.sleep(0.1)
+        with open(os.path.join(MNT, ".nvmefs", "stats"), "rb") as f:
+            st = json.loads(f.read())["statahead"]
     pushed = st["pushed"] - p0
     if not st["on"]:
         print("statahead off: the forgotten push not checked")

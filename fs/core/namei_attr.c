@@ -28,6 +28,7 @@
 #include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
+#include "lookups_i.h"
 #include "data_i.h"
 #include "util_i.h"
 #include "xlayout_i.h"
@@ -349,11 +350,16 @@ void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool st
 {
 	uint64_t ino = in->ino;
 
-	if (stored) {
+	pthread_mutex_lock(&vol->lock);
+	/* Forgotten since the store (a FORGET takes the flags back under meta
+	 * too): its pages went with the kernel's inode. */
+	if (stored && nvmefs_lookups_count(vol, ino)) {
 		atomic_store(&in->kernel_pages, true);
 		atomic_store(&in->pushed, true);
 	}
-	nvmefs_ns_open_push_end(vol, in);
+	in->pushing = false;
+	pthread_cond_broadcast(&vol->push_cond);
+	pthread_mutex_unlock(&vol->lock);
 	nvmefs_ns_release(vol, ino);
 }
 
