@@ -343,7 +343,7 @@ WL_ROWS = {
     "fioseq": ["fio_write", "fio_read"],
     "files4": ["files4_write"],
     "shared": ["shared_write"],
-    "small": ["small_create", "small_stat", "small_read", "small_delete", "small_total"],
+    "small": ["small_create", "small_stat", "small_read", "small_reread", "small_delete", "small_total"],
     "small_preload": ["small_preload_create", "small_preload_stat", "small_preload_read",
                       "small_preload_delete", "small_preload_total"],
     "torch": ["torch_save", "torch_load"],
@@ -684,8 +684,8 @@ def lookup_rate(line):
 
 
 def small_rates(line):
-    """files/s per phase (create, stat, read, delete, total) from small.py's
-    last line: {phase: int} for the phases it completed."""
+    """files/s per phase (create, stat, read, reread, delete, total) from
+    small.py's last line: {phase: int} for the phases it completed."""
     try:
         j = json.loads(line)
     except ValueError:

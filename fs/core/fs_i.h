@@ -116,10 +116,15 @@ struct nvmefs_inode {
 	atomic_bool pushed;
 	/* The kernel may hold pages of the file: set by a push and by an
 	 * open through its page cache, cleared when the kernel forgets the
-	 * inode (its pages go with it). An open finding it clear pushes the
-	 * data (fs/fuse/ops_file.c, open_push). Only a hint: pages the kernel
-	 * dropped on its own are read again by a READ. */
+	 * inode (its pages go with it), set again from the lookup count when
+	 * the inode is read back after an eviction. An open finding it clear
+	 * pushes the data (fs/fuse/ops_file.c, open_push). Only a hint: pages
+	 * the kernel dropped on its own are read again by a READ. */
 	atomic_bool kernel_pages;
+	/* meta: the kernel's forgets of the inode (its count reaching 0),
+	 * and their number when the running push began: a push that ends
+	 * after one stored into an inode the kernel no longer has */
+	uint32_t forgotten, push_forgotten;
 	bool orphan; /* nlink 0 while open: ORPHAN_ADD logged */
 	bool dead;   /* storage freed, INODE_FREE logged */
 	/* On the journal's list of inodes whose attributes go out at the next

@@ -298,6 +298,7 @@ void nvmefs_ns_forget(struct nvmefs_vol *vol, uint64_t ino, uint64_t n)
 		/* The kernel's pages went with its inode, pushed ones too. */
 		atomic_store(&in->kernel_pages, false);
 		atomic_store(&in->pushed, false);
+		in->forgotten++;
 		nvmefs_inode_reap(vol, in);
 	}
 	pthread_mutex_unlock(&vol->lock);

@@ -28,7 +28,6 @@
 #include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
-#include "lookups_i.h"
 #include "data_i.h"
 #include "util_i.h"
 #include "xlayout_i.h"
@@ -257,10 +256,6 @@ static bool ts_le(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
 }
 
-/* FUSE leaves atime to us, under the mount's policy (vol->opts.atime):
- * relatime updates it when it is not newer than mtime or ctime, or a day
- * old, so reads rarely dirty the inode; strictatime on every read; noatime
- * never (generic/120). */
 /* Whether no read moves an atime of vol: noatime, or mounted read-only. */
 static bool no_atime(struct nvmefs_vol *vol)
 {
@@ -284,6 +279,10 @@ static bool read_moves_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	       now->tv_sec - in->atime.tv_sec >= 24 * 3600;
 }
 
+/* FUSE leaves atime to us, under the mount's policy (vol->opts.atime):
+ * relatime updates it when it is not newer than mtime or ctime, or a day
+ * old, so reads rarely dirty the inode; strictatime on every read; noatime
+ * never (generic/120). */
 void nvmefs_ns_touch_atime(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	struct timespec now;
@@ -338,6 +337,7 @@ int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 	if (!ret) {
 		in->opens++; /* kept as by a handle: nvmefs_ns_release */
 		in->pushing = true;
+		in->push_forgotten = in->forgotten;
 		*size = in->size;
 		*out = in;
 	}
@@ -351,9 +351,10 @@ void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool st
 	uint64_t ino = in->ino;
 
 	pthread_mutex_lock(&vol->lock);
-	/* Forgotten since the store (a FORGET takes the flags back under meta
-	 * too): its pages went with the kernel's inode. */
-	if (stored && nvmefs_lookups_count(vol, ino)) {
+	/* Forgotten since the push began (a FORGET takes the flags back under
+	 * meta too), though looked up again since: the store went into the
+	 * kernel's old inode, whose pages went with it. */
+	if (stored && in->forgotten == in->push_forgotten) {
 		atomic_store(&in->kernel_pages, true);
 		atomic_store(&in->pushed, true);
 	}

@@ -136,7 +136,7 @@ void nvmefs_loop_inval_attr(uint64_t ino);
  * Store len bytes of data at offset 0 of ino in the kernel's page cache
  * (FUSE_NOTIFY_STORE): 0 or -errno (-ENOENT: the kernel holds no inode).
  * The kernel locks each page: only while no READ of the file can be in
- * flight (a push holds the file: nvmefs_ns_push_begin, open_push_begin).
+ * flight (an open's push holds the file: nvmefs_ns_open_push_begin).
  */
 int nvmefs_loop_store(uint64_t ino, const void *data, size_t len);
 

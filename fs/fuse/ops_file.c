@@ -316,13 +316,14 @@ static bool open_push(fuse_req_t req, fuse_ino_t ino, struct nvmefs_inode *in,
 	if (!cold || vol->writeback || !fi->keep_cache || (fi->flags & O_ACCMODE) != O_RDONLY ||
 	    (fi->flags & O_TRUNC))
 		return false;
+	if (nvmefs_ns_open_push_begin(vol, in, OPEN_PUSH_MAX, &size))
+		return false;
 	/* Never a wait for a buffer: the OPEN would wait, and on an io_uring
 	 * queue every request behind it. */
 	p = malloc(sizeof(*p));
 	buf = p ? nvmefs_loop_try_buf(vol) : NULL;
-	if (!buf || nvmefs_ns_open_push_begin(vol, in, OPEN_PUSH_MAX, &size)) {
-		if (buf)
-			nvmefs_bufpool_put(vol->pool, buf);
+	if (!buf) {
+		nvmefs_ns_open_push_end(vol, in);
 		free(p);
 		return false;
 	}
