@@ -23,7 +23,9 @@ SIZE = 4096
 SKIP = {"FORGET", "BATCH_FORGET"}
 
 
-def requests(mnt):
+def stats(mnt):
+    """MNT/.nvmefs/stats, read the same way each time (so that each read of
+    it costs the same requests: measured, and subtracted)."""
     fd = os.open(os.path.join(mnt, ".nvmefs", "stats"), os.O_RDONLY)
     try:
         text = b""
@@ -34,7 +36,11 @@ def requests(mnt):
             text += b
     finally:
         os.close(fd)
-    return json.loads(text)["requests"]
+    return json.loads(text)
+
+
+def requests(mnt):
+    return stats(mnt)["requests"]
 
 
 def delta(before, after, own):
@@ -48,12 +54,13 @@ def forgets(mnt):
     return r.get("FORGET", 0) + r.get("BATCH_FORGET", 0)
 
 
-def drop_caches(mnt):
+def drop_caches(mnt, sync=True):
     """The kernel forgets what it can, and the daemon has had its FORGETs
     (they come in the background): after each drop, until none comes in
     50 ms. Twice: an inode a background RELEASE held at the first drop
-    goes at the second."""
-    os.sync()
+    goes at the second. sync: the volume's journal committed first."""
+    if sync:
+        os.sync()
     for _ in range(2):
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")

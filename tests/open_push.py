@@ -19,11 +19,13 @@ leave the atime: the program's reads send nothing. What it must keep:
   - files above 64 KiB are not pushed; 64 KiB is;
   - with -o writeback nothing is pushed (dirty pages outlive handles).
 """
-import json
 import mmap
 import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import count_requests  # noqa: E402  (its stats reading and drop_caches)
 
 MNT, MODE = sys.argv[1], sys.argv[2]
 D = os.path.join(MNT, "open_push")
@@ -40,13 +42,7 @@ def check(what, ok, detail=""):
 
 
 def all_stats():
-    """.nvmefs/stats, read as count_requests.py does: one read(2), so that
-    each read of it costs the same requests."""
-    fd = os.open(os.path.join(MNT, ".nvmefs", "stats"), os.O_RDONLY)
-    try:
-        return json.loads(os.read(fd, 1 << 20))
-    finally:
-        os.close(fd)
+    return count_requests.stats(MNT)
 
 
 def stats():
@@ -54,29 +50,10 @@ def stats():
     return s["requests"].get("READ", 0), s["data"]["open_pushes"]
 
 
-def forgets():
-    r = all_stats()["requests"]
-    return r.get("FORGET", 0) + r.get("BATCH_FORGET", 0)
-
-
 def cold(sync=True):
     """The kernel forgets the files (and their pages), and the daemon has
-    had its FORGETs, which come in the background: after each drop, until
-    no more come in 50 ms. Twice: an inode a background RELEASE still held
-    at the first drop goes at the second. sync: the volume's journal
-    committed first."""
-    if sync:
-        os.sync()
-    for _ in range(2):
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        seen, end = forgets(), time.monotonic() + 10
-        while time.monotonic() < end:
-            time.sleep(0.05)
-            now = forgets()
-            if now == seen:
-                break
-            seen = now
+    had its FORGETs (count_requests.drop_caches)."""
+    count_requests.drop_caches(MNT, sync)
 
 
 def write(p, data):

@@ -318,6 +318,38 @@ void nvmefs_ns_note_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	atomic_store_explicit(&note->sec, now.tv_sec, memory_order_relaxed);
 }
 
+/* Why a push of in (meta held) must not start: -EFBIG (empty, or more
+ * than max bytes), -EBUSY (another push holds it, or handles other than
+ * the opens expected); 0: it starts, and holds the file until
+ * push_end_locked (every other open and truncation waits). */
+static int push_start_locked(struct nvmefs_inode *in, uint64_t max, uint32_t opens, uint64_t *size)
+{
+	if (in->size == 0 || in->size > max)
+		return -EFBIG;
+	if (in->opens != opens || in->pushing)
+		return -EBUSY;
+	in->pushing = true;
+	in->push_forgotten = in->forgotten;
+	*size = in->size;
+	return 0;
+}
+
+/* A push of in ends (meta held); stored: its data went into the kernel's
+ * cache. True when the data is there still: unless the kernel forgot the
+ * inode since the push began (a FORGET takes the flags back under meta
+ * too) and looked it up again, the store having gone into the old inode,
+ * whose pages went with it. */
+static bool push_end_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool stored)
+{
+	bool kept = stored && in->forgotten == in->push_forgotten;
+
+	if (kept)
+		atomic_store(&in->kernel_pages, true);
+	in->pushing = false;
+	pthread_cond_broadcast(&vol->push_cond);
+	return kept;
+}
+
 int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 			 struct nvmefs_inode **out, uint64_t *size)
 {
@@ -328,17 +360,12 @@ int nvmefs_ns_push_begin(struct nvmefs_vol *vol, uint64_t ino, uint64_t max,
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);
 	if (!ret && !S_ISREG(in->mode))
 		ret = -EINVAL;
-	else if (!ret && (in->size == 0 || in->size > max))
-		ret = -EFBIG;
-	else if (!ret && (in->opens || in->pushing))
-		ret = -EBUSY;
 	else if (!ret && atomic_load(&in->kernel_pages))
 		ret = -EEXIST;
+	else if (!ret)
+		ret = push_start_locked(in, max, 0, size);
 	if (!ret) {
 		in->opens++; /* kept as by a handle: nvmefs_ns_release */
-		in->pushing = true;
-		in->push_forgotten = in->forgotten;
-		*size = in->size;
 		*out = in;
 	}
 	nvmefs_inode_put(vol, in);
@@ -351,15 +378,9 @@ void nvmefs_ns_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool st
 	uint64_t ino = in->ino;
 
 	pthread_mutex_lock(&vol->lock);
-	/* Forgotten since the push began (a FORGET takes the flags back under
-	 * meta too), though looked up again since: the store went into the
-	 * kernel's old inode, whose pages went with it. */
-	if (stored && in->forgotten == in->push_forgotten) {
-		atomic_store(&in->kernel_pages, true);
+	/* The next open notes the read the push stands for. */
+	if (push_end_locked(vol, in, stored))
 		atomic_store(&in->pushed, true);
-	}
-	in->pushing = false;
-	pthread_cond_broadcast(&vol->push_cond);
 	pthread_mutex_unlock(&vol->lock);
 	nvmefs_ns_release(vol, ino);
 }
@@ -368,20 +389,11 @@ int nvmefs_ns_open_push_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in, u
 			      uint64_t *size)
 {
 	struct timespec now;
-	int ret = 0;
+	int ret;
 
 	nvmefs_timespec_now(&now);
 	pthread_mutex_lock(&vol->lock);
-	if (in->size == 0 || in->size > max)
-		ret = -EFBIG;
-	else if (in->opens != 1 || in->pushing)
-		ret = -EBUSY;
-	else if (read_moves_atime(vol, in, &now))
-		ret = -EAGAIN;
-	else {
-		in->pushing = true;
-		*size = in->size;
-	}
+	ret = read_moves_atime(vol, in, &now) ? -EAGAIN : push_start_locked(in, max, 1, size);
 	pthread_mutex_unlock(&vol->lock);
 	return ret;
 }
@@ -389,8 +401,7 @@ int nvmefs_ns_open_push_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in, u
 void nvmefs_ns_open_push_end(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	pthread_mutex_lock(&vol->lock);
-	in->pushing = false;
-	pthread_cond_broadcast(&vol->push_cond);
+	push_end_locked(vol, in, false);
 	pthread_mutex_unlock(&vol->lock);
 }
 

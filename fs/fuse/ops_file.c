@@ -116,7 +116,9 @@ static int set_open_flags(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	 * cache, so that each open's reads reach us and move atime (a read
 	 * from the page cache reaches no FUSE server; generic/003). */
 	fi->keep_cache = (!fi->direct_io || wronly_direct) && !strict_read;
-	*cold = !fi->direct_io && !atomic_exchange(&in->kernel_pages, true);
+	/* A load first: a warm open (the common one) writes no shared line. */
+	*cold = !fi->direct_io && !atomic_load(&in->kernel_pages) &&
+		!atomic_exchange(&in->kernel_pages, true);
 	h->in = in;
 	/* A push stored the data (fs/fuse/statahead.c): this open's reads
 	 * will not reach us, so the first is noted now (relatime). */
