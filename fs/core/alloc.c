@@ -359,6 +359,21 @@ static bool dfree_room(struct nvmefs_vol *vol, unsigned dev)
 	return false;
 }
 
+uint64_t nvmefs_alloc_applied_free(const struct nvmefs_vol *vol, unsigned dev, uint64_t off,
+				   uint64_t len)
+{
+	const struct nvmefs_freemap *m = &vol->dfree[dev];
+	uint64_t end = off + len, n = 0;
+
+	for (size_t i = fm_touch(m, off + 1); i < m->n && m->v[i].off < end; i++) {
+		uint64_t lo = m->v[i].off > off ? m->v[i].off : off;
+		uint64_t hi = m->v[i].off + m->v[i].len < end ? m->v[i].off + m->v[i].len : end;
+
+		n += hi - lo;
+	}
+	return n;
+}
+
 void nvmefs_alloc_applied_put(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len)
 {
 	struct nvmefs_freemap *m = &vol->dfree[dev];

@@ -25,6 +25,9 @@ int nvmefs_alloc_complement(struct nvmefs_vol *vol, struct nvmefs_freemap *out);
  */
 void nvmefs_alloc_applied_put(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len);
 void nvmefs_alloc_applied_take(struct nvmefs_vol *vol, unsigned dev, uint64_t off, uint64_t len);
+/* How many bytes of [off, off + len) on dev the durable map has free. */
+uint64_t nvmefs_alloc_applied_free(const struct nvmefs_vol *vol, unsigned dev, uint64_t off,
+				   uint64_t len);
 /* mkfs: every member's data area free, one FREE key each; sets
  * vol->free_keys. 0 or the write-through's error. */
 int nvmefs_alloc_format(struct nvmefs_vol *vol);
