@@ -64,6 +64,27 @@ check "small files read back" test "$(cat "$MNT/small.17")" = "file 17"
 check "requests came through the queues" \
 	test "$(jq .transport.uring_requests "$MNT/.nvmefs/stats")" -gt 100
 check "nvmefs-stat names the transport" sh -c "'$build/nvmefs-stat' '$MNT' | grep -q 'transport: io_uring'"
+# Where a queue's threads run (uring.c): on their CPU for a lone caller,
+# anywhere for a stream. Everything from CPU 0, so that only its queue
+# sees requests.
+spread() { jq .transport.spread_queues "$MNT/.nvmefs/stats"; }
+lone() { # 2,000 stats of absent names, one at a time, from CPU 0
+	taskset -c 0 /usr/bin/python3 -c '
+import os, sys
+for i in range(2000):
+    try: os.stat("%s/absent.%d" % (sys.argv[1], i))
+    except FileNotFoundError: pass' "$MNT"
+}
+if command -v fio >/dev/null && [ "$(nproc)" -ge 2 ]; then
+	lone
+	check "a lone caller's queue stays on its CPU" test "$(spread)" = 0
+	taskset -c 0 fio --filename="$MNT/data" --size=3M --runtime=2 --time_based \
+		--name=s --rw=randread --bs=4k --ioengine=libaio --iodepth=32 --direct=1 \
+		--output=/dev/null
+	check "a stream of requests spreads its queue" test "$(spread)" = 1
+	lone
+	check "a lone caller again: the queue is back on its CPU" test "$(spread)" = 0
+fi
 mnt_umount
 check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
 

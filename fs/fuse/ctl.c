@@ -359,6 +359,7 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "queues", vol->uring_queues);
 	put_u64(o, "queue_depth", vol->uring_depth);
 	put_u64(o, "uring_requests", nvmefs_uring_served(vol->uring));
+	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
 	return o;
 }
 

@@ -218,6 +218,9 @@ void nvmefs_uring_free(struct nvmefs_uring *u);
 unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth);
 /* Requests served through the queues so far. */
 uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
+/* Queues whose threads may now run on any CPU: their requests come in a
+ * stream (uring.c, "Where a queue's threads run"); 0 for NULL. */
+unsigned nvmefs_uring_spread(const struct nvmefs_uring *u);
 /*
  * The reply in iov (count parts, fuse_out_header first), if it answers a
  * request of the queues: committed through its entry, *res what writev(2)

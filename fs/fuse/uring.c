@@ -38,6 +38,21 @@
  * into its entry (nothing to copy when it is there already) and committed;
  * anything else goes to /dev/fuse.
  *
+ * Where a queue's threads run. The kernel gives a queue the requests of
+ * the CPUs its issuers run on, so a program's stream of requests (fio at
+ * QD32) lands on one queue, whose thread, pinned to that CPU, then shares
+ * it with the program while the other CPUs idle. A lone synchronous
+ * caller is served best by the pinned thread (each request and reply stay
+ * on one CPU); a stream, by a thread the scheduler may move elsewhere. So
+ * each queue watches its requests (place_note): when at least a quarter
+ * of a window's requests came while another of the queue's was still
+ * being served, its threads may run on any CPU the daemon may; when fewer
+ * did, they go back to the queue's CPU. The rings are made with
+ * IORING_SETUP_COOP_TASKRUN: the kernel's task work (a request copied
+ * into an entry, a device block's completion) runs when the thread next
+ * enters the kernel, which a leader does to wait, instead of interrupting
+ * it with an IPI (docs/PERFORMANCE.md, "Where a queue runs").
+ *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
  * queue whose registration the kernel refuses after INIT would leave every
@@ -113,6 +128,11 @@ _Static_assert(sizeof(struct uring_cmd_req) == 24, "FUSE 7.42 layout");
 #define DEFAULT_ENTRIES 64u
 #define MIN_DEPTH	8u
 #define MAX_DEPTH	32u
+/* place_note's window (requests) and the share of them that came while
+ * another was served (1 / PLACE_SHARE) above which a queue's threads run
+ * on any CPU. */
+#define PLACE_WINDOW 256u
+#define PLACE_SHARE  4u
 /* The payload the kernel fills: max_write and max_pages (op_init) are 1 MiB. */
 #define PAYLOAD_SZ ((size_t)1 << 20)
 /* Before the payload: the fuse_in_header and the opcode's struct. */
@@ -146,6 +166,12 @@ struct queue {
 	 * queue serves on until none is left. */
 	struct nvmefs_engine_ring hook;
 	atomic_uint ring_io;
+	/* Placement (the top): requests handed to a handler and not yet
+	 * answered; this window's requests and those that came while another
+	 * was served; whether the threads may run anywhere. */
+	atomic_uint serving;
+	atomic_uint win_n, win_busy;
+	atomic_bool spread;
 	/* Replies made on other threads (I/O completions) are handed over
 	 * here and committed by the leader: a command's completion runs as
 	 * task work of the thread that submitted it, which should be one of
@@ -180,6 +206,7 @@ struct nvmefs_uring {
 	void (*fail)(void *arg, int err);
 	void *fail_arg;
 	_Atomic uint64_t served; /* requests that came through the queues */
+	cpu_set_t anywhere;	 /* the CPUs the daemon may run on (spread queues) */
 };
 
 /* The one session's queues (replies find them from any thread); NULL
@@ -189,6 +216,7 @@ static struct nvmefs_uring *active;
 static __thread struct queue *cur_queue; /* a queue thread's own */
 static __thread bool leading;		 /* this queue thread leads */
 static __thread struct ent *cur_ent;	 /* the request its handler serves */
+static __thread int placed = -1;	 /* 1: spread, 0: on its CPU (place) */
 
 int nvmefs_uring_offered(void)
 {
@@ -268,7 +296,7 @@ static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, un
 
 static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 {
-	struct io_uring_params p = {.flags = IORING_SETUP_SQE128};
+	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
 	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
 	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
 	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
@@ -344,6 +372,8 @@ int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsign
 	u->serve = serve;
 	u->fd = fuse_session_fd(se);
 	u->nq = possible_cpus();
+	if (sched_getaffinity(0, sizeof(u->anywhere), &u->anywhere))
+		CPU_ZERO(&u->anywhere); /* never: then only pinned (place) */
 	u->depth = depth ? depth : default_depth(u->nq);
 	u->q = calloc(u->nq, sizeof(*u->q));
 	if (!u->q) {
@@ -375,6 +405,15 @@ unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth)
 uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 {
 	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
+}
+
+unsigned nvmefs_uring_spread(const struct nvmefs_uring *u)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; u && i < u->nq; i++)
+		n += atomic_load_explicit(&u->q[i].spread, memory_order_relaxed);
+	return n;
 }
 
 static void queue_fail(struct queue *q, const char *what, int err);
@@ -569,6 +608,7 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 	}
 	e->hdr->ent.payload_sz = (uint32_t)len;
 	atomic_store_explicit(&e->unique, 0, memory_order_release);
+	atomic_fetch_sub_explicit(&e->q->serving, 1, memory_order_relaxed);
 	commit(e);
 	pthread_rwlock_unlock(&active_lock);
 	*res = (ssize_t)(sizeof(*out) + len);
@@ -641,6 +681,43 @@ static void finish(struct queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/* A request came to q, while another of q's was being served (busy) or
+ * not: at the end of each window, where q's threads should run (the top). */
+static void place_note(struct queue *q, bool busy)
+{
+	unsigned n = atomic_fetch_add_explicit(&q->win_n, 1, memory_order_relaxed) + 1;
+	unsigned b;
+
+	if (busy)
+		atomic_fetch_add_explicit(&q->win_busy, 1, memory_order_relaxed);
+	if (n != PLACE_WINDOW)
+		return;
+	b = atomic_exchange_explicit(&q->win_busy, 0, memory_order_relaxed);
+	atomic_store_explicit(&q->win_n, 0, memory_order_relaxed);
+	atomic_store_explicit(&q->spread,
+			      b * PLACE_SHARE >= PLACE_WINDOW && CPU_COUNT(&q->u->anywhere) > 1,
+			      memory_order_relaxed);
+}
+
+/* Run the calling thread of q where q's requests say (place_note). */
+static void place(struct queue *q)
+{
+	int want = atomic_load_explicit(&q->spread, memory_order_relaxed);
+	cpu_set_t one;
+
+	if (want == placed)
+		return;
+	placed = want;
+	if (want) {
+		(void)pthread_setaffinity_np(pthread_self(), sizeof(q->u->anywhere),
+					     &q->u->anywhere);
+		return;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(q->qid, &one);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+}
+
 /*
  * Lay e's request out as /dev/fuse would have delivered it, its headers
  * just before its payload, and serve it. False when the request is not one
@@ -664,6 +741,7 @@ static bool serve(struct queue *q, struct ent *e)
 	e->commit_id = e->hdr->ent.commit_id;
 	atomic_store_explicit(&e->unique, in->unique, memory_order_release);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
+	place_note(q, atomic_fetch_add_explicit(&q->serving, 1, memory_order_relaxed) > 0);
 	if (!nvmefs_serve_inline(in->opcode))
 		resign(q);
 	cur_ent = e;
@@ -735,6 +813,7 @@ static bool lead_ring(struct queue *q)
 		/* Stopping, its blocks in flight still complete here. */
 		if (atomic_load(&u->stopping) && !atomic_load(&q->ring_io))
 			return false;
+		place(q);
 		/* The commits queued since, then wait for the next CQE. */
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (ret == -EINTR)
@@ -760,15 +839,13 @@ static bool lead_ring(struct queue *q)
 /* The calling thread becomes one of q's, on its CPU. */
 static void enter(struct queue *q)
 {
-	cpu_set_t one;
-
 	cur_queue = q;
 	nvmefs_wait_hook = before_wait;
 	nvmefs_engine_ring = &q->hook;
-	/* Each queue serves its CPU's requests: run there. */
-	CPU_ZERO(&one);
-	CPU_SET(q->qid, &one);
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	/* Each queue serves its CPU's requests: run there, or anywhere
+	 * while they come in a stream (place). */
+	placed = -1;
+	place(q);
 }
 
 /* A thread of q: leads by turns until q is done, then leaves it. */
