@@ -82,6 +82,8 @@ if command -v fio >/dev/null && [ "$(nproc)" -ge 2 ]; then
 		--name=s --rw=randread --bs=4k --ioengine=libaio --iodepth=32 --direct=1 \
 		--output=/dev/null
 	check "a stream of requests spreads its queue" test "$(spread)" = 1
+	check "nvmefs-stat shows the spread queue" \
+		sh -c "'$build/nvmefs-stat' '$MNT' | grep -q '(1 spread over the CPUs)'"
 	lone
 	check "a lone caller again: the queue is back on its CPU" test "$(spread)" = 0
 fi

@@ -226,9 +226,11 @@ static void print_totals(const struct sample *s)
 	if (s->has_native)
 		print_native_totals(&s->native);
 	if (s->transport && s->uring_queues)
-		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries, %" PRIu64
+		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries (%" PRIu64
+		       " spread over the CPUs), %" PRIu64
 		       " requests through them (FORGET, INTERRUPT and notices on /dev/fuse)\n",
-		       s->transport, s->uring_queues, s->uring_depth, s->uring_requests);
+		       s->transport, s->uring_queues, s->uring_depth, s->uring_spread,
+		       s->uring_requests);
 	else if (s->transport)
 		printf("transport: %s\n", s->transport);
 }

@@ -72,6 +72,7 @@ struct sample {
 	/* The transport (none: a daemon from before FUSE over io_uring). */
 	const char *transport;
 	uint64_t uring_queues, uring_depth, uring_requests;
+	uint64_t uring_spread; /* queues whose threads may run on any CPU */
 };
 
 /* A uint64_t member of a struct, named by its schema key. */
