@@ -56,6 +56,7 @@ set(FS_FUSE_SOURCES
     fuse/loop.c
     fuse/devio.c
     fuse/uring.c
+    fuse/uring_setup.c
     fuse/ctl.c
     fuse/statahead.c)
 set(FS_NATIVE_SOURCES

@@ -727,7 +727,8 @@ static void extent_moved(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsign
  * of either would free the other's blocks. Checked on what a replay reads
  * (the live allocator only hands out free space, and the crosscheck
  * compares the maps at commits); not by the checker, whose space pass
- * reports overlapping extents, nor on a volume without FREE keys.
+ * reports overlapping extents, nor on a volume without FREE keys or
+ * whose durable map stopped following the records (out of memory).
  */
 static bool extent_space_ok(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
 			    const struct nvmefs_ext *e)
@@ -737,7 +738,9 @@ static bool extent_space_ok(struct nvmefs_vol *vol, struct nvmefs_inode *in, uns
 	uint64_t end = e->comp_off + e->len, dend = e->dev_off + e->len;
 	uint64_t have;
 
-	if (!vol->replaying || vol->opts.check || !vol->free_keys)
+	/* kv_err: a change to the durable map failed for memory (dfree_room);
+	 * it no longer follows the records, and the volume goes read-only. */
+	if (!vol->replaying || vol->opts.check || !vol->free_keys || vol->kv_err)
 		return true;
 	have = nvmefs_alloc_applied_free(vol, dev, e->dev_off, e->len);
 	for (size_t i = nvmefs_extmap_find(m, e->comp_off); i < m->n && m->v[i].comp_off < end;

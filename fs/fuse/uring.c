@@ -47,11 +47,17 @@
  * each queue watches its requests (place_note): when at least a quarter
  * of a window's requests came while another of the queue's was still
  * being served, its threads may run on any CPU the daemon may; when fewer
- * did, they go back to the queue's CPU. The rings are made with
- * IORING_SETUP_COOP_TASKRUN: the kernel's task work (a request copied
- * into an entry, a device block's completion) runs when the thread next
- * enters the kernel, which a leader does to wait, instead of interrupting
- * it with an IPI (docs/PERFORMANCE.md, "Where a queue runs").
+ * did, they go back to the queue's CPU (the devices' home node's CPUs
+ * only: spread_cpus). The rings are made with IORING_SETUP_COOP_TASKRUN:
+ * the kernel's task work (a request copied into an entry, a device
+ * block's completion) runs when the thread that submitted the command
+ * next enters the kernel, instead of interrupting it with an IPI. That
+ * thread is the leader, which enters the kernel to wait, or one that
+ * resigned to serve a request that may wait: asleep in a lock or a
+ * condition (interruptible) it is woken to run it, as it was without the
+ * flag; running its handler, it runs it at its next system call or tick;
+ * in an uninterruptible wait (a device flush), after it, as it did
+ * without the flag too (docs/PERFORMANCE.md, "Where a queue runs").
  *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
@@ -63,151 +69,17 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 
-#include "door_i.h"
+#include "uring_i.h"
 
 #include <errno.h>
-#include <liburing.h>
-#include <numa.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "nvmefs/bufpool.h"
-#include "nvmefs/engine.h"
 #include "nvmefs/util.h"
-
-/*
- * The protocol's structures and constants (FUSE 7.42), which Debian 12's
- * <linux/fuse.h> (Linux 6.1) predates; the same layout as the kernel's uapi.
- */
-#define FUSE_OVER_IO_URING_FLAG	   (1ULL << 41)
-#define URING_IN_OUT_HEADER_SZ	   128
-#define URING_OP_IN_OUT_SZ	   128
-#define URING_CMD_REGISTER	   1
-#define URING_CMD_COMMIT_AND_FETCH 2
-
-struct uring_ent_in_out {
-	uint64_t flags;
-	uint64_t commit_id;  /* to echo in the commit */
-	uint32_t payload_sz; /* bytes in the payload, either way */
-	uint32_t padding;
-	uint64_t reserved;
-};
-
-struct uring_req_header {
-	char in_out[URING_IN_OUT_HEADER_SZ]; /* fuse_in_header; fuse_out_header */
-	char op_in[URING_OP_IN_OUT_SZ];	     /* the opcode's own struct */
-	struct uring_ent_in_out ent;
-};
-
-struct uring_cmd_req { /* in the SQE's 80-byte command area */
-	uint64_t flags;
-	uint64_t commit_id;
-	uint16_t qid;
-	uint8_t padding[6];
-};
-
-_Static_assert(sizeof(struct uring_ent_in_out) == 32, "FUSE 7.42 layout");
-_Static_assert(sizeof(struct uring_req_header) == 288, "FUSE 7.42 layout");
-_Static_assert(sizeof(struct uring_cmd_req) == 24, "FUSE 7.42 layout");
-
-/*
- * Entries per queue (requests of one CPU served at once) by default:
- * DEFAULT_ENTRIES in all, at least 8 and at most 32 a queue. A queue holds
- * the requests of its CPU: a program's QD32 stream on one CPU needs 32 (fio
- * 4 KiB random O_DIRECT reads at QD32 on 4 loop devices: 34,600 IOPS with
- * 8 entries, 46,000 with 32; docs/PERFORMANCE.md). Each entry's payload
- * is 1 MiB of locked memory: 64 MiB in all up to 8 CPUs, 8 MiB a CPU
- * beyond.
- */
-#define DEFAULT_ENTRIES 64u
-#define MIN_DEPTH	8u
-#define MAX_DEPTH	32u
-/* place_note's window (requests) and the share of them that came while
- * another was served (1 / PLACE_SHARE) above which a queue's threads run
- * on any CPU. */
-#define PLACE_WINDOW 256u
-#define PLACE_SHARE  4u
-/* The payload the kernel fills: max_write and max_pages (op_init) are 1 MiB. */
-#define PAYLOAD_SZ ((size_t)1 << 20)
-/* Before the payload: the fuse_in_header and the opcode's struct. */
-#define HEAD_ROOM ((size_t)4096)
-
-struct queue;
-
-/* One registered pair of buffers, and the request in it. */
-struct ent {
-	struct queue *q;
-	struct uring_req_header *hdr;
-	char *area;    /* a page for the request's headers, then the payload */
-	char *payload; /* area + HEAD_ROOM: what the kernel fills */
-	struct iovec iov[2];
-	_Atomic uint64_t unique; /* the request being served (0: none) */
-	uint64_t commit_id;
-	struct ent *next; /* on its queue's handoff list */
-};
-
-struct queue {
-	struct nvmefs_uring *u;
-	unsigned qid;
-	struct io_uring ring; /* submitted to by its leader alone */
-	bool ring_ok;
-	struct ent *ents;
-	unsigned live; /* entries the kernel holds (the leader) */
-	/* The device blocks of the READs and WRITEs its leaders serve go on
-	 * the ring too (nvmefs_engine_ring): their completions come back to
-	 * the leader, which answers at once, with no I/O thread's wake-up and
-	 * no hand-over. ring_io: blocks on the ring not yet completed; the
-	 * queue serves on until none is left. */
-	struct nvmefs_engine_ring hook;
-	atomic_uint ring_io;
-	/* Placement (the top): requests handed to a handler and not yet
-	 * answered; this window's requests and those that came while another
-	 * was served; whether the threads may run anywhere. */
-	atomic_uint serving;
-	atomic_uint win_n, win_busy;
-	atomic_bool spread;
-	/* Replies made on other threads (I/O completions) are handed over
-	 * here and committed by the leader: a command's completion runs as
-	 * task work of the thread that submitted it, which should be one of
-	 * the queue's, not an I/O thread. */
-	pthread_mutex_t lock;
-	struct ent *handoff; /* lock: entries to commit */
-	bool woken;	     /* lock: efd written since the leader last looked */
-	int efd;	     /* an eventfd the leader keeps a read on */
-	uint64_t efd_val;
-	/* The queue's threads, all on its CPU; one at a time leads (waits on
-	 * the ring and serves what it brings). A leader about to wait for
-	 * another thread (a range lock, a buffer) or to serve a request that
-	 * may (fsync, truncate) resigns first, and an idle thread, or a new
-	 * one, leads on: the queue's other requests are not held up. */
-	pthread_cond_t follow; /* lock: the ring has no leader, or q is done */
-	bool led;	       /* lock: a thread leads */
-	bool done;	       /* lock: the queue serves no more */
-	unsigned nthreads;     /* lock: threads started (at most depth + 1) */
-	unsigned idle;	       /* lock: threads waiting to lead */
-	unsigned joined;       /* threads joined (nvmefs_uring_stop) */
-	pthread_t *tids;       /* depth + 1 */
-};
-
-struct nvmefs_uring {
-	struct fuse_session *se;
-	struct nvmefs_vol *vol;
-	int fd; /* /dev/fuse */
-	unsigned nq, depth;
-	struct queue *q;
-	atomic_bool stopping;
-	nvmefs_serve_fn *serve;
-	void (*fail)(void *arg, int err);
-	void *fail_arg;
-	_Atomic uint64_t served; /* requests that came through the queues */
-	cpu_set_t anywhere;	 /* the CPUs the daemon may run on (spread queues) */
-};
 
 /* The one session's queues (replies find them from any thread); NULL
  * before the INIT reply and once stopped. */
@@ -217,204 +89,6 @@ static __thread struct queue *cur_queue; /* a queue thread's own */
 static __thread bool leading;		 /* this queue thread leads */
 static __thread struct ent *cur_ent;	 /* the request its handler serves */
 static __thread int placed = -1;	 /* 1: spread, 0: on its CPU (place) */
-
-int nvmefs_uring_offered(void)
-{
-	char v = 0;
-	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
-
-	if (!f)
-		return -ENOTSUP; /* a kernel without it (before 6.14) */
-	if (fscanf(f, " %c", &v) != 1)
-		v = 0;
-	fclose(f);
-	return v == 'Y' || v == 'y' || v == '1' ? 0 : -EPERM;
-}
-
-/* Possible CPUs, as the kernel counts its queues (num_possible_cpus). */
-static unsigned possible_cpus(void)
-{
-	unsigned a, b, n = 0;
-	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
-	int c;
-
-	if (!f)
-		return (unsigned)sysconf(_SC_NPROCESSORS_CONF);
-	while (fscanf(f, "%u", &a) == 1) {
-		b = a;
-		c = fgetc(f);
-		if (c == '-' && fscanf(f, "%u", &b) == 1)
-			c = fgetc(f);
-		n += b - a + 1;
-		if (c != ',')
-			break;
-	}
-	fclose(f);
-	return n ? n : 1;
-}
-
-static unsigned default_depth(unsigned nq)
-{
-	unsigned d = DEFAULT_ENTRIES / nq;
-
-	return d < MIN_DEPTH ? MIN_DEPTH : d > MAX_DEPTH ? MAX_DEPTH : d;
-}
-
-static void *alloc_locked(size_t len)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, len))
-		return NULL;
-	memset(p, 0, len);
-	(void)mlock(p, len); /* best effort, as the pool does */
-	return p;
-}
-
-static void free_queue(struct queue *q)
-{
-	if (!q->u)
-		return; /* never made */
-	if (q->ents) {
-		for (unsigned i = 0; i < q->u->depth; i++) {
-			free(q->ents[i].hdr);
-			free(q->ents[i].area);
-		}
-		free(q->ents);
-	}
-	if (q->ring_ok)
-		io_uring_queue_exit(&q->ring);
-	if (q->efd >= 0)
-		close(q->efd);
-	free(q->tids);
-	pthread_cond_destroy(&q->follow);
-	pthread_mutex_destroy(&q->lock);
-}
-
-static int ring_block(void *arg, int fd, bool write, const struct iovec *iov, unsigned iovcnt,
-		      uint64_t off, void *token);
-
-static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
-{
-	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
-	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
-	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
-	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
-	int ret;
-
-	q->u = u;
-	q->qid = qid;
-	q->hook = (struct nvmefs_engine_ring){.queue = ring_block, .arg = q};
-	pthread_mutex_init(&q->lock, NULL);
-	pthread_cond_init(&q->follow, NULL);
-	q->efd = eventfd(0, EFD_CLOEXEC);
-	if (q->efd < 0)
-		return -errno;
-	q->tids = calloc(u->depth + 1, sizeof(*q->tids));
-	if (!q->tids)
-		return -ENOMEM;
-	/* Room for every entry's command and a wake-up at once, and for
-	 * device blocks (a full ring is submitted; ring_block). Completions
-	 * have 8 times as much: one per entry, one per block in flight. */
-	p.flags |= IORING_SETUP_CQSIZE;
-	p.cq_entries = 8 * (2 * u->depth + 2);
-	ret = io_uring_queue_init_params(sqes, &q->ring, &p);
-	if (ret)
-		return ret;
-	q->ring_ok = true;
-	q->ents = calloc(u->depth, sizeof(*q->ents));
-	if (!q->ents)
-		return -ENOMEM;
-	for (unsigned i = 0; i < u->depth; i++) {
-		struct ent *e = &q->ents[i];
-
-		e->q = q;
-		e->hdr = alloc_locked(sizeof(*e->hdr));
-		e->area = alloc_locked(HEAD_ROOM + PAYLOAD_SZ);
-		if (!e->hdr || !e->area)
-			return -ENOMEM;
-		e->payload = e->area + HEAD_ROOM;
-		e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
-		e->iov[1] = (struct iovec){e->payload, PAYLOAD_SZ};
-		/* tests/test_uring.sh: a payload the kernel refuses at REGISTER,
-		 * after INIT, the one failure that would leave requests waiting. */
-		if (short_payload)
-			e->iov[1].iov_len = 4096;
-	}
-	return 0;
-}
-
-void nvmefs_uring_free(struct nvmefs_uring *u)
-{
-	if (!u)
-		return;
-	for (unsigned i = 0; i < u->nq; i++)
-		free_queue(&u->q[i]);
-	free(u->q);
-	free(u);
-}
-
-int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
-			 nvmefs_serve_fn *serve, struct nvmefs_uring **out)
-{
-	struct nvmefs_uring *u;
-	int ret;
-
-	*out = NULL;
-	ret = nvmefs_uring_offered();
-	if (ret)
-		return ret;
-	u = calloc(1, sizeof(*u));
-	if (!u)
-		return -ENOMEM;
-	u->se = se;
-	u->vol = vol;
-	u->serve = serve;
-	u->fd = fuse_session_fd(se);
-	u->nq = possible_cpus();
-	if (sched_getaffinity(0, sizeof(u->anywhere), &u->anywhere))
-		CPU_ZERO(&u->anywhere); /* never: then only pinned (place) */
-	u->depth = depth ? depth : default_depth(u->nq);
-	u->q = calloc(u->nq, sizeof(*u->q));
-	if (!u->q) {
-		free(u);
-		return -ENOMEM;
-	}
-	for (unsigned i = 0; i < u->nq && !ret; i++)
-		ret = make_queue(u, &u->q[i], i);
-	if (ret) {
-		nvmefs_uring_free(u); /* free_queue copes with half-made queues */
-		return ret;
-	}
-	*out = u;
-	return 0;
-}
-
-uint64_t nvmefs_uring_init_flag(void)
-{
-	return FUSE_OVER_IO_URING_FLAG;
-}
-
-unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth)
-{
-	if (depth)
-		*depth = u ? u->depth : 0;
-	return u ? u->nq : 0;
-}
-
-uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
-{
-	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
-}
-
-unsigned nvmefs_uring_spread(const struct nvmefs_uring *u)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; u && i < u->nq; i++)
-		n += atomic_load_explicit(&u->q[i].spread, memory_order_relaxed);
-	return n;
-}
 
 static void queue_fail(struct queue *q, const char *what, int err);
 
@@ -741,7 +415,6 @@ static bool serve(struct queue *q, struct ent *e)
 	e->commit_id = e->hdr->ent.commit_id;
 	atomic_store_explicit(&e->unique, in->unique, memory_order_release);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
-	place_note(q, atomic_fetch_add_explicit(&q->serving, 1, memory_order_relaxed) > 0);
 	if (!nvmefs_serve_inline(in->opcode))
 		resign(q);
 	cur_ent = e;
@@ -784,6 +457,9 @@ static bool on_cqe(struct queue *q, void *data, int res)
 			queue_fail(q, "the kernel refused an entry", res);
 		return q->live > 0 || atomic_load(&q->ring_io);
 	}
+	/* Counted before it is served: every request has one reply, through
+	 * nvmefs_uring_reply, which takes it off (the malformed one too). */
+	place_note(q, atomic_fetch_add_explicit(&q->serving, 1, memory_order_relaxed) > 0);
 	if (!serve(q, e)) {
 		const struct fuse_in_header *in = (const void *)e->hdr->in_out;
 		struct fuse_out_header err = {
@@ -917,6 +593,7 @@ int nvmefs_uring_start(struct nvmefs_uring *u, void (*fail)(void *arg, int err),
 
 		struct queue *q = &u->q[i];
 
+		q->hook = (struct nvmefs_engine_ring){.queue = ring_block, .arg = q};
 		pthread_mutex_lock(&q->lock);
 		ret = -pthread_create(&q->tids[0], &attr, queue_main, q);
 		if (!ret)

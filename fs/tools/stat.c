@@ -225,13 +225,16 @@ static void print_totals(const struct sample *s)
 	       d->peak_in_flight);
 	if (s->has_native)
 		print_native_totals(&s->native);
-	if (s->transport && s->uring_queues)
-		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries (%" PRIu64
-		       " spread over the CPUs), %" PRIu64
+	if (s->transport && s->uring_queues) {
+		char spread[48] = "";
+
+		if (s->has_spread)
+			snprintf(spread, sizeof(spread), " (%" PRIu64 " spread over the CPUs)",
+				 s->uring_spread);
+		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries%s, %" PRIu64
 		       " requests through them (FORGET, INTERRUPT and notices on /dev/fuse)\n",
-		       s->transport, s->uring_queues, s->uring_depth, s->uring_spread,
-		       s->uring_requests);
-	else if (s->transport)
+		       s->transport, s->uring_queues, s->uring_depth, spread, s->uring_requests);
+	} else if (s->transport)
 		printf("transport: %s\n", s->transport);
 }
 

@@ -73,6 +73,7 @@ struct sample {
 	const char *transport;
 	uint64_t uring_queues, uring_depth, uring_requests;
 	uint64_t uring_spread; /* queues whose threads may run on any CPU */
+	bool has_spread;       /* false: a daemon from before placement */
 };
 
 /* A uint64_t member of a struct, named by its schema key. */

@@ -336,7 +336,8 @@ static int decode_transport(const char *file, struct json_object *root, struct s
 	if (!ret)
 		ret = get_u64(file, obj, "transport", "uring_requests", &s->uring_requests);
 	/* Since placement (uring.c): absent from older daemons' stats. */
-	if (!ret && json_object_object_get_ex(obj, "spread_queues", NULL))
+	s->has_spread = json_object_object_get_ex(obj, "spread_queues", NULL);
+	if (!ret && s->has_spread)
 		ret = get_u64(file, obj, "transport", "spread_queues", &s->uring_spread);
 	if (!ret)
 		s->transport = json_object_get_string(name);

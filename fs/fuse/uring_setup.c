@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * FUSE over io_uring: making the queues (rings, locked entry buffers,
+ * eventfds), before the INIT reply so that a failure falls back or refuses
+ * instead of leaving the kernel's requests waiting; freeing them; what
+ * they report (.nvmefs/stats, .nvmefs/config). How the transport works:
+ * the top of uring.c.
+ */
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "uring_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int nvmefs_uring_offered(void)
+{
+	char v = 0;
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
+
+	if (!f)
+		return -ENOTSUP; /* a kernel without it (before 6.14) */
+	if (fscanf(f, " %c", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v == 'Y' || v == 'y' || v == '1' ? 0 : -EPERM;
+}
+
+/* Possible CPUs, as the kernel counts its queues (num_possible_cpus). */
+static unsigned possible_cpus(void)
+{
+	unsigned a, b, n = 0;
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
+	int c;
+
+	if (!f)
+		return (unsigned)sysconf(_SC_NPROCESSORS_CONF);
+	while (fscanf(f, "%u", &a) == 1) {
+		b = a;
+		c = fgetc(f);
+		if (c == '-' && fscanf(f, "%u", &b) == 1)
+			c = fgetc(f);
+		n += b - a + 1;
+		if (c != ',')
+			break;
+	}
+	fclose(f);
+	return n ? n : 1;
+}
+
+static unsigned default_depth(unsigned nq)
+{
+	unsigned d = DEFAULT_ENTRIES / nq;
+
+	return d < MIN_DEPTH ? MIN_DEPTH : d > MAX_DEPTH ? MAX_DEPTH : d;
+}
+
+static void *alloc_locked(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, len))
+		return NULL;
+	memset(p, 0, len);
+	(void)mlock(p, len); /* best effort, as the pool does */
+	return p;
+}
+
+static void free_queue(struct queue *q)
+{
+	if (!q->u)
+		return; /* never made */
+	if (q->ents) {
+		for (unsigned i = 0; i < q->u->depth; i++) {
+			free(q->ents[i].hdr);
+			free(q->ents[i].area);
+		}
+		free(q->ents);
+	}
+	if (q->ring_ok)
+		io_uring_queue_exit(&q->ring);
+	if (q->efd >= 0)
+		close(q->efd);
+	free(q->tids);
+	pthread_cond_destroy(&q->follow);
+	pthread_mutex_destroy(&q->lock);
+}
+
+static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
+{
+	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
+	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
+	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
+	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
+	int ret;
+
+	q->u = u;
+	q->qid = qid;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->follow, NULL);
+	q->efd = eventfd(0, EFD_CLOEXEC);
+	if (q->efd < 0)
+		return -errno;
+	q->tids = calloc(u->depth + 1, sizeof(*q->tids));
+	if (!q->tids)
+		return -ENOMEM;
+	/* Room for every entry's command and a wake-up at once, and for
+	 * device blocks (a full ring is submitted; ring_block). Completions
+	 * have 8 times as much: one per entry, one per block in flight. */
+	p.flags |= IORING_SETUP_CQSIZE;
+	p.cq_entries = 8 * (2 * u->depth + 2);
+	ret = io_uring_queue_init_params(sqes, &q->ring, &p);
+	if (ret)
+		return ret;
+	q->ring_ok = true;
+	q->ents = calloc(u->depth, sizeof(*q->ents));
+	if (!q->ents)
+		return -ENOMEM;
+	for (unsigned i = 0; i < u->depth; i++) {
+		struct ent *e = &q->ents[i];
+
+		e->q = q;
+		e->hdr = alloc_locked(sizeof(*e->hdr));
+		e->area = alloc_locked(HEAD_ROOM + PAYLOAD_SZ);
+		if (!e->hdr || !e->area)
+			return -ENOMEM;
+		e->payload = e->area + HEAD_ROOM;
+		e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
+		e->iov[1] = (struct iovec){e->payload, PAYLOAD_SZ};
+		/* tests/test_uring.sh: a payload the kernel refuses at REGISTER,
+		 * after INIT, the one failure that would leave requests waiting. */
+		if (short_payload)
+			e->iov[1].iov_len = 4096;
+	}
+	return 0;
+}
+
+void nvmefs_uring_free(struct nvmefs_uring *u)
+{
+	if (!u)
+		return;
+	for (unsigned i = 0; i < u->nq; i++)
+		free_queue(&u->q[i]);
+	free(u->q);
+	free(u);
+}
+
+/* Where a spread queue's threads may run: the CPUs the daemon may, on
+ * the devices' home node when it has some (the pool's buffers are there,
+ * as the /dev/fuse workers are: loop.c); empty (never spread) when none. */
+static void spread_cpus(const struct nvmefs_vol *vol, cpu_set_t *out)
+{
+	cpu_set_t home;
+
+	if (sched_getaffinity(0, sizeof(*out), out)) {
+		CPU_ZERO(out);
+		return;
+	}
+	if (vol && !nvmefs_node_cpus(nvmefs_devset_home_node(vol->set), &home)) {
+		CPU_AND(&home, &home, out);
+		if (CPU_COUNT(&home))
+			*out = home;
+	}
+}
+
+int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
+			 nvmefs_serve_fn *serve, struct nvmefs_uring **out)
+{
+	struct nvmefs_uring *u;
+	int ret;
+
+	*out = NULL;
+	ret = nvmefs_uring_offered();
+	if (ret)
+		return ret;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->se = se;
+	u->vol = vol;
+	u->serve = serve;
+	u->fd = fuse_session_fd(se);
+	u->nq = possible_cpus();
+	spread_cpus(vol, &u->anywhere);
+	u->depth = depth ? depth : default_depth(u->nq);
+	u->q = calloc(u->nq, sizeof(*u->q));
+	if (!u->q) {
+		free(u);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < u->nq && !ret; i++)
+		ret = make_queue(u, &u->q[i], i);
+	if (ret) {
+		nvmefs_uring_free(u); /* free_queue copes with half-made queues */
+		return ret;
+	}
+	*out = u;
+	return 0;
+}
+
+uint64_t nvmefs_uring_init_flag(void)
+{
+	return FUSE_OVER_IO_URING_FLAG;
+}
+
+unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth)
+{
+	if (depth)
+		*depth = u ? u->depth : 0;
+	return u ? u->nq : 0;
+}
+
+uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
+{
+	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
+}
+
+unsigned nvmefs_uring_spread(const struct nvmefs_uring *u)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; u && i < u->nq; i++)
+		n += atomic_load_explicit(&u->q[i].spread, memory_order_relaxed);
+	return n;
+}
