@@ -149,14 +149,26 @@ typedef void nvmefs_serve_fn(struct fuse_session *se, struct nvmefs_vol *vol, vo
 nvmefs_serve_fn nvmefs_loop_serve;
 
 /*
- * Requests a leader (of the /dev/fuse loop, or of an io_uring queue)
- * serves itself: they wait for nothing but memory (READ and WRITE leave
- * for the devices; where they might wait, for a range lock or a buffer,
- * the leader hands over first). Before any other it hands over.
+ * Whether a leader (of the /dev/fuse loop, or of an io_uring queue) serves
+ * the request in (its fuse_in_header, then the opcode's struct, as read(2)
+ * from /dev/fuse lays them out; len bytes in all) itself: it waits for
+ * nothing but memory (READ and WRITE leave for the devices; where one
+ * might wait, for a range lock, a buffer or a commit, the leader hands
+ * over first: nvmefs_before_wait). Before any other it hands over. An
+ * IOCTL is one, but for the control directory's remount and a shutdown,
+ * which flush everything: the others are a file's attribute flags and
+ * what is answered ENOTTY at once (isatty(3)'s TCGETS, which Python's
+ * open() sends).
  */
-static inline bool nvmefs_serve_inline(uint32_t opcode)
+static inline bool nvmefs_serve_inline(const struct fuse_in_header *in, size_t len)
 {
-	switch (opcode) {
+	const struct fuse_ioctl_in *io = (const void *)(in + 1);
+
+	switch (in->opcode) {
+	case FUSE_IOCTL:
+		return len >= sizeof(*in) + sizeof(*io) &&
+		       io->cmd != (uint32_t)NVMEFS_IOC_SHUTDOWN &&
+		       io->cmd != (uint32_t)NVMEFS_IOC_REMOUNT;
 	case FUSE_LOOKUP:
 	case FUSE_FORGET:
 	case FUSE_BATCH_FORGET:

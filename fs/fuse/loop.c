@@ -383,8 +383,7 @@ static void *worker_main(void *arg)
 				atomic_store(&lp->error, res);
 			break;
 		}
-		if ((fb.flags & FUSE_BUF_IS_FD) ||
-		    !nvmefs_serve_inline(((const struct fuse_in_header *)fb.mem)->opcode))
+		if ((fb.flags & FUSE_BUF_IS_FD) || !nvmefs_serve_inline(fb.mem, fb.size))
 			resign(w);
 		serve_one(w, &fb);
 	}

@@ -415,7 +415,7 @@ static bool serve(struct queue *q, struct ent *e)
 	e->commit_id = e->hdr->ent.commit_id;
 	atomic_store_explicit(&e->unique, in->unique, memory_order_release);
 	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
-	if (!nvmefs_serve_inline(in->opcode))
+	if (!nvmefs_serve_inline((const struct fuse_in_header *)start, in->len))
 		resign(q);
 	cur_ent = e;
 	u->serve(u->se, u->vol, start, in->len);
