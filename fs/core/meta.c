@@ -701,21 +701,32 @@ int nvmefs_meta_fill_extents(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * complement of the extents says. No live caller does this (they map
  * holes or convert in place: nothing to do), but a record may.
  */
+/* The part of x (an extent of e's slot that overlaps e's range of the
+ * slot) that e replaces, as a device range: its start in *off, its
+ * length returned. */
+static uint64_t replaced_part(const struct nvmefs_ext *x, const struct nvmefs_ext *e, uint64_t *off)
+{
+	uint64_t end = e->comp_off + e->len;
+	uint64_t lo = x->comp_off > e->comp_off ? x->comp_off : e->comp_off;
+	uint64_t hi = x->comp_off + x->len < end ? x->comp_off + x->len : end;
+
+	*off = x->dev_off + (lo - x->comp_off);
+	return hi - lo;
+}
+
 static void extent_moved(struct nvmefs_vol *vol, struct nvmefs_inode *in, unsigned slot,
 			 const struct nvmefs_ext *e)
 {
 	const struct nvmefs_extmap *m = &in->slots[slot];
-	uint64_t end = e->comp_off + e->len;
+	uint64_t end = e->comp_off + e->len, off, len;
 
 	for (size_t i = nvmefs_extmap_find(m, e->comp_off); i < m->n && m->v[i].comp_off < end;
 	     i++) {
 		const struct nvmefs_ext *x = &m->v[i];
-		uint64_t lo = x->comp_off > e->comp_off ? x->comp_off : e->comp_off;
-		uint64_t hi = x->comp_off + x->len < end ? x->comp_off + x->len : end;
 
+		len = replaced_part(x, e, &off);
 		if (x->dev_off - x->comp_off != e->dev_off - e->comp_off)
-			nvmefs_alloc_applied_put(vol, in->layout.devs[slot],
-						 x->dev_off + (lo - x->comp_off), hi - lo);
+			nvmefs_alloc_applied_put(vol, in->layout.devs[slot], off, len);
 	}
 }
 
@@ -745,11 +756,10 @@ static bool extent_space_ok(struct nvmefs_vol *vol, struct nvmefs_inode *in, uns
 	have = nvmefs_alloc_applied_free(vol, dev, e->dev_off, e->len);
 	for (size_t i = nvmefs_extmap_find(m, e->comp_off); i < m->n && m->v[i].comp_off < end;
 	     i++) {
-		const struct nvmefs_ext *x = &m->v[i];
-		uint64_t lo = x->comp_off > e->comp_off ? x->comp_off : e->comp_off;
-		uint64_t hi = x->comp_off + x->len < end ? x->comp_off + x->len : end;
-		uint64_t xlo = x->dev_off + (lo - x->comp_off), xhi = xlo + (hi - lo);
+		uint64_t xlo, xhi;
 
+		xhi = replaced_part(&m->v[i], e, &xlo);
+		xhi += xlo;
 		if (xlo < dend && xhi > e->dev_off)
 			have += (xhi < dend ? xhi : dend) - (xlo > e->dev_off ? xlo : e->dev_off);
 	}
