@@ -499,9 +499,14 @@ int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 		     uint64_t *res)
 {
 	const struct nvmefs_layout *l = &in->layout;
+	struct nvmefs_rl_ent rl;
 	uint64_t size, o;
 	int ret = -ENXIO;
 
+	/* After the writes in flight from off on: one answered before its
+	 * devices completed (NVMEFS_WRITE_BEHIND) has its size set but maps
+	 * its extents only then, and cp would take its range for a hole. */
+	nvmefs_rl_lock(&in->io_lock, &rl, off, NVMEFS_RL_ALL, false);
 	pthread_mutex_lock(&vol->lock);
 	size = in->size;
 	if (off >= size)
@@ -558,6 +563,7 @@ int nvmefs_data_seek(struct nvmefs_vol *vol, struct nvmefs_inode *in, uint64_t o
 	}
 out:
 	pthread_mutex_unlock(&vol->lock);
+	nvmefs_rl_unlock(&in->io_lock, &rl);
 	if (!ret && *res > size)
 		*res = size;
 	return ret;

@@ -53,6 +53,27 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 /* nvmefs_data_write_async flags */
 #define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
 #define NVMEFS_WRITE_KEEP_TIMES (1u << 1) /* leave mtime and ctime (the kernel's) */
+/*
+ * Answer done(ctx, len) once the write is planned (its space allocated)
+ * and sent, before the devices complete it, when no commit is gathering
+ * its records and fewer than NVMEFS_BEHIND_MAX such writes are in flight;
+ * otherwise, or when edge blocks must be read first, at completion as
+ * usual. Until it completes, its range stays locked (a read of it waits),
+ * the file shows its new size and times, and a commit waits for it (so no
+ * durable size covers data that is not). A failure then goes to the
+ * file's next fsync (nvmefs_data_behind_error), as the page cache's
+ * write-back errors do.
+ */
+#define NVMEFS_WRITE_BEHIND (1u << 2)
+#define NVMEFS_BEHIND_MAX   64u
+
+/* A commit, before it gathers records: new writes are not answered early,
+ * and those in flight are waited for. Undone by nvmefs_data_behind_release. */
+void nvmefs_data_behind_hold(struct nvmefs_vol *vol);
+void nvmefs_data_behind_release(struct nvmefs_vol *vol);
+/* The first failure of an early-answered write of in since the last
+ * call (-errno), or 0; cleared. Call after a commit (which waits for them). */
+int nvmefs_data_behind_error(struct nvmefs_inode *in);
 
 /*
  * Write len bytes of data at off (NVMEFS_WRITE_* flags). buf is a pool buffer the call takes over;

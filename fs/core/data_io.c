@@ -52,6 +52,7 @@ struct dio {
 	const uint8_t *data;	  /* read: where the reply's bytes start */
 	bool keep_times;	  /* write: the kernel owns mtime and ctime */
 	bool keep_buf;		  /* the buffer is done's to keep (prefetch) */
+	bool behind;		  /* write: asked (NVMEFS_WRITE_BEHIND); once sent, answered */
 	nvmefs_data_done_fn held; /* read: called before the unlock (or NULL) */
 	nvmefs_data_done_fn done;
 	void *ctx;
@@ -107,6 +108,65 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 	return d;
 }
 
+/* ---- writes answered before the devices complete them ---- */
+
+/* May one more write be answered early? Counted in flight if so. */
+static bool behind_begin(struct nvmefs_vol *vol)
+{
+	bool ok;
+
+	pthread_mutex_lock(&vol->behind_lock);
+	ok = !vol->behind_gate && vol->behind_n < NVMEFS_BEHIND_MAX;
+	if (ok)
+		vol->behind_n++;
+	pthread_mutex_unlock(&vol->behind_lock);
+	return ok;
+}
+
+/* An early-answered write ended (res: its outcome): its failure is kept
+ * for the file's next fsync, then a waiting commit may go on. */
+static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize_t res)
+{
+	int none = 0;
+
+	if (res < 0) {
+		atomic_compare_exchange_strong(&in->behind_err, &none, (int)res);
+		atomic_fetch_add_explicit(&vol->stats.behind_errors, 1, memory_order_relaxed);
+	}
+	pthread_mutex_lock(&vol->behind_lock);
+	if (!--vol->behind_n && vol->behind_gate)
+		pthread_cond_broadcast(&vol->behind_cond);
+	pthread_mutex_unlock(&vol->behind_lock);
+}
+
+void nvmefs_data_behind_hold(struct nvmefs_vol *vol)
+{
+	pthread_mutex_lock(&vol->behind_lock);
+	vol->behind_gate = true;
+	while (vol->behind_n) {
+		/* An io_uring queue's leader hands its ring on first: the
+		 * writes' completions may be waiting on it. */
+		pthread_mutex_unlock(&vol->behind_lock);
+		nvmefs_before_wait();
+		pthread_mutex_lock(&vol->behind_lock);
+		if (vol->behind_n)
+			pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
+	}
+	pthread_mutex_unlock(&vol->behind_lock);
+}
+
+void nvmefs_data_behind_release(struct nvmefs_vol *vol)
+{
+	pthread_mutex_lock(&vol->behind_lock);
+	vol->behind_gate = false;
+	pthread_mutex_unlock(&vol->behind_lock);
+}
+
+int nvmefs_data_behind_error(struct nvmefs_inode *in)
+{
+	return atomic_exchange(&in->behind_err, 0);
+}
+
 /* Unlock, answer, and free everything the dio holds. */
 static void dio_finish(struct dio *d, ssize_t res)
 {
@@ -116,10 +176,14 @@ static void dio_finish(struct dio *d, ssize_t res)
 		d->held(d->ctx, res, res > 0 ? d->data : NULL);
 	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
+	if (d->behind)
+		behind_finish(vol, d->in, res);
 	/* The last use of d->in: once answered, the caller may close the
-	 * file, whose handle kept the inode until then. */
+	 * file, whose handle kept the inode until then (an early-answered
+	 * write's inode is kept by ios alone: nvmefs_inode_held). */
 	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
-	d->done(d->ctx, res, res > 0 ? d->data : NULL);
+	if (!d->behind)
+		d->done(d->ctx, res, res > 0 ? d->data : NULL);
 	if (!d->keep_buf)
 		nvmefs_bufpool_put(vol->pool, d->buf);
 	nvmefs_data_plan_free(&d->pl);
@@ -326,7 +390,7 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 	/* An overwrite (nothing to record, no new size) takes no lock. */
 	if (!ret && !d->pl.nrecs &&
 	    d->off + d->len <= __atomic_load_n(&in->size, __ATOMIC_ACQUIRE)) {
-		if (!d->keep_times)
+		if (!d->keep_times && !d->behind)
 			note_overwrite(vol, in);
 		dio_finish(d, (ssize_t)d->len);
 		return;
@@ -338,7 +402,7 @@ static void write_io_done(struct nvmefs_io_req *io, int res)
 		ret = nvmefs_data_log_extents(vol, &d->pl);
 		if (d->off + d->len > in->size)
 			__atomic_store_n(&in->size, d->off + d->len, __ATOMIC_RELEASE);
-		if (!d->keep_times)
+		if (!d->keep_times && !d->behind)
 			nvmefs_data_touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 	}
@@ -404,6 +468,8 @@ static void edges_read_done(struct nvmefs_io_req *io, int res)
 	}
 	edges_merge(x);
 	edges_free(x);
+	/* Not answered early: the caller waited for this read already. */
+	d->behind = false;
 	/* On the completion thread: planning and submitting never wait for a
 	 * device (engine submission only queues), except a commit after
 	 * ENOSPC with space pending (reclaim_pending, data.c). */
@@ -478,6 +544,8 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 }
 
 static void write_start(struct dio *d, const void *data, size_t len, uint64_t off, unsigned flags);
+static void write_unsent(struct dio *d, int err);
+static void write_behind(struct dio *d);
 
 /*
  * chattr's rules on a write, for every door (the open's are in namei.c):
@@ -541,6 +609,7 @@ static void write_start(struct dio *d, const void *data, size_t len, uint64_t of
 	d->off = off;
 	d->len = len;
 	d->keep_times = flags & NVMEFS_WRITE_KEEP_TIMES;
+	d->behind = (flags & NVMEFS_WRITE_BEHIND) && !d->keep_times && !d->user_area;
 	d->pl.buf = dio_area(d, a, e);
 	if (!d->pl.buf) {
 		dio_finish(d, -EIO);
@@ -567,16 +636,69 @@ static void write_continue(struct dio *d)
 	if (nvmefs_data_plan_overwrite(vol, in, a, e - a, &d->pl))
 		ret = nvmefs_data_plan_walk(vol, in, a, e - a, nvmefs_data_write_piece, &d->pl);
 	if (ret) {
+		d->behind = false;
 		dio_finish(d, ret);
 		return;
 	}
-	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
-	if (ret) {
-		pthread_mutex_lock(&vol->lock);
-		nvmefs_data_plan_unreserve(vol, in, &d->pl);
-		pthread_mutex_unlock(&vol->lock);
-		dio_finish(d, ret);
+	if (d->behind && !behind_begin(vol))
+		d->behind = false;
+	if (!d->behind) {
+		ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
+		if (ret)
+			write_unsent(d, ret);
+		return;
 	}
+	write_behind(d);
+}
+
+/* A write the engine refused: its space back, the caller answered. */
+static void write_unsent(struct dio *d, int err)
+{
+	pthread_mutex_lock(&d->vol->lock);
+	nvmefs_data_plan_unreserve(d->vol, d->in, &d->pl);
+	pthread_mutex_unlock(&d->vol->lock);
+	dio_finish(d, err);
+}
+
+/*
+ * Send a planned write counted in behind_n and answer it at once
+ * (NVMEFS_WRITE_BEHIND). Once sent, d may complete and be freed on any
+ * thread: only copies are used after. The file's new size and times are
+ * then set before the reply, which lets the kernel believe them: a
+ * GETATTR after it must agree. The handle that sent the request keeps the
+ * inode until the reply; from then on the dio's count on it (ios) does.
+ * A commit gathers no size before the write's extents: it waits for
+ * behind_n.
+ */
+static void write_behind(struct dio *d)
+{
+	struct nvmefs_vol *vol = d->vol;
+	struct nvmefs_inode *in = d->in;
+	nvmefs_data_done_fn done = d->done;
+	void *ctx = d->ctx;
+	size_t len = d->len;
+	uint64_t end = d->off + d->len;
+	bool grows = d->pl.nrecs || end > __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
+	int ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
+
+	if (ret) { /* nothing was sent: answered now, with the error */
+		behind_finish(vol, in, 0);
+		d->behind = false;
+		write_unsent(d, ret);
+		return;
+	}
+	if (grows) {
+		pthread_mutex_lock(&vol->lock);
+		if (end > in->size)
+			__atomic_store_n(&in->size, end, __ATOMIC_RELEASE);
+		nvmefs_data_touch_mc(in);
+		nvmefs_inode_dirty(vol, in);
+		pthread_mutex_unlock(&vol->lock);
+	} else {
+		note_overwrite(vol, in);
+	}
+	atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
+	done(ctx, (ssize_t)len, NULL);
 }
 
 /* ---- into and from the caller's buffers ---- */

@@ -158,6 +158,9 @@ struct nvmefs_inode {
 	/* Reads and writes in flight on it (fs/core/data_io.c, dio_new to
 	 * dio_finish): counted without meta, as an overwrite takes none. */
 	atomic_uint ios;
+	/* The first failure (-errno) of a write answered before the devices
+	 * completed it (NVMEFS_WRITE_BEHIND), for the file's next fsync. */
+	atomic_int behind_err;
 };
 
 /* Free space of one member: sorted, coalesced byte ranges. */
@@ -245,6 +248,10 @@ struct nvmefs_vol_opts {
 	unsigned statahead;   /* entries read ahead of a directory walk (0: off) */
 	unsigned uring;	      /* NVMEFS_URING_*: FUSE over io_uring (fs/fuse/uring.c) */
 	unsigned uring_depth; /* its entries per queue (0: the default) */
+	/* A WRITE of at most this many bytes is answered once it is planned
+	 * and sent, before the devices complete it (NVMEFS_WRITE_BEHIND,
+	 * fs/core/data_io.c; -o write_behind; 0: never). */
+	uint64_t write_behind;
 };
 
 /*
@@ -357,7 +364,15 @@ struct nvmefs_vol {
 	atomic_uint dio_inflight; /* counted without a lock ... */
 	atomic_bool draining;	  /* ... dio_lock and dio_cond only wake a drain */
 	atomic_uint io_inflight;  /* of those, at the devices */
-	atomic_uint io_peak;	  /* the most at the devices at once */
+	/* Writes answered before the devices completed them
+	 * (NVMEFS_WRITE_BEHIND): how many are in flight, and a commit's gate,
+	 * which sends new ones the usual way while the commit waits for those
+	 * to end (nvmefs_data_behind_hold). */
+	pthread_mutex_t behind_lock;
+	pthread_cond_t behind_cond;
+	unsigned behind_n;
+	bool behind_gate;
+	atomic_uint io_peak; /* the most at the devices at once */
 	/* Data path counters (relaxed atomics): copies the daemon made. */
 	struct {
 		atomic_uint_fast64_t reads, writes;
@@ -368,6 +383,8 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 		atomic_uint_fast64_t open_pushes;      /* opens that stored the data (ops_file.c) */
+		atomic_uint_fast64_t behind_writes; /* answered once sent (NVMEFS_WRITE_BEHIND) */
+		atomic_uint_fast64_t behind_errors; /* of those, failed at the devices */
 	} stats;
 	/* The native door's counters (fs/native/server.c; relaxed atomics). */
 	struct {
@@ -459,9 +476,10 @@ static inline const char *nvmefs_meta_where(const struct nvmefs_vol *vol)
 
 /* Bytes per pool buffer: the largest FUSE request (1 MiB, fs/fuse/loop.c) and
  * a block either side of it (its header page, an unaligned range's edge). */
-#define NVMEFS_POOL_BUF		   ((1u << 20) + 2 * NVMEFS_BLOCK)
-#define NVMEFS_POOL_DEFAULT	   (64u << 20) /* -o pool= */
-#define NVMEFS_CACHE_SMALL_DEFAULT (1u << 20)  /* -o cache_small= */
+#define NVMEFS_POOL_BUF		    ((1u << 20) + 2 * NVMEFS_BLOCK)
+#define NVMEFS_POOL_DEFAULT	    (64u << 20) /* -o pool= */
+#define NVMEFS_CACHE_SMALL_DEFAULT  (1u << 20)	/* -o cache_small= */
+#define NVMEFS_WRITE_BEHIND_DEFAULT (64u << 10) /* -o write_behind= */
 
 #define NVMEFS_META_CACHE_DEFAULT (128ull << 20) /* -o meta_cache= */
 

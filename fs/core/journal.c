@@ -20,6 +20,7 @@
  */
 #include "fs_i.h"
 #include "alloc_i.h"
+#include "data_i.h"
 #include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
@@ -346,10 +347,14 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 
 	if ((ret = nvmefs_journal_error(vol)))
 		return ret;
+	/* What is gathered below holds no size whose data is still on its
+	 * way to the devices: writes answered early end first (data_i.h). */
+	nvmefs_data_behind_hold(vol);
 	pthread_mutex_lock(&vol->lock);
 	if (vol->kv_err) { /* the store misses a record: it must not be flushed */
 		ret = vol->kv_err;
 		pthread_mutex_unlock(&vol->lock);
+		nvmefs_data_behind_release(vol);
 		set_error(vol, ret);
 		return ret;
 	}
@@ -357,6 +362,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 	 * skip even the flushes (an fsync always flushes, for its data). */
 	if (idle_skip && !flush && !j->len && !vol->dirty && !j->npf) {
 		pthread_mutex_unlock(&vol->lock);
+		nvmefs_data_behind_release(vol);
 		return 0;
 	}
 	emit_dirty(vol);
@@ -387,6 +393,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		ret = nvmefs_store_freeze(vol->store, &mark);
 	}
 	pthread_mutex_unlock(&vol->lock);
+	nvmefs_data_behind_release(vol);
 	if (!ret)
 		ret = flush_data(vol);
 	if (!ret && plen)

@@ -41,6 +41,8 @@ struct nvmefs_vol *nvmefs_vol_create(struct nvmefs_devset *set, unsigned ndevs,
 		vol->opts = *opts;
 	pthread_mutex_init(&vol->lock, NULL);
 	pthread_mutex_init(&vol->dio_lock, NULL);
+	pthread_mutex_init(&vol->behind_lock, NULL);
+	pthread_cond_init(&vol->behind_cond, NULL);
 	pthread_mutex_init(&vol->remount_lock, NULL);
 	pthread_cond_init(&vol->dio_cond, NULL);
 	pthread_cond_init(&vol->load_cond, NULL);
@@ -68,6 +70,8 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 	pthread_cond_destroy(&vol->load_cond);
 	pthread_cond_destroy(&vol->push_cond);
 	pthread_mutex_destroy(&vol->dio_lock);
+	pthread_cond_destroy(&vol->behind_cond);
+	pthread_mutex_destroy(&vol->behind_lock);
 	pthread_mutex_destroy(&vol->remount_lock);
 	free(vol);
 }

@@ -259,6 +259,8 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	put_u64(o, "prefetch_hits", atomic_load(&vol->stats.prefetch_hits));
 	put_u64(o, "prefetch_wasted", atomic_load(&vol->stats.prefetch_wasted));
 	put_u64(o, "open_pushes", atomic_load(&vol->stats.open_pushes));
+	put_u64(o, "behind_writes", atomic_load(&vol->stats.behind_writes));
+	put_u64(o, "behind_errors", atomic_load(&vol->stats.behind_errors));
 	put_u64(o, "in_flight", now);
 	put_u64(o, "peak_in_flight", peak);
 	return o;
@@ -424,6 +426,7 @@ static char *render_config(struct nvmefs_vol *vol)
 	else
 		fprintf(f, "prefetch = %u\ncache_small = %llu\n", o->prefetch,
 			(unsigned long long)o->cache_small);
+	fprintf(f, "write_behind = %llu\n", (unsigned long long)o->write_behind);
 	fprintf(f, "queue_depth = %u\nthreads = %u\nspin_us = %u\n",
 		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",

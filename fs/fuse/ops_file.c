@@ -474,6 +474,19 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 			     read_done, req);
 }
 
+/*
+ * May this WRITE be answered before the devices complete it? Only what
+ * the page cache would have taken: at most -o write_behind bytes, through
+ * a handle that asked neither for O_DIRECT nor for O_SYNC or O_DSYNC (the
+ * kernel follows an RWF_DSYNC write with an FSYNC, which waits for it),
+ * and not a write-back of the kernel's pages.
+ */
+static bool behind_ok(const struct nvmefs_vol *vol, const struct fuse_file_info *fi, size_t size)
+{
+	return size <= vol->opts.write_behind && !fi->writepage &&
+	       !(fi->flags & (O_DIRECT | O_SYNC | O_DSYNC));
+}
+
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
 	      struct fuse_file_info *fi)
 {
@@ -513,6 +526,22 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off
 		flags |= NVMEFS_WRITE_APPEND;
 	if (fi->writepage && vol->writeback)
 		flags |= NVMEFS_WRITE_KEEP_TIMES;
+	/* A small write that asks for no durability is answered once sent:
+	 * its caller does not wait for the devices (data_i.h). It needs a
+	 * buffer that outlives the reply: on an io_uring queue one free now
+	 * (no wait holds the queue), else the payload's own. */
+	if (behind_ok(vol, fi, size)) {
+		flags |= NVMEFS_WRITE_BEHIND;
+		buf = nvmefs_uring_payload(&cap) == data ? nvmefs_loop_try_buf(vol) : take_buf(req);
+		if (buf) {
+			nvmefs_data_write_async(vol, in, buf, data, size, (uint64_t)off, flags,
+						write_done, req);
+			return;
+		}
+		if (nvmefs_uring_payload(&cap) != data)
+			return; /* take_buf replied */
+		flags &= ~NVMEFS_WRITE_BEHIND;
+	}
 	/* On an io_uring queue the data lies page-aligned where the kernel put
 	 * it, ours until the reply: the devices write straight from it. */
 	if (nvmefs_uring_payload(&cap) == data) {
@@ -532,6 +561,21 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	int ret = nvmefs_journal_commit(VOL(req));
+
+	/* The commit waited for the writes answered early: a failure of
+	 * this file's is its fsync's, once (as the page cache's errors). */
+	if (!nvmefs_ctl_ino(ino) && fh_of(fi)) {
+		int err = nvmefs_data_behind_error(fh_of(fi)->in);
+
+		if (!ret)
+			ret = err;
+	}
+	fuse_reply_err(req, -ret);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, -nvmefs_journal_commit(VOL(req)));
 }

@@ -101,6 +101,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off
 	      struct fuse_file_info *fi);
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		  struct fuse_file_info *fi);
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);

@@ -60,7 +60,8 @@ struct cfg {
 	char *extra[NVMEFS_MAX_DEVICES + 2];
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
-		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth, *cache_small;
+		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth, *cache_small,
+		*write_behind;
 	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
 	unsigned atime; /* NVMEFS_ATIME_*: the last of relatime, noatime, strictatime */
 };
@@ -82,6 +83,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("readahead=%s", readahead),
 	OPT("prefetch=%s", prefetch),
 	OPT("cache_small=%s", cache_small),
+	OPT("write_behind=%s", write_behind),
 	OPT("statahead=%s", statahead),
 	OPT("spin=%s", spin),
 	OPT("dirty=%s", dirty),
@@ -143,6 +145,9 @@ static void usage(FILE *f)
 		"                       reader, per file (default 2, 0: none)\n"
 		"  -o cache_small=SIZE  direct mode: read-only opens of files of at most\n"
 		"                       SIZE use the page cache (default 1M, 0: none)\n"
+		"  -o write_behind=SIZE a write of at most SIZE, without O_DIRECT or\n"
+		"                       O_SYNC, returns once sent to the devices; a\n"
+		"                       failure shows at fsync (default 64K, 0: none)\n"
 		"  -o statahead=N       entries of a directory read ahead of a program\n"
 		"                       that looks them up in order (default 512, 0: none)\n"
 		"  -o writeback         cached mode: the kernel's write-back cache; a full\n"
@@ -365,6 +370,15 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 			return -EINVAL;
 		}
 		o->cache_small = v;
+	}
+	o->write_behind = NVMEFS_WRITE_BEHIND_DEFAULT;
+	if (c->write_behind) {
+		if (nvmefs_parse_size(c->write_behind, &v) || v > (1u << 20)) {
+			nvmefs_err("bad write_behind '%s': want a size up to 1M (0: none)",
+				   c->write_behind);
+			return -EINVAL;
+		}
+		o->write_behind = v;
 	}
 	o->statahead = 512;
 	if (c->statahead && parse_uint("statahead", c->statahead, 0, 65536, &o->statahead))
@@ -812,6 +826,7 @@ out:
 	free(c.readahead);
 	free(c.prefetch);
 	free(c.cache_small);
+	free(c.write_behind);
 	free(c.spin);
 	free(c.uring_mode);
 	free(c.uring_depth);

@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: MIT
+"""Writes answered before the devices complete them (NVMEFS_WRITE_BEHIND,
+fs/core/data_io.c), on a mounted volume: usage write_behind.py MNT PHASE REF.
+
+PHASE "write": small writes are answered early (.nvmefs/stats
+data.behind_writes moves); right after each one, before its close, the file
+shows its new size through another descriptor, reads back its bytes there,
+and lseek(SEEK_DATA/SEEK_HOLE) sees data, not a hole (cp's test for a sparse
+file); what asks for more is not answered early: O_DIRECT, O_SYNC, O_DSYNC,
+a write larger than -o write_behind. The files' bytes are saved in the
+directory REF (outside the mount) for PHASE "check", run after a remount, which reads them
+all back.
+
+PHASE "fail" (the test daemon, with writes to one member failing): each
+small file is written and fsync'ed; a write answered early whose device
+write failed must fail its fsync (EIO), and every file whose write and
+fsync both succeeded must read back exactly once the fault is cleared
+(PHASE "failcheck").
+"""
+import errno
+import json
+import os
+import sys
+
+MNT, PHASE, REF = sys.argv[1], sys.argv[2], sys.argv[3]
+fails = 0
+
+
+def check(what, ok):
+    global fails
+    if not ok:
+        print("FAIL: " + what, file=sys.stderr)
+        fails += 1
+
+
+def data_stats():
+    with open(os.path.join(MNT, ".nvmefs/stats")) as f:
+        return json.load(f)["data"]
+
+
+def behind():
+    return data_stats()["behind_writes"]
+
+
+def payload(i, n):
+    return bytes((i * 7 + k) % 251 for k in range(n))
+
+
+def save(name, data):
+    with open(os.path.join(REF, name), "wb") as f:
+        f.write(data)
+
+
+def phase_write():
+    os.makedirs(REF, exist_ok=True)
+    d = os.path.join(MNT, "wb")
+    os.mkdir(d)
+    sizes = [4096, 100, 65536, 12288, 1]
+    b0 = behind()
+    early = 0
+    for i in range(200):
+        n = sizes[i % len(sizes)]
+        data = payload(i, n)
+        p = os.path.join(d, "f%03d" % i)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        check("f%03d: write" % i, os.write(fd, data) == n)
+        # Before the close: another descriptor sees it all.
+        # (lseek first: a read would wait for the write, lseek must too.)
+        r = os.open(p, os.O_RDONLY)
+        check("f%03d: SEEK_DATA finds the data" % i, os.lseek(r, 0, os.SEEK_DATA) == 0)
+        check("f%03d: SEEK_HOLE at the end" % i, os.lseek(r, 0, os.SEEK_HOLE) == n)
+        check("f%03d: size %d right after the write" % (i, n), os.fstat(r).st_size == n)
+        check("f%03d: read back right after the write" % i, os.pread(r, n + 1, 0) == data)
+        os.close(r)
+        os.close(fd)
+        save("f%03d" % i, data)
+        early += 1
+    b1 = behind()
+    # A commit's gather sends some the usual way; most go early.
+    check("small writes answered early: %d of %d" % (b1 - b0, early), b1 - b0 >= early // 2)
+    # Appended in small pieces, each answered early: one file, all there.
+    p = os.path.join(d, "appended")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    whole = b""
+    for i in range(64):
+        piece = payload(1000 + i, 777)
+        os.write(fd, piece)
+        whole += piece
+    check("appended: size", os.fstat(fd).st_size == len(whole))
+    os.close(fd)
+    with open(p, "rb") as f:
+        check("appended: content", f.read() == whole)
+    save("appended", whole)
+    # Overwritten in place, then read through another descriptor.
+    p = os.path.join(d, "f000")
+    fd = os.open(p, os.O_WRONLY)
+    new = payload(5000, 4096)
+    os.pwrite(fd, new, 0)
+    with open(p, "rb") as f:
+        check("overwrite: read back at once", f.read() == new)
+    os.close(fd)
+    save("f000", new)
+    # What asks for more is answered when the devices are done.
+    for name, flags, n in (("direct", os.O_DIRECT, 4096), ("sync", os.O_SYNC, 4096),
+                           ("dsync", os.O_DSYNC, 4096), ("large", 0, 65537)):
+        data = payload(7000, n)
+        b = behind()
+        fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | flags, 0o644)
+        if flags & os.O_DIRECT:
+            import mmap
+            buf = mmap.mmap(-1, n)
+            buf.write(data)
+            os.write(fd, buf)
+        else:
+            os.write(fd, data)
+        os.close(fd)
+        check("%s write not answered early" % name, behind() == b)
+        save(name, data)
+
+
+def phase_check():
+    names = sorted(os.listdir(REF))
+    check("files saved", len(names) > 200)
+    for name in names:
+        with open(os.path.join(REF, name), "rb") as f:
+            want = f.read()
+        with open(os.path.join(MNT, "wb", name), "rb") as f:
+            check("%s intact after a remount" % name, f.read() == want)
+
+
+def phase_fail():
+    os.makedirs(REF, exist_ok=True)
+    d = os.path.join(MNT, "wbf")
+    os.mkdir(d)
+    s0 = data_stats()
+    write_failed = fsync_failed = ok = 0
+    for i in range(32):
+        data = payload(9000 + i, 4096)
+        fd = os.open(os.path.join(d, "g%02d" % i), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        except OSError as e:
+            check("g%02d: write fails with EIO, not %s" % (i, e), e.errno == errno.EIO)
+            write_failed += 1
+            os.close(fd)
+            continue
+        try:
+            os.fsync(fd)
+            ok += 1
+            save("g%02d" % i, data)
+        except OSError as e:
+            check("g%02d: fsync fails with EIO, not %s" % (i, e), e.errno == errno.EIO)
+            fsync_failed += 1
+        os.close(fd)
+    s1 = data_stats()
+    print("with member writes failing: %d files fine, %d writes failed, %d answered "
+          "early and failed at fsync (%d device failures counted)"
+          % (ok, write_failed, fsync_failed, s1["behind_errors"] - s0["behind_errors"]))
+    check("some early-answered writes failed at fsync", fsync_failed >= 1)
+    check("each counted", s1["behind_errors"] - s0["behind_errors"] >= fsync_failed)
+    check("the files on the other members were fine", ok >= 1)
+
+
+def phase_failcheck():
+    for name in sorted(os.listdir(REF)):
+        with open(os.path.join(REF, name), "rb") as f:
+            want = f.read()
+        with open(os.path.join(MNT, "wbf", name), "rb") as f:
+            check("%s: fsync'ed, intact" % name, f.read() == want)
+
+
+{"write": phase_write, "check": phase_check, "fail": phase_fail,
+ "failcheck": phase_failcheck}[PHASE]()
+sys.exit(1 if fails else 0)
