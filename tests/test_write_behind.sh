@@ -8,7 +8,8 @@
 # answered early. Then, on the test daemon nvmefs-fi with writes to member 3
 # failing: an early-answered write whose device write failed fails its
 # fsync with EIO, and every file whose write and fsync succeeded reads back
-# exactly. Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or
+# exactly; and temporary files unlinked at once while the members are slow
+# leave fsck clean (a file's space goes after its writes). Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or
 # Debian's python3.
 # usage: test_write_behind.sh BUILD_DIR [MODE]
 set -euo pipefail
@@ -33,16 +34,27 @@ check "write_behind.py write ($mode)" "$py" "$here/write_behind.py" "$MNT" write
 mnt_remount "mode=$mode"
 check "write_behind.py check ($mode)" "$py" "$here/write_behind.py" "$MNT" check "$MNT_TMP/ref1"
 mnt_umount
+check "fsck -n clean ($mode)" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
 
 if [ -x "$build/tests/nvmefs-fi" ]; then
 	MNT_DAEMON=tests/nvmefs-fi
+	MNT_FOREGROUND=1
 	mnt_mount "mode=$mode"
 	setfattr -n trusted.nvmefs.fault -v "eio dev=3 ops=w" "$MNT"
 	check "write_behind.py fail ($mode)" "$py" "$here/write_behind.py" "$MNT" fail "$MNT_TMP/ref2"
 	setfattr -n trusted.nvmefs.fault -v "clear" "$MNT"
 	mnt_remount "mode=$mode"
 	check "write_behind.py failcheck ($mode)" "$py" "$here/write_behind.py" "$MNT" failcheck "$MNT_TMP/ref2"
+	for d in 0 1 2 3; do
+		setfattr -n trusted.nvmefs.fault -v "latency dev=$d us=20000" "$MNT"
+	done
+	: >"$MNT_TMP/nvmefs.log"
+	check "write_behind.py tmp ($mode, slow members)" "$py" "$here/write_behind.py" "$MNT" tmp "$MNT_TMP/ref3"
+	setfattr -n trusted.nvmefs.fault -v "clear" "$MNT"
 	mnt_umount
+	check "no error logged for the temporary files" \
+		bash -c '! grep -i "error\|fail" "$1"' _ "$MNT_TMP/nvmefs.log"
+	check "fsck -n clean after the temporary files ($mode)" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
 else
 	echo "no $build/tests/nvmefs-fi: the failure half skipped"
 fi

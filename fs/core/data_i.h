@@ -71,6 +71,10 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * and those in flight are waited for. Undone by nvmefs_data_behind_release. */
 void nvmefs_data_behind_hold(struct nvmefs_vol *vol);
 void nvmefs_data_behind_release(struct nvmefs_vol *vol);
+/* Wait until no early-answered write of in is in flight: before its
+ * handle goes, as the file's space may go with the last one (an unlinked
+ * file's), and must not go before the writes' extents come. */
+void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* The first failure of an early-answered write of in since the last
  * call (-errno), or 0; cleared. Call after a commit (which waits for them). */
 int nvmefs_data_behind_error(struct nvmefs_inode *in);

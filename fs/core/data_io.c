@@ -110,17 +110,35 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 
 /* ---- writes answered before the devices complete them ---- */
 
-/* May one more write be answered early? Counted in flight if so. */
-static bool behind_begin(struct nvmefs_vol *vol)
+/* May one more write of in be answered early? Counted in flight if so. */
+static bool behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	bool ok;
 
 	pthread_mutex_lock(&vol->behind_lock);
 	ok = !vol->behind_gate && vol->behind_n < NVMEFS_BEHIND_MAX;
-	if (ok)
+	if (ok) {
 		vol->behind_n++;
+		in->behind_n++;
+	}
 	pthread_mutex_unlock(&vol->behind_lock);
 	return ok;
+}
+
+/* Wait (behind_lock held) until *n is 0. An io_uring queue's leader hands
+ * its ring on first: the writes' completions may be waiting on it. */
+static void behind_wait_zero(struct nvmefs_vol *vol, const unsigned *n)
+{
+	while (*n) {
+		pthread_mutex_unlock(&vol->behind_lock);
+		nvmefs_before_wait();
+		pthread_mutex_lock(&vol->behind_lock);
+		if (!*n)
+			break;
+		vol->behind_waiters++;
+		pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
+		vol->behind_waiters--;
+	}
 }
 
 /* An early-answered write ended (res: its outcome): its failure is kept
@@ -134,7 +152,8 @@ static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize
 		atomic_fetch_add_explicit(&vol->stats.behind_errors, 1, memory_order_relaxed);
 	}
 	pthread_mutex_lock(&vol->behind_lock);
-	if (!--vol->behind_n && vol->behind_gate)
+	vol->behind_n--;
+	if ((!--in->behind_n || !vol->behind_n) && vol->behind_waiters)
 		pthread_cond_broadcast(&vol->behind_cond);
 	pthread_mutex_unlock(&vol->behind_lock);
 }
@@ -143,15 +162,14 @@ void nvmefs_data_behind_hold(struct nvmefs_vol *vol)
 {
 	pthread_mutex_lock(&vol->behind_lock);
 	vol->behind_gate = true;
-	while (vol->behind_n) {
-		/* An io_uring queue's leader hands its ring on first: the
-		 * writes' completions may be waiting on it. */
-		pthread_mutex_unlock(&vol->behind_lock);
-		nvmefs_before_wait();
-		pthread_mutex_lock(&vol->behind_lock);
-		if (vol->behind_n)
-			pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
-	}
+	behind_wait_zero(vol, &vol->behind_n);
+	pthread_mutex_unlock(&vol->behind_lock);
+}
+
+void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	pthread_mutex_lock(&vol->behind_lock);
+	behind_wait_zero(vol, &in->behind_n);
 	pthread_mutex_unlock(&vol->behind_lock);
 }
 
@@ -640,7 +658,7 @@ static void write_continue(struct dio *d)
 		dio_finish(d, ret);
 		return;
 	}
-	if (d->behind && !behind_begin(vol))
+	if (d->behind && !behind_begin(vol, in))
 		d->behind = false;
 	if (!d->behind) {
 		ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);

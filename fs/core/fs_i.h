@@ -158,8 +158,10 @@ struct nvmefs_inode {
 	/* Reads and writes in flight on it (fs/core/data_io.c, dio_new to
 	 * dio_finish): counted without meta, as an overwrite takes none. */
 	atomic_uint ios;
-	/* The first failure (-errno) of a write answered before the devices
-	 * completed it (NVMEFS_WRITE_BEHIND), for the file's next fsync. */
+	/* Writes answered before the devices completed them
+	 * (NVMEFS_WRITE_BEHIND) in flight (vol->behind_lock), and the first
+	 * failure (-errno) of one, for the file's next fsync. */
+	unsigned behind_n;
 	atomic_int behind_err;
 };
 
@@ -371,6 +373,7 @@ struct nvmefs_vol {
 	pthread_mutex_t behind_lock;
 	pthread_cond_t behind_cond;
 	unsigned behind_n;
+	unsigned behind_waiters; /* commits and releases waiting */
 	bool behind_gate;
 	atomic_uint io_peak; /* the most at the devices at once */
 	/* Data path counters (relaxed atomics): copies the daemon made. */
