@@ -338,6 +338,13 @@ static struct unit *handle_wake(struct edev *d, struct unit *done, bool *stoppin
 	return done;
 }
 
+static __thread bool reaping;
+
+bool nvmefs_engine_reaping(void)
+{
+	return reaping;
+}
+
 static void *reaper(void *arg)
 {
 	struct edev *d = arg;
@@ -345,6 +352,7 @@ static void *reaper(void *arg)
 	const struct timespec tick = {0, 10000000};
 	bool stopping = false;
 
+	reaping = true;
 	for (;;) {
 		struct unit *done = NULL;
 		unsigned nk = 0;

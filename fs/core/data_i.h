@@ -65,11 +65,15 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * write-back errors do.
  */
 #define NVMEFS_WRITE_BEHIND (1u << 2)
-#define NVMEFS_BEHIND_MAX   64u
+#define NVMEFS_BEHIND_MAX   16u
 
 /* A commit, before it gathers records: new writes are not answered early,
- * and those in flight are waited for. Undone by nvmefs_data_behind_release. */
-void nvmefs_data_behind_hold(struct nvmefs_vol *vol);
+ * and those in flight are waited for; undone by nvmefs_data_behind_release.
+ * False, nothing done, on an engine completion thread while some are in
+ * flight: it may be the one that must complete them (the commit is then
+ * not made: reclaim_pending's, after ENOSPC, which is rare, as no write is
+ * answered early while free space is low). */
+bool nvmefs_data_behind_hold(struct nvmefs_vol *vol);
 void nvmefs_data_behind_release(struct nvmefs_vol *vol);
 /* Wait until no early-answered write of in is in flight: before its
  * handle goes, as the file's space may go with the last one (an unlinked

@@ -52,7 +52,8 @@ struct dio {
 	const uint8_t *data;	  /* read: where the reply's bytes start */
 	bool keep_times;	  /* write: the kernel owns mtime and ctime */
 	bool keep_buf;		  /* the buffer is done's to keep (prefetch) */
-	bool behind;		  /* write: asked (NVMEFS_WRITE_BEHIND); once sent, answered */
+	bool want_behind;	  /* write: NVMEFS_WRITE_BEHIND asked, may still be */
+	bool behind;		  /* write: counted in behind_n, answered once sent */
 	nvmefs_data_done_fn held; /* read: called before the unlock (or NULL) */
 	nvmefs_data_done_fn done;
 	void *ctx;
@@ -110,11 +111,25 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 
 /* ---- writes answered before the devices complete them ---- */
 
-/* May one more write of in be answered early? Counted in flight if so. */
+/* Free space below which no write is answered early (behind_begin). */
+#define BEHIND_FREE_MIN (64ull << 20)
+
+/*
+ * May one more write of in be answered early? Counted in flight if so.
+ * Not when free space is low: a write that finds none then commits to
+ * reclaim what was released (reclaim_pending, data.c), and that commit
+ * waits for these writes, which an engine completion thread cannot do
+ * (nvmefs_data_behind_hold).
+ */
 static bool behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	bool ok;
 
+	pthread_mutex_lock(&vol->lock);
+	ok = vol->free_bytes >= BEHIND_FREE_MIN;
+	pthread_mutex_unlock(&vol->lock);
+	if (!ok)
+		return false;
 	pthread_mutex_lock(&vol->behind_lock);
 	ok = !vol->behind_gate && vol->behind_n < NVMEFS_BEHIND_MAX;
 	if (ok) {
@@ -158,12 +173,18 @@ static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize
 	pthread_mutex_unlock(&vol->behind_lock);
 }
 
-void nvmefs_data_behind_hold(struct nvmefs_vol *vol)
+bool nvmefs_data_behind_hold(struct nvmefs_vol *vol)
 {
 	pthread_mutex_lock(&vol->behind_lock);
+	if (vol->behind_n && nvmefs_engine_reaping()) {
+		/* Some of them may be its own device's, which only it completes. */
+		pthread_mutex_unlock(&vol->behind_lock);
+		return false;
+	}
 	vol->behind_gate = true;
 	behind_wait_zero(vol, &vol->behind_n);
 	pthread_mutex_unlock(&vol->behind_lock);
+	return true;
 }
 
 void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in)
@@ -487,7 +508,7 @@ static void edges_read_done(struct nvmefs_io_req *io, int res)
 	edges_merge(x);
 	edges_free(x);
 	/* Not answered early: the caller waited for this read already. */
-	d->behind = false;
+	d->want_behind = false;
 	/* On the completion thread: planning and submitting never wait for a
 	 * device (engine submission only queues), except a commit after
 	 * ENOSPC with space pending (reclaim_pending, data.c). */
@@ -627,7 +648,7 @@ static void write_start(struct dio *d, const void *data, size_t len, uint64_t of
 	d->off = off;
 	d->len = len;
 	d->keep_times = flags & NVMEFS_WRITE_KEEP_TIMES;
-	d->behind = (flags & NVMEFS_WRITE_BEHIND) && !d->keep_times && !d->user_area;
+	d->want_behind = (flags & NVMEFS_WRITE_BEHIND) && !d->keep_times && !d->user_area;
 	d->pl.buf = dio_area(d, a, e);
 	if (!d->pl.buf) {
 		dio_finish(d, -EIO);
@@ -654,12 +675,10 @@ static void write_continue(struct dio *d)
 	if (nvmefs_data_plan_overwrite(vol, in, a, e - a, &d->pl))
 		ret = nvmefs_data_plan_walk(vol, in, a, e - a, nvmefs_data_write_piece, &d->pl);
 	if (ret) {
-		d->behind = false;
 		dio_finish(d, ret);
 		return;
 	}
-	if (d->behind && !behind_begin(vol, in))
-		d->behind = false;
+	d->behind = d->want_behind && behind_begin(vol, in);
 	if (!d->behind) {
 		ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
 		if (ret)
@@ -680,10 +699,11 @@ static void write_unsent(struct dio *d, int err)
 
 /*
  * Send a planned write counted in behind_n and answer it at once
- * (NVMEFS_WRITE_BEHIND). Once sent, d may complete and be freed on any
- * thread: only copies are used after. The file's new size and times are
- * then set before the reply, which lets the kernel believe them: a
- * GETATTR after it must agree. The handle that sent the request keeps the
+ * (NVMEFS_WRITE_BEHIND). The file's new size and times are set first,
+ * under the write's range lock (no truncation or append comes between),
+ * as the reply lets the kernel believe them: a GETATTR after it must
+ * agree. Once sent, d may complete and be freed on any thread: only
+ * copies are used after. The handle that sent the request keeps the
  * inode until the reply; from then on the dio's count on it (ios) does.
  * A commit gathers no size before the write's extents: it waits for
  * behind_n.
@@ -695,25 +715,33 @@ static void write_behind(struct dio *d)
 	nvmefs_data_done_fn done = d->done;
 	void *ctx = d->ctx;
 	size_t len = d->len;
-	uint64_t end = d->off + d->len;
+	uint64_t end = d->off + d->len, old = 0;
 	bool grows = d->pl.nrecs || end > __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
-	int ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
+	int ret;
 
-	if (ret) { /* nothing was sent: answered now, with the error */
-		behind_finish(vol, in, 0);
-		d->behind = false;
-		write_unsent(d, ret);
-		return;
-	}
 	if (grows) {
 		pthread_mutex_lock(&vol->lock);
-		if (end > in->size)
+		old = in->size;
+		if (end > old)
 			__atomic_store_n(&in->size, end, __ATOMIC_RELEASE);
 		nvmefs_data_touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
 		pthread_mutex_unlock(&vol->lock);
 	} else {
 		note_overwrite(vol, in);
+	}
+	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
+	if (ret) { /* nothing was sent: answered now, with the error */
+		if (grows) {
+			pthread_mutex_lock(&vol->lock);
+			if (in->size == end && end > old)
+				__atomic_store_n(&in->size, old, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&vol->lock);
+		}
+		behind_finish(vol, in, 0);
+		d->behind = false;
+		write_unsent(d, ret);
+		return;
 	}
 	atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
 	done(ctx, (ssize_t)len, NULL);

@@ -349,7 +349,8 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		return ret;
 	/* What is gathered below holds no size whose data is still on its
 	 * way to the devices: writes answered early end first (data_i.h). */
-	nvmefs_data_behind_hold(vol);
+	if (!nvmefs_data_behind_hold(vol))
+		return -EAGAIN;
 	pthread_mutex_lock(&vol->lock);
 	if (vol->kv_err) { /* the store misses a record: it must not be flushed */
 		ret = vol->kv_err;

@@ -124,6 +124,11 @@ struct nvmefs_engine_ring {
 extern __thread const struct nvmefs_engine_ring *nvmefs_engine_ring;
 void nvmefs_engine_ring_done(void *token, long res);
 
+/* True on an engine's completion thread: the one that completes its
+ * device's blocks, so it must not wait for any of them (it would wait
+ * for itself). */
+bool nvmefs_engine_reaping(void);
+
 /* Make completed writes on device dev durable (see nvmefs_dev_flush). */
 int nvmefs_engine_flush(struct nvmefs_engine *eng, unsigned dev);
 
