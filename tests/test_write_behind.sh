@@ -29,6 +29,12 @@ py=/usr/bin/python3
 mnt_need "$py" python3
 mnt_need setfattr attr
 mnt_setup "$build" 4 256M
+if out=$("$build/nvmefs" "$MNT_DEVS" "$MNT" -o "mode=$mode,write_behind=2M" 2>&1); then
+	echo "FAIL: write_behind=2M mounted" >&2
+	MNT_FAIL=$((MNT_FAIL + 1))
+	fusermount3 -u "$MNT"
+fi
+check "write_behind=2M refused, naming it" grep -q "bad write_behind '2M'" <<<"$out"
 mnt_mount "mode=$mode"
 check "write_behind = 65536 in .nvmefs/config" grep -qx "write_behind = 65536" "$MNT/.nvmefs/config"
 check "write_behind.py write ($mode)" "$py" "$here/write_behind.py" "$MNT" write "$MNT_TMP/ref1"

@@ -243,6 +243,20 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 	return 0;
 }
 
+/* A size option of at most max bytes (said as max_text), 0 meaning none. */
+static int parse_size_opt(const char *name, const char *s, uint64_t max, const char *max_text,
+			  uint64_t *out)
+{
+	uint64_t v;
+
+	if (nvmefs_parse_size(s, &v) || v > max) {
+		nvmefs_err("bad %s '%s': want a size up to %s (0: none)", name, s, max_text);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse_bdi_opts(const struct cfg *c, struct bdi_tuning *t)
 {
 	t->readahead = 16 << 20;
@@ -333,11 +347,8 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 		o->pool_bytes = v;
 	}
 	if (c->meta_cache) {
-		if (nvmefs_parse_size(c->meta_cache, &v) || v > (1ull << 40)) {
-			nvmefs_err("bad meta_cache '%s': want a size up to 1T (0: none)",
-				   c->meta_cache);
+		if (parse_size_opt("meta_cache", c->meta_cache, 1ull << 40, "1T", &v))
 			return -EINVAL;
-		}
 		o->meta_cache = v ? v : 1; /* 1 byte: nothing fits */
 	}
 	/* Every worker holds a buffer to receive into; the rest carry the
@@ -367,23 +378,13 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	if (c->prefetch && parse_uint("prefetch", c->prefetch, 0, 16, &o->prefetch))
 		return -EINVAL;
 	o->cache_small = NVMEFS_CACHE_SMALL_DEFAULT;
-	if (c->cache_small) {
-		if (nvmefs_parse_size(c->cache_small, &v) || v > (1ull << 40)) {
-			nvmefs_err("bad cache_small '%s': want a size up to 1T (0: none)",
-				   c->cache_small);
-			return -EINVAL;
-		}
-		o->cache_small = v;
-	}
+	if (c->cache_small &&
+	    parse_size_opt("cache_small", c->cache_small, 1ull << 40, "1T", &o->cache_small))
+		return -EINVAL;
 	o->write_behind = NVMEFS_WRITE_BEHIND_DEFAULT;
-	if (c->write_behind) {
-		if (nvmefs_parse_size(c->write_behind, &v) || v > (1u << 20)) {
-			nvmefs_err("bad write_behind '%s': want a size up to 1M (0: none)",
-				   c->write_behind);
-			return -EINVAL;
-		}
-		o->write_behind = v;
-	}
+	if (c->write_behind &&
+	    parse_size_opt("write_behind", c->write_behind, 1u << 20, "1M", &o->write_behind))
+		return -EINVAL;
 	o->statahead = 512;
 	if (c->statahead && parse_uint("statahead", c->statahead, 0, 65536, &o->statahead))
 		return -EINVAL;
