@@ -72,7 +72,8 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * False, nothing done, on an engine completion thread while some are in
  * flight: it may be the one that must complete them (the commit is then
  * not made: reclaim_pending's, after ENOSPC, which is rare, as no write is
- * answered early while free space is low). */
+ * answered early while free space is low; such a thread also never waits
+ * for commit_lock, journal.c). */
 bool nvmefs_data_behind_hold(struct nvmefs_vol *vol);
 void nvmefs_data_behind_release(struct nvmefs_vol *vol);
 /* Wait until no early-answered write of in is in flight: before its

@@ -119,7 +119,8 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
  * Not when free space is low: a write that finds none then commits to
  * reclaim what was released (reclaim_pending, data.c), and that commit
  * waits for these writes, which an engine completion thread cannot do
- * (nvmefs_data_behind_hold).
+ * (nvmefs_data_behind_hold): it then gets ENOSPC, rarer this way (a
+ * member or the metadata area may still fill first).
  */
 static bool behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
@@ -189,6 +190,13 @@ bool nvmefs_data_behind_hold(struct nvmefs_vol *vol)
 
 void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
+	/* A handle released on a completion thread is one whose OPEN reply
+	 * was lost (an open's push): it wrote nothing, and while another
+	 * handle's writes are in flight that handle's release is still to
+	 * come, so this one frees nothing. It must not wait: the writes may
+	 * be its own device's, which only it completes. */
+	if (nvmefs_engine_reaping())
+		return;
 	pthread_mutex_lock(&vol->behind_lock);
 	behind_wait_zero(vol, &in->behind_n);
 	pthread_mutex_unlock(&vol->behind_lock);
@@ -215,13 +223,15 @@ static void dio_finish(struct dio *d, ssize_t res)
 		d->held(d->ctx, res, res > 0 ? d->data : NULL);
 	if (d->locked)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
+	/* The last use of d->in: once answered, the caller may close the
+	 * file, whose handle kept the inode until then. An early-answered
+	 * write's handle waits for it at its release (behind_finish, the
+	 * last use then), which may free the inode: ios must be down first,
+	 * or nobody would drop a freed inode still counted. */
+	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
 	if (d->behind)
 		behind_finish(vol, d->in, res);
-	/* The last use of d->in: once answered, the caller may close the
-	 * file, whose handle kept the inode until then (an early-answered
-	 * write's inode is kept by ios alone: nvmefs_inode_held). */
-	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
-	if (!d->behind)
+	else
 		d->done(d->ctx, res, res > 0 ? d->data : NULL);
 	if (!d->keep_buf)
 		nvmefs_bufpool_put(vol->pool, d->buf);
@@ -715,14 +725,13 @@ static void write_behind(struct dio *d)
 	nvmefs_data_done_fn done = d->done;
 	void *ctx = d->ctx;
 	size_t len = d->len;
-	uint64_t end = d->off + d->len, old = 0;
+	uint64_t end = d->off + d->len;
 	bool grows = d->pl.nrecs || end > __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	int ret;
 
 	if (grows) {
 		pthread_mutex_lock(&vol->lock);
-		old = in->size;
-		if (end > old)
+		if (end > in->size)
 			__atomic_store_n(&in->size, end, __ATOMIC_RELEASE);
 		nvmefs_data_touch_mc(in);
 		nvmefs_inode_dirty(vol, in);
@@ -731,13 +740,11 @@ static void write_behind(struct dio *d)
 		note_overwrite(vol, in);
 	}
 	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
-	if (ret) { /* nothing was sent: answered now, with the error */
-		if (grows) {
-			pthread_mutex_lock(&vol->lock);
-			if (in->size == end && end > old)
-				__atomic_store_n(&in->size, old, __ATOMIC_RELEASE);
-			pthread_mutex_unlock(&vol->lock);
-		}
+	if (ret) {
+		/* Nothing was sent: answered now, with the error. The size set
+		 * above stays, over a hole, as after a failure at the devices:
+		 * putting it back could cut off a write beyond the range lock
+		 * that completed meanwhile. */
 		behind_finish(vol, in, 0);
 		d->behind = false;
 		write_unsent(d, ret);

@@ -435,7 +435,16 @@ static int commit(struct nvmefs_vol *vol, bool idle_skip)
 	pthread_mutex_lock(&vol->lock);
 	want = j->open_gen;
 	pthread_mutex_unlock(&vol->lock);
-	pthread_mutex_lock(&j->commit_lock);
+	/* An engine completion thread (reclaim_pending's commit, after an
+	 * edge read) must not wait for a commit that may be waiting for
+	 * writes only it completes (nvmefs_data_behind_hold): it commits only
+	 * when nobody else does. */
+	if (nvmefs_engine_reaping()) {
+		if (pthread_mutex_trylock(&j->commit_lock))
+			return -EAGAIN;
+	} else {
+		pthread_mutex_lock(&j->commit_lock);
+	}
 	pthread_mutex_lock(&j->state_lock);
 	/* Someone else's commit since we looked may already cover us. */
 	if (j->durable_gen >= want)
