@@ -134,6 +134,9 @@ def phase_tmp():
     run by the test after the unmount, finds such blocks)."""
     d = os.path.join(MNT, "tmp")
     os.makedirs(d, exist_ok=True)
+    afd = os.open(os.path.join(MNT, "anchor"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.fsync(afd)
+    free0 = os.statvfs(MNT).f_bfree
     b = behind()
     for i in range(40):
         p = os.path.join(d, "t%03d" % i)
@@ -147,6 +150,13 @@ def phase_tmp():
             os.unlink(p)
     check("temporary files answered early", behind() - b >= 20)
     check("all gone", not os.listdir(d))
+    # Their space comes back with the commit after their writes (fsync
+    # commits; space released by it counts as free).
+    os.fsync(afd)
+    os.close(afd)
+    free1 = os.statvfs(MNT).f_bfree
+    check("their space is free again: %d blocks before, %d after" % (free0, free1),
+          free1 >= free0 - 16)
 
 
 def fault(cmd):

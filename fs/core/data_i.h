@@ -76,10 +76,19 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
  * for commit_lock, journal.c). */
 bool nvmefs_data_behind_hold(struct nvmefs_vol *vol);
 void nvmefs_data_behind_release(struct nvmefs_vol *vol);
-/* Wait until no early-answered write of in is in flight: before its
- * handle goes, as the file's space may go with the last one (an unlinked
- * file's), and must not go before the writes' extents come. */
-void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* Is an early-answered write of in in flight? (meta may be held.) */
+bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *in);
+/* Free the unlinked, no longer open in (log INODE_FREE), or, while an
+ * early-answered write of it is in flight (whose extents are logged at
+ * its completion, and must not come after the free), leave that to the
+ * next commit. meta held. */
+int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+/* A commit, meta held, after nvmefs_data_behind_hold: free what waited. */
+void nvmefs_data_free_deferred(struct nvmefs_vol *vol);
+/* Unmount without a last commit (shut down, read-only, an error): let
+ * the waiting inodes go unfreed; their orphan records free them at the
+ * next mount. meta held. */
+void nvmefs_data_drop_deferred(struct nvmefs_vol *vol);
 /* The first failure of an early-answered write of in since the last
  * call (-errno), or 0; cleared. Call after a commit (which waits for them). */
 int nvmefs_data_behind_error(struct nvmefs_inode *in);

@@ -16,6 +16,8 @@
  */
 #include "fs_i.h"
 #include "data_i.h"
+#include "icache_i.h"
+#include "journal_i.h"
 #include "meta_i.h"
 #include "util_i.h"
 
@@ -169,7 +171,8 @@ static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize
 	}
 	pthread_mutex_lock(&vol->behind_lock);
 	vol->behind_n--;
-	if ((!--in->behind_n || !vol->behind_n) && vol->behind_waiters)
+	in->behind_n--;
+	if (!vol->behind_n && vol->behind_waiters)
 		pthread_cond_broadcast(&vol->behind_cond);
 	pthread_mutex_unlock(&vol->behind_lock);
 }
@@ -188,18 +191,58 @@ bool nvmefs_data_behind_hold(struct nvmefs_vol *vol)
 	return true;
 }
 
-void nvmefs_data_behind_wait(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *in)
 {
-	/* A handle released on a completion thread is one whose OPEN reply
-	 * was lost (an open's push): it wrote nothing, and while another
-	 * handle's writes are in flight that handle's release is still to
-	 * come, so this one frees nothing. It must not wait: the writes may
-	 * be its own device's, which only it completes. */
-	if (nvmefs_engine_reaping())
-		return;
-	pthread_mutex_lock(&vol->behind_lock);
-	behind_wait_zero(vol, &in->behind_n);
+	unsigned n;
+
+	pthread_mutex_lock(&vol->behind_lock); /* after meta, never before */
+	n = in->behind_n;
 	pthread_mutex_unlock(&vol->behind_lock);
+	return n;
+}
+
+int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+	if (!nvmefs_data_behind_busy(vol, in)) {
+		r.ino.ino = in->ino;
+		return nvmefs_journal_log(vol, &r);
+	}
+	/* No new one can start: no handle is left to send it. */
+	if (nvmefs_grow(&vol->deferred, &vol->deferred_cap, vol->ndeferred + 1,
+			sizeof(*vol->deferred)))
+		return -ENOMEM;
+	in->refs++;
+	vol->deferred[vol->ndeferred++] = in;
+	return 0;
+}
+
+void nvmefs_data_free_deferred(struct nvmefs_vol *vol)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+	for (size_t i = 0; i < vol->ndeferred; i++) {
+		struct nvmefs_inode *in = vol->deferred[i];
+
+		/* Opened again by a file handle meanwhile: its last close frees it. */
+		if (!in->dead && !in->nlink && !in->opens) {
+			r.ino.ino = in->ino;
+			if (nvmefs_journal_log(vol, &r))
+				nvmefs_warn("inode %llu: could not free; it is reclaimed at the "
+					    "next mount",
+					    (unsigned long long)in->ino);
+		}
+		nvmefs_inode_put(vol, in);
+	}
+	vol->ndeferred = 0;
+}
+
+void nvmefs_data_drop_deferred(struct nvmefs_vol *vol)
+{
+	for (size_t i = 0; i < vol->ndeferred; i++)
+		nvmefs_inode_put(vol, vol->deferred[i]);
+	vol->ndeferred = 0;
 }
 
 void nvmefs_data_behind_release(struct nvmefs_vol *vol)

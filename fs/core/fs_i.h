@@ -373,7 +373,13 @@ struct nvmefs_vol {
 	pthread_mutex_t behind_lock;
 	pthread_cond_t behind_cond;
 	unsigned behind_n;
-	unsigned behind_waiters; /* commits and releases waiting */
+	unsigned behind_waiters; /* commits waiting */
+	/* meta: unlinked inodes, no longer open, whose space waits for their
+	 * early-answered writes in flight: freed by the next commit, which
+	 * waits for those writes first (nvmefs_data_free_deferred). Each holds
+	 * a reference. */
+	struct nvmefs_inode **deferred;
+	size_t ndeferred, deferred_cap;
 	bool behind_gate;
 	atomic_uint io_peak; /* the most at the devices at once */
 	/* Data path counters (relaxed atomics): copies the daemon made. */

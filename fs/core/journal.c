@@ -359,6 +359,9 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		set_error(vol, ret);
 		return ret;
 	}
+	/* The writes answered early have ended: the space of the files that
+	 * were unlinked meanwhile can go. */
+	nvmefs_data_free_deferred(vol);
 	/* The committer's periodic call has nothing to do on an idle volume:
 	 * skip even the flushes (an fsync always flushes, for its data). */
 	if (idle_skip && !flush && !j->len && !vol->dirty && !j->npf) {

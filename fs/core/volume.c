@@ -71,6 +71,7 @@ void nvmefs_vol_destroy(struct nvmefs_vol *vol)
 	pthread_cond_destroy(&vol->push_cond);
 	pthread_mutex_destroy(&vol->dio_lock);
 	pthread_cond_destroy(&vol->behind_cond);
+	free(vol->deferred);
 	pthread_mutex_destroy(&vol->behind_lock);
 	pthread_mutex_destroy(&vol->remount_lock);
 	free(vol);
@@ -374,6 +375,9 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	 * unmapping: 30-40 ms), for whoever is waiting to open them after an
 	 * umount (NVMEFS_BUSY_QUIET_MS). */
 	nvmefs_devset_release(vol->set);
+	pthread_mutex_lock(&vol->lock);
+	nvmefs_data_drop_deferred(vol); /* left by a shutdown: orphans now */
+	pthread_mutex_unlock(&vol->lock);
 	check_idle(vol);
 	nvmefs_engine_destroy(vol->eng);
 	nvmefs_bufpool_destroy(vol->pool);

@@ -201,10 +201,10 @@ static void release_handle(struct nvmefs_vol *vol, fuse_ino_t ino, const struct 
 		return;
 	}
 	/* The handle's read-ahead windows go while it still keeps the inode,
-	 * and before the file's space can go, as do its writes answered
-	 * early (data_i.h). A failed open made none. */
+	 * and before the file's space can go. A failed open made none. (Its
+	 * writes answered early may still be in flight: the space then waits
+	 * for a commit, nvmefs_data_free_inode.) */
 	if (fh_of(fi)) {
-		nvmefs_data_behind_wait(vol, fh_of(fi)->in);
 		nvmefs_prefetch_close(fh_of(fi)->in, fh_of(fi)->pf);
 		free(fh_of(fi));
 	}
