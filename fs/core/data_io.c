@@ -143,22 +143,6 @@ static bool behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	return ok;
 }
 
-/* Wait (behind_lock held) until *n is 0. An io_uring queue's leader hands
- * its ring on first: the writes' completions may be waiting on it. */
-static void behind_wait_zero(struct nvmefs_vol *vol, const unsigned *n)
-{
-	while (*n) {
-		pthread_mutex_unlock(&vol->behind_lock);
-		nvmefs_before_wait();
-		pthread_mutex_lock(&vol->behind_lock);
-		if (!*n)
-			break;
-		vol->behind_waiters++;
-		pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
-		vol->behind_waiters--;
-	}
-}
-
 /* An early-answered write ended (res: its outcome): its failure is kept
  * for the file's next fsync, then a waiting commit may go on. */
 static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize_t res)
@@ -186,7 +170,18 @@ bool nvmefs_data_behind_hold(struct nvmefs_vol *vol)
 		return false;
 	}
 	vol->behind_gate = true;
-	behind_wait_zero(vol, &vol->behind_n);
+	while (vol->behind_n) {
+		/* An io_uring queue's leader hands its ring on first: the
+		 * writes' completions may be waiting on it. */
+		pthread_mutex_unlock(&vol->behind_lock);
+		nvmefs_before_wait();
+		pthread_mutex_lock(&vol->behind_lock);
+		if (!vol->behind_n)
+			break;
+		vol->behind_waiters++;
+		pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
+		vol->behind_waiters--;
+	}
 	pthread_mutex_unlock(&vol->behind_lock);
 	return true;
 }
@@ -268,9 +263,11 @@ static void dio_finish(struct dio *d, ssize_t res)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
 	/* The last use of d->in: once answered, the caller may close the
 	 * file, whose handle kept the inode until then. An early-answered
-	 * write's handle waits for it at its release (behind_finish, the
-	 * last use then), which may free the inode: ios must be down first,
-	 * or nobody would drop a freed inode still counted. */
+	 * write's last use is behind_finish, after ios is down: the inode is
+	 * kept by the dirt the write left (it waits for a commit, which waits
+	 * for behind_n) or, unlinked, by its deferred free's reference; and
+	 * once behind_n is 0 an unlink may free it at once, which must then
+	 * not find it still counted in ios (nobody would drop it after). */
 	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
 	if (d->behind)
 		behind_finish(vol, d->in, res);
