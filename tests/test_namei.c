@@ -18,7 +18,8 @@
  * kept until its last forget, what pins an inode, the table's growth and
  * deletions. chattr's flags: who may set which, and what immutable,
  * append-only and noatime refuse or leave, on files and directories, kept
- * across the reopen.
+ * across the reopen. Every change refused with EROFS on a volume remounted
+ * read-only, and with EIO once it is shut down (FS_IOC_SHUTDOWN).
  *
  * usage: test_namei BUILD_DIR   (for BUILD_DIR/mkfs.nvmefs and fsck.nvmefs)
  */
@@ -870,6 +871,46 @@ static void check_after_reopen(struct nvmefs_vol *vol)
 	vol->posix_acl = false;
 }
 
+/* The changes a door makes, each refused on vol with err; f ("sd") unchanged. */
+static void check_changes_refused(struct nvmefs_vol *vol, uint64_t f, int err)
+{
+	struct stat attr = {.st_mode = 0600}, st;
+	struct nvmefs_inode *in;
+
+	CHECK_ERR(nvmefs_ns_mknod(vol, &root, ROOT, "sd2", S_IFREG | 0644, 0, NULL, &st), err);
+	CHECK_ERR(nvmefs_ns_create(vol, &root, ROOT, "sd2", 0644, &st, &in), err);
+	CHECK_ERR(nvmefs_ns_link(vol, f, ROOT, "sd3", &st), err);
+	CHECK_ERR(nvmefs_ns_unlink(vol, ROOT, "sd"), err);
+	CHECK_ERR(nvmefs_ns_rename(vol, ROOT, "sd", ROOT, "sd4", 0), err);
+	CHECK_ERR(nvmefs_ns_setattr(vol, &root, f, &attr, NVMEFS_SET_MODE, &st), err);
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, f, "user.sd", "1", 1, 0), err);
+	CHECK_ERR(nvmefs_xattr_remove(vol, f, "user.sd0"), err);
+	CHECK_ERR(nvmefs_ns_setflags(vol, &root, f, NVMEFS_IFL_NODUMP), err);
+	CHECK_ERR(nvmefs_ns_fallocate(vol, f, 0, 0, 4096), err);
+	CHECK_ERR(nvmefs_ns_open(vol, f, O_RDWR | O_TRUNC, &in), err);
+	CHECK(ino_of(vol, ROOT, "sd") == f);
+	CHECK(attr_of(vol, f).st_size == 0);
+}
+
+/*
+ * A change a door let in just before a shutdown (its check and the
+ * shutdown race, as a busy writer's 64 KiB write answered early makes
+ * them) answers EIO, as every later request does, and not the EROFS of a
+ * read-only volume; a read-only volume still answers EROFS.
+ */
+static void test_shut_down(struct nvmefs_vol *vol)
+{
+	uint64_t f = mk(vol, &alice, ROOT, "sd", S_IFREG | 0644);
+
+	CHECK_ERR(nvmefs_vol_start(vol), 0); /* its engine, which the shutdown fences */
+	CHECK_ERR(nvmefs_xattr_set(vol, &root, f, "user.sd0", "1", 1, 0), 0);
+	CHECK_ERR(nvmefs_vol_remount(vol, true, -1), 0);
+	check_changes_refused(vol, f, -EROFS);
+	CHECK_ERR(nvmefs_vol_remount(vol, false, -1), 0);
+	CHECK_ERR(nvmefs_vol_shutdown(vol), 0);
+	check_changes_refused(vol, f, -EIO);
+}
+
 static char last_err[512];
 
 static void keep_err(enum nvmefs_log_level level, const char *msg)
@@ -981,8 +1022,10 @@ int main(int argc, char **argv)
 		CHECK_ERR(nvmefs_vol_close(vol), 0);
 	}
 	vol = test_vol_reopen();
-	if (vol)
+	if (vol) {
 		check_after_reopen(vol);
+		test_shut_down(vol);
+	}
 	test_vol_teardown(vol);
 	return test_result();
 }

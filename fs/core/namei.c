@@ -63,6 +63,13 @@ bool nvmefs_ns_read_only(struct nvmefs_vol *vol)
 	       atomic_load(&vol->shut_down) || nvmefs_journal_error(vol);
 }
 
+int nvmefs_ns_may_change(struct nvmefs_vol *vol)
+{
+	if (atomic_load(&vol->shut_down))
+		return -EIO;
+	return nvmefs_ns_read_only(vol) ? -EROFS : 0;
+}
+
 int nvmefs_ns_get(struct nvmefs_vol *vol, uint64_t ino, struct nvmefs_inode **in)
 {
 	int ret;
@@ -113,8 +120,10 @@ static void give_entry(struct nvmefs_vol *vol, struct nvmefs_inode *in, struct s
 /* What every change of name in directory p checks first (meta held). */
 static int check_dir_name(struct nvmefs_vol *vol, const struct nvmefs_inode *p, const char *name)
 {
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
+	int ret = nvmefs_ns_may_change(vol);
+
+	if (ret)
+		return ret;
 	if (!p)
 		return -ENOENT;
 	if (!S_ISDIR(p->mode))
@@ -653,8 +662,9 @@ static int rename_get(struct nvmefs_vol *vol, uint64_t parent, const char *name,
 	struct nvmefs_dirent *d, *d2;
 	int ret;
 
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
+	ret = nvmefs_ns_may_change(vol);
+	if (ret)
+		return ret;
 	ret = get_or_null(vol, parent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &r->p);
 	if (!ret)
 		ret = get_or_null(vol, newparent, NVMEFS_IGET_LIVE | NVMEFS_IGET_ENTRIES, &r->np);
@@ -830,7 +840,7 @@ int nvmefs_ns_open(struct nvmefs_vol *vol, uint64_t ino, int oflags, struct nvme
 	if (ret)
 		return ret;
 	if (trunc && S_ISREG(in->mode))
-		ret = nvmefs_ns_read_only(vol) ? -EROFS : nvmefs_ns_truncate_locked(vol, in, 0);
+		ret = nvmefs_ns_may_change(vol) ?: nvmefs_ns_truncate_locked(vol, in, 0);
 	if (ret) {
 		nvmefs_ns_release(vol, ino);
 		return ret;

@@ -66,8 +66,16 @@ struct nvmefs_cred {
 void nvmefs_ns_fill_stat(struct nvmefs_inode *in, struct stat *st);
 
 /* True when changes are refused: a read-only mount, or a metadata write
- * failed (the volume went read-only). */
+ * failed (the volume went read-only), or a shutdown. */
 bool nvmefs_ns_read_only(struct nvmefs_vol *vol);
+
+/*
+ * What a change of vol is refused with: 0 when it takes changes; -EIO once
+ * shut down (FS_IOC_SHUTDOWN: every request but statfs answers EIO, as
+ * xfs's and ext4's do, even one the door let in just before it); -EROFS
+ * when read-only (-o ro, a remount, a metadata write error).
+ */
+int nvmefs_ns_may_change(struct nvmefs_vol *vol);
 
 /*
  * The inode ino, live or not, with its extent map, in *in for a door that

@@ -200,8 +200,8 @@ int nvmefs_ns_setattr(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, ui
 	if (!err)
 		mode = in->mode; /* its type never changes */
 	pthread_mutex_unlock(&vol->lock);
-	if (!err && nvmefs_ns_read_only(vol))
-		err = -EROFS;
+	if (!err)
+		err = nvmefs_ns_may_change(vol);
 	if (!err && (to_set & NVMEFS_SET_SIZE)) {
 		if (S_ISDIR(mode))
 			err = -EISDIR;
@@ -482,8 +482,8 @@ int nvmefs_xattr_set(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, uin
 		ret = -E2BIG;
 	if (!ret && acl)
 		ret = nvmefs_acl_check(value, size);
-	if (!ret && nvmefs_ns_read_only(vol))
-		ret = -EROFS;
+	if (!ret)
+		ret = nvmefs_ns_may_change(vol);
 	if (ret)
 		return ret;
 	if (!strcmp(name, NVMEFS_LAYOUT_XATTR))
@@ -589,8 +589,8 @@ int nvmefs_xattr_remove(struct nvmefs_vol *vol, uint64_t ino, const char *name)
 	struct nvmefs_inode *in;
 	int ret = xattr_name_check(vol, name);
 
-	if (!ret && nvmefs_ns_read_only(vol))
-		ret = -EROFS;
+	if (!ret)
+		ret = nvmefs_ns_may_change(vol);
 	if (!ret && !strcmp(name, NVMEFS_LAYOUT_XATTR))
 		ret = nvmefs_xlayout_set(vol, ino, NULL, 0);
 	if (ret || !strcmp(name, NVMEFS_LAYOUT_XATTR))
@@ -659,8 +659,9 @@ int nvmefs_ns_setflags(struct nvmefs_vol *vol, const struct nvmefs_cred *cred, u
 	struct nvmefs_inode *in;
 	int ret;
 
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
+	ret = nvmefs_ns_may_change(vol);
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE, &in);
 	if (!ret)
@@ -730,8 +731,9 @@ int nvmefs_ns_fallocate(struct nvmefs_vol *vol, uint64_t ino, int mode, uint64_t
 	struct nvmefs_inode *in;
 	int ret;
 
-	if (nvmefs_ns_read_only(vol))
-		return -EROFS;
+	ret = nvmefs_ns_may_change(vol);
+	if (ret)
+		return ret;
 	/* The reference keeps in across the change, done unlocked. */
 	pthread_mutex_lock(&vol->lock);
 	ret = nvmefs_inode_get(vol, ino, NVMEFS_IGET_LIVE | NVMEFS_IGET_EXTENTS, &in);

@@ -497,9 +497,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off
 	unsigned flags = 0;
 	void *buf;
 	size_t cap;
+	int err = nvmefs_ns_may_change(vol);
 
-	if (nvmefs_ns_read_only(vol)) {
-		fuse_reply_err(req, EROFS);
+	if (err) {
+		fuse_reply_err(req, -err);
 		return;
 	}
 	in = fh_of(fi)->in;
@@ -595,7 +596,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 		fuse_reply_err(req, EINVAL); /* the kernel checks it first */
 		return;
 	}
-	err = nvmefs_ns_read_only(VOL(req)) ? -EROFS : nvmefs_ns_get(VOL(req), ino, &in);
+	err = nvmefs_ns_may_change(VOL(req)) ?: nvmefs_ns_get(VOL(req), ino, &in);
 	if (!err) {
 		err = kill_privs(req, in, ino);
 		nvmefs_ns_put(VOL(req), in);

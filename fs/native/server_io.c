@@ -289,8 +289,7 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 		return;
 	}
 	if (wr)
-		ret = nvmefs_ns_read_only(vol) ? -EROFS
-					       : nvmefs_ns_kill_privs(vol, f->in, &c->cred);
+		ret = nvmefs_ns_may_change(vol) ?: nvmefs_ns_kill_privs(vol, f->in, &c->cred);
 	if (ret > 0) { /* the mode changed: the kernel's copy is stale */
 		inval(c, f->ino, -1, 0);
 		ret = 0;
