@@ -340,7 +340,7 @@ NATIVE_ROUNDS_RAM = 3
 # Rows each workload records (for ERR marks when it fails).
 WL_ROWS = {
     "dd": ["dd_write", "dd_read"],
-    "fioseq": ["fio_write", "fio_read"],
+    "fioseq": ["fio_write", "fio_read", "fio_write_cpu", "fio_read_cpu"],
     "files4": ["files4_write"],
     "shared": ["shared_write"],
     "small": ["small_create", "small_stat", "small_read", "small_reread", "small_delete", "small_total"],
@@ -742,6 +742,27 @@ def div(a, b, dec):
     if isnum(a) and isnum(b) and float(b) > 0:
         return "%.*f" % (dec, float(a) / float(b))
     return "-"
+
+
+def cpu_busy_seconds():
+    """CPU time all CPUs spent busy since boot (/proc/stat: everything but
+    idle and iowait), in seconds; None when unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            t = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(t) < 8:
+        return None
+    return (sum(t[:8]) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_gb(b0, b1, nbytes):
+    """CPU milliseconds per GB (10^9 bytes) moved: busy seconds B0 before
+    and B1 after NBYTES; None without both figures."""
+    if b0 is None or b1 is None or nbytes <= 0:
+        return None
+    return (b1 - b0) * 1000.0 / (nbytes / 1e9)
 
 
 def fmt(v, unit):
@@ -1498,15 +1519,22 @@ class Bench:
             if not self.before_pass(op, self.sz_fio):
                 return False
             lg = self.newlog("%s-x%d-%s-fio-%s" % (s, n, fs, op))
+            b0 = cpu_busy_seconds()
             if self.run(tlimit(self.sz_fio), lg, [
                     "fio", "--output-format=json", "--output=%s.json" % lg, "--name=seq",
                     "--filename=" + f, "--size=%d" % self.sz_fio, "--bs=1M", "--rw=" + op,
                     "--ioengine=libaio", "--direct=1", "--iodepth=32"]):
                 return False
+            # What the whole machine spent (fio, the daemon, the loop
+            # devices' workers), fio's start and end included: a FUSE
+            # mount's extra copy shows here as CPU per byte.
+            cpu = cpu_per_gb(b0, cpu_busy_seconds(), self.sz_fio)
             v = self.fio_mbps(lg, op, self.sz_fio)
             if v is None:
                 return False
             self.record(s, n, fs, "fio_" + op, v)
+            if cpu is not None:
+                self.record(s, n, fs, "fio_%s_cpu" % op, num(cpu))
         return self.remove(f)
 
     def wl_randread(self, s, n, fs):
@@ -1990,6 +2018,8 @@ class Bench:
         r += ["", "Transport each nvmefs mount reported (.nvmefs/config): %s." % rep.transports(), ""]
         r += rep.table() + ["", "Which transport wins where (io_uring / /dev/fuse, same mode, same run):", ""]
         r += rep.wins()
+        r += ["", "CPU per byte of the fio 1 MiB O_DIRECT read (the machine's busy time while fio ran):", ""]
+        r += rep.cpu_notes()
         r += ["", "The FUSE ceiling on each transport (tests/fuse_null; nvmefs / null: the same mode and transport):",
               ""] + rep.ceiling()
         r += ["", "Targets (issue 33's must-show; small files at %d files%s):" % (
@@ -2497,6 +2527,10 @@ class TrReport:
             ("dd_read", "dd read, bs=1M, cold cache", "MB/s", "raw_read"),
             ("fio_write", "fio seq write of a %s file, 1 MiB, libaio QD32 O_DIRECT" % h(sz.ram_fio), "MB/s", "raw_write"),
             ("fio_read", "fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache", "MB/s", "raw_read"),
+            ("fio_write_cpu", "CPU time of the fio write, all CPUs busy (/proc/stat), per GB",
+             "ms/GB", None),
+            ("fio_read_cpu", "CPU time of the fio read, all CPUs busy (/proc/stat), per GB",
+             "ms/GB", None),
             ("rand4k_read", "fio 4 KiB random read, libaio QD32 O_DIRECT, %s file, %d s"
              % (h(sz.rand_size), sz.rand_secs), "IOPS", None),
             ("small_create", "%s: create+write (+syncfs)" % sm, "files/s", None),
@@ -2552,6 +2586,22 @@ class TrReport:
         return "; ".join("%s: %s" % (TR_NAME[fs], self.get(fs, "transport") or "not run")
                          for fs in TR_FS[1:])
 
+    def cpu_notes(self):
+        """Per nvmefs mount, its fio 1 MiB read's CPU time per GB against
+        btrfs raid0's: where the CPUs bound both (a 2-core machine, RAM
+        drives), btrfs / nvmefs is about the throughput ratio they allow
+        (the FUSE copy to the program's pages is what nvmefs adds)."""
+        b = self.get("btrfs", "fio_read_cpu")
+        out = []
+        for fs in TR_FS[1:]:
+            v = self.get(fs, "fio_read_cpu")
+            r = tr_ratio(v, b)
+            if r is not None:
+                out.append("- %s: %s ms of CPU per GB read, %.2f x btrfs raid0's %s (so at most %.2f x "
+                           "its throughput when both are bound by the CPUs)"
+                           % (TR_NAME[fs], fmt(v, "ms/GB"), r, fmt(b, "ms/GB"), 1.0 / r))
+        return out or ["- no CPU figures (fio did not run, or /proc/stat was unreadable)"]
+
     def wins(self):
         """A line per mode: which transport wins where."""
         out = []
@@ -2559,7 +2609,8 @@ class TrReport:
             # The preload door runs on one mount only: nothing to compare.
             u, f, none = tr_wins([(row, self.get(mode + "+uring", row), self.get(mode, row))
                                   for row, _l, unit, _r in self.specs()
-                                  if row != "rss" and not row.startswith("small_preload_")])
+                                  if row != "rss" and not row.startswith("small_preload_")
+                                  and unit != "ms/GB"])  # CPU time: lower is better
             line = "- %s: io_uring faster or equal in %s; /dev/fuse faster in %s" % (
                 mode, ", ".join(u) or "nothing", ", ".join(f) or "nothing")
             if none:

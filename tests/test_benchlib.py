@@ -532,7 +532,8 @@ class BenchFigures(unittest.TestCase):
         res = {("transport", n, "fio", "raw_write"): "4000", ("transport", n, "fio", "raw_read"): "5000"}
         figs = {"lookup_rate": 50000, "dd_write": 1000, "dd_read": 1200, "fio_write": 900, "fio_read": 1000, "rand4k_read": 20000,
                 "small_create": 20000, "small_stat": 100000, "small_read": 20000, "small_reread": 18000,
-                "small_delete": 30000, "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5}
+                "small_delete": 30000, "small_total": 5000, "torch_save": 1.0, "torch_load": 1.5,
+                "fio_write_cpu": 300, "fio_read_cpu": 250}
         for fs, f in (("btrfs", 1.0), ("direct", 0.5), ("direct+uring", 0.8), ("cached", 0.4),
                       ("cached+uring", 0.35)):
             for row, v in figs.items():
@@ -541,6 +542,7 @@ class BenchFigures(unittest.TestCase):
                       ("null-cached+uring", 1.2)):
             for row in bench.WL_ROWS_NULL:
                 res[("transport", n, fs, row)] = "%.1f" % (figs[row] * f)
+        res[("transport", n, "direct", "fio_read_cpu")] = "400.0"  # 1.6 x btrfs's 250
         res[("transport", n, "direct", "small_preload_create")] = "16000.0"
         res[("transport", n, "direct", "small_preload_read")] = "9000.0"
         for fs in bench.TR_FS:
@@ -553,7 +555,7 @@ class BenchFigures(unittest.TestCase):
         res = self.transport_res()
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         t = rep.table()
-        self.assertEqual(len(t), 2 + 17)
+        self.assertEqual(len(t), 2 + 19)
         reread = [l for l in t if "read again in a shuffled order" in l]
         self.assertEqual(len(reread), 1, t)
         self.assertEqual(reread[0].split(" | ")[1:4], ["files/s", "-", "18000"])
@@ -561,17 +563,30 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual(t[2].split(" | ")[1:4], ["lookups/s", "-", "50000"])
         self.assertEqual(t[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s | 5000 "
                          "| 1000 | 500 | 800 | 400 | 350 | 1.60 | 0.88 | 0.50 | 0.80 | 0.40 | 0.35 |")
-        self.assertEqual(t[7].split(" | ")[1:3], ["IOPS", "-"])
+        self.assertEqual(t[7], "| CPU time of the fio write, all CPUs busy (/proc/stat), per GB | ms/GB | - "
+                         "| 300 | 150 | 240 | 120 | 105 | 1.60 | 0.88 | 0.50 | 0.80 | 0.40 | 0.35 |")
+        self.assertEqual(t[9].split(" | ")[1:3], ["IOPS", "-"])
         self.assertTrue(t[-1].startswith("| nvmefs daemon peak RSS (VmHWM), pool=64M | MiB | - | - | 80.5 |"), t[-1])
         c = rep.ceiling()
-        # lookup, dd x 2, fio x 2, random 4 KiB: 6 rows; 2 + 4 nulls + 2 ratios + 4 nvmefs / null.
-        self.assertEqual(len(c), 2 + 6)
+        # lookup, dd x 2, fio x 2 and their CPU x 2, random 4 KiB: 8 rows; 2 + 4 nulls + 2
+        # ratios + 4 nvmefs / null.
+        self.assertEqual(len(c), 2 + 8)
         self.assertTrue(all(l.count(" | ") == 11 for l in c), c)
         self.assertEqual(c[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s "
                          "| 2000 | 2500 | 1600 | 1200 | 1.25 | 0.75 | 0.25 | 0.32 | 0.25 | 0.29 |")
         self.assertEqual(rep.transports(), "direct: /dev/fuse; direct io_uring: io_uring; cached: /dev/fuse; "
                          "cached io_uring: io_uring")
+        # CPU per GB: lower is better, so it is no row of the wins; the notes compare it.
+        self.assertEqual(rep.cpu_notes()[0], "- direct: 400 ms of CPU per GB read, 1.60 x btrfs raid0's 250 "
+                         "(so at most 0.62 x its throughput when both are bound by the CPUs)")
+        self.assertEqual(len(rep.cpu_notes()), 4)
+        self.assertEqual(bench.TrReport({}, bench.Sizes(True), "64M", True).cpu_notes(),
+                         ["- no CPU figures (fio did not run, or /proc/stat was unreadable)"])
+        self.assertEqual(bench.cpu_per_gb(10.0, 12.5, 5 * 10**9), 500.0)
+        self.assertIsNone(bench.cpu_per_gb(None, 12.5, 10**9))
+        self.assertGreater(bench.cpu_busy_seconds(), 0)
         w = rep.wins()
+        self.assertFalse(any("_cpu" in l for l in w), w)
         self.assertTrue(w[0].startswith("- direct: io_uring faster or equal in lookup_rate 1.60, dd_write 1.60, "),
                         w[0])
         self.assertIn("/dev/fuse faster in nothing", w[0])
