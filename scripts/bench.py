@@ -415,9 +415,10 @@ def nvmefs_mode(fs):
 def nvmefs_opts(fs, pool):
     """The -o options nvmefs is mounted with for FS: mode=MODE,pool=POOL,
     plus uring (demanded: the mount refuses rather than falling back) for
-    MODE+uring."""
+    MODE+uring, else nouring (direct mode's default is io_uring where the
+    kernel offers it: a /dev/fuse figure must not depend on enable_uring)."""
     mode, uring = nvmefs_mode(fs)
-    return "mode=%s,pool=%s%s" % (mode, pool, ",uring" if uring else "")
+    return "mode=%s,pool=%s,%s" % (mode, pool, "uring" if uring else "nouring")
 
 
 def rss_fs(fs):

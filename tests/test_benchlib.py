@@ -457,9 +457,9 @@ class BenchFigures(unittest.TestCase):
                          ("fio-again.2", None), ("direct+bogus", None), ("native+uring", None),
                          ("null-direct+uring", None)):
             self.assertEqual(bench.nvmefs_mode(fs), want, fs)
-        self.assertEqual(bench.nvmefs_opts("direct", "64M"), "mode=direct,pool=64M")
+        self.assertEqual(bench.nvmefs_opts("direct", "64M"), "mode=direct,pool=64M,nouring")
         self.assertEqual(bench.nvmefs_opts("cached+uring", "1G"), "mode=cached,pool=1G,uring")
-        self.assertEqual(bench.nvmefs_opts("native.2", "64M"), "mode=direct,pool=64M")
+        self.assertEqual(bench.nvmefs_opts("native.2", "64M"), "mode=direct,pool=64M,nouring")
         self.assertEqual([fs for fs in bench.TR_FS + bench.TR_NULL_FS + ("native", "native.2", "btrfs")
                           if bench.rss_fs(fs)],
                          ["direct", "direct+uring", "cached", "cached+uring"])

@@ -4,7 +4,12 @@
 # hangs a mount, and the transport each mount reports.
 #  - enable_uring off: -o uring refuses at once with a message that says how
 #    to enable it, and mounts nothing; -o uring=auto mounts on /dev/fuse
-#    with one line saying why;
+#    with one line saying why; direct mode without an option on /dev/fuse
+#    without a line;
+#  - the default transport of each mode with enable_uring on: io_uring in
+#    direct mode, /dev/fuse in cached mode; nouring and uring=auto; with
+#    io_uring_setup(2) refused (kernel.io_uring_disabled), direct mode on
+#    /dev/fuse with one line;
 #  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
 #    .nvmefs/stats, nvmefs-stat say so), files read back as written;
 #  - a ring that device blocks fill (8 SQEs, NVMEFS_TEST_URING_SMALL_RING):
@@ -28,8 +33,10 @@ build=$1
 param=/sys/module/fuse/parameters/enable_uring
 [ -w "$param" ] || mnt_skip "no $param (Linux 6.14+ with CONFIG_FUSE_IO_URING, as root)"
 was=$(cat "$param")
+sysctl=/proc/sys/kernel/io_uring_disabled
+sysctl_was=$(cat "$sysctl" 2>/dev/null || true)
 mnt_setup "$build" 2 256M
-trap 'echo "$was" >"$param"; _mnt_cleanup' EXIT
+trap 'echo "$was" >"$param"; [ -z "$sysctl_was" ] || echo "$sysctl_was" >"$sysctl"; _mnt_cleanup' EXIT
 unset NVMEFS_TEST_TRANSPORT # this test says which transport it wants
 
 transport() { # the config's transport line
@@ -52,8 +59,34 @@ check "uring=auto with enable_uring off serves /dev/fuse" test "$(transport)" = 
 check "uring=auto says why, in one line" \
 	test "$(grep -c 'io_uring' "$MNT_TMP/nvmefs.log")" = 1
 mnt_umount
+# Without an option, direct mode asks for io_uring where offered: here
+# not, so /dev/fuse, and no line (nobody asked).
+mnt_mount mode=direct
+check "direct mode's default with enable_uring off serves /dev/fuse" test "$(transport)" = /dev/fuse
+check "... and says nothing of io_uring" test "$(grep -c 'io_uring' "$MNT_TMP/nvmefs.log")" = 1
+mnt_umount
 
 echo Y >"$param"
+# The default transport of each mode (fs_i.h nvmefs_uring_default), and
+# nouring, with enable_uring on.
+for m in direct:io_uring cached:/dev/fuse direct,nouring:/dev/fuse cached,uring=auto:io_uring; do
+	mnt_mount "mode=${m%%:*}"
+	check "mode=${m%%:*} with enable_uring on serves ${m#*:}" test "$(transport)" = "${m#*:}"
+	mnt_umount
+done
+# Offered, but io_uring_setup(2) refused (kernel.io_uring_disabled=2, an
+# administrator's choice): the default falls back with one line.
+if [ -w "$sysctl" ]; then
+	echo 2 >"$sysctl"
+	lines=$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log" || true)
+	mnt_mount mode=direct
+	check "io_uring refused by the kernel: direct mode's default serves /dev/fuse" \
+		test "$(transport)" = /dev/fuse
+	check "... and says so in one line" \
+		test "$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log")" = $((lines + 1))
+	mnt_umount
+	echo "$sysctl_was" >"$sysctl"
+fi
 mnt_mount uring
 check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
 head -c $((3 << 20)) /dev/urandom >"$MNT_TMP/data"

@@ -472,9 +472,11 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 			atomic_store(&serving, NULL);
 			return ret;
 		}
-		/* Not offered: main.c said so at the option, once. */
-		if (ret && ret != -EPERM && ret != -ENOTSUP &&
-		    vol->opts.uring == NVMEFS_URING_AUTO_SAY)
+		/* Not offered: main.c said so at the option, once (uring=auto),
+		 * or nothing (direct mode's default: nobody asked). Offered
+		 * but not made (io_uring_setup refused: kernel.io_uring_disabled,
+		 * say): one line either way. */
+		if (ret && !nvmefs_uring_offered())
 			nvmefs_warn("FUSE over io_uring cannot be set up (%s): serving /dev/fuse",
 				    strerror(-ret));
 		ret = 0;

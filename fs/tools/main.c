@@ -150,7 +150,8 @@ static void usage(FILE *f)
 		"                       failure shows at fsync (default 64K, 0: none)\n"
 		"  -o uring             FUSE over io_uring (Linux 6.14+, the fuse module's\n"
 		"                       enable_uring on), or no mount; uring=auto: when\n"
-		"                       offered; uring=off, nouring: /dev/fuse (default)\n"
+		"                       offered (default in direct mode, silently);\n"
+		"                       uring=off, nouring: /dev/fuse (cached's default)\n"
 		"  -o uring_depth=N     requests each io_uring queue holds (1-64)\n"
 		"  -o statahead=N       entries of a directory read ahead of a program\n"
 		"                       that looks them up in order (default 512, 0: none)\n"
@@ -295,6 +296,12 @@ static bool default_direct(const struct cfg *c)
 
 static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o);
 
+/* What a NVMEFS_URING_* choice serves, as --version says it. */
+static const char *transport_name(unsigned uring)
+{
+	return uring == NVMEFS_URING_OFF ? "/dev/fuse" : "io_uring where offered";
+}
+
 /*
  * The mount point must be a directory. A FUSE mount whose daemon was killed
  * answers ENOTCONN ("Transport endpoint is not connected") until it is
@@ -399,13 +406,14 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 /*
  * -o uring (demanded: refused here when this kernel does not offer it),
  * uring=auto (used when offered, a line when not), uring=off or nouring,
- * and none of them: NVMEFS_URING_DEFAULT. uring_depth=N entries a queue.
+ * and none of them: nvmefs_uring_default for the mode (o->direct, parsed
+ * first). uring_depth=N entries a queue.
  */
 static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 {
 	int offered;
 
-	o->uring = NVMEFS_URING_DEFAULT;
+	o->uring = nvmefs_uring_default(o->direct);
 	if (c->uring + c->nouring + !!c->uring_mode > 1) {
 		nvmefs_err("give one of uring, uring=MODE and nouring");
 		return -EINVAL;
@@ -680,12 +688,13 @@ int main(int argc, char **argv)
 		err = nvmefs_uring_offered();
 		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
 		       NVMEFS_FORMAT_VERSION, fuse_pkgversion());
-		printf("transports: /dev/fuse; FUSE over io_uring: %s (default: %s)\n",
+		printf("transports: /dev/fuse; FUSE over io_uring: %s (default: %s in direct "
+		       "mode, %s in cached mode)\n",
 		       !err	       ? "offered by this kernel"
 		       : err == -EPERM ? "off in this kernel (enable_uring)"
 				       : "not in this kernel",
-		       NVMEFS_URING_DEFAULT == NVMEFS_URING_OFF ? "/dev/fuse"
-								: "io_uring where offered");
+		       transport_name(nvmefs_uring_default(true)),
+		       transport_name(nvmefs_uring_default(false)));
 		ret = 0;
 		goto out;
 	}
