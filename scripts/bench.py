@@ -746,8 +746,9 @@ def div(a, b, dec):
 
 
 def cpu_busy_seconds():
-    """CPU time all CPUs spent busy since boot (/proc/stat: everything but
-    idle and iowait), in seconds; None when unreadable."""
+    """CPU time all CPUs spent busy since boot (/proc/stat: user, nice,
+    system, irq and softirq; not idle, iowait, or steal, the time a VM's
+    host took), in seconds; None when unreadable."""
     try:
         with open("/proc/stat") as f:
             t = [int(x) for x in f.readline().split()[1:]]
@@ -755,7 +756,7 @@ def cpu_busy_seconds():
         return None
     if len(t) < 8:
         return None
-    return (sum(t[:8]) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
+    return (sum(t[:7]) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_per_gb(b0, b1, nbytes):
@@ -1921,8 +1922,8 @@ class Bench:
             "%s; nproc %d, %.0f GiB RAM, kernel %s; %s, %s, torch %s" % (
                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(os.sched_getaffinity(0)),
                 emu.meminfo_kib("MemTotal") / 1048576, os.uname().release, fio, btrfs, torch),
-            "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s%s; this script from %s at HEAD %s%s"
-            % (a.build, nvmefs_id, a.pool, "[,uring]" if a.only == "transport" else "", TOP, repo_head,
+            "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s,%s; this script from %s at HEAD %s%s"
+            % (a.build, nvmefs_id, a.pool, "uring|nouring" if a.only == "transport" else "nouring", TOP, repo_head,
                "; --quick sizes" if a.quick else ""),
         ]
 
@@ -1991,7 +1992,7 @@ class Bench:
             "The transports (issue 33): %d RAM drives of %s (image files in /dev/shm on loop devices, no cap);"
             % (RAM_NDEV, h(sz.ram_dev)),
             "fio raw once, then btrfs raid0 (mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard) and nvmefs",
-            "(mkfs.nvmefs -f -K) in direct and cached mode, each on /dev/fuse (-o mode=MODE,pool=%s) and on FUSE"
+            "(mkfs.nvmefs -f -K) in direct and cached mode, each on /dev/fuse (-o mode=MODE,pool=%s,nouring) and on FUSE"
             % a.pool,
             "over io_uring (-o mode=MODE,pool=%s,uring: demanded, so a kernel that does not offer it fails the mount"
             % a.pool,
@@ -2444,7 +2445,7 @@ class DeepNVMe:
             "with a locked tensor, save_load_state_dict.py --engine aio --zero_copy (FastPersist-style), all with --validate",
             "and %s (%s)." % (" ".join(dn_handle_args(self.handle)),
                               "--aio-config %s" % b.a.aio_config_path if b.a.aio_config else "bench.py's DN_HANDLE"),
-            "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard; nvmefs: mkfs.nvmefs -f -K, -o mode=direct,pool=%s."
+            "btrfs: mkfs.btrfs -f -K -d raid0 -m raid0, mount -o nodiscard; nvmefs: mkfs.nvmefs -f -K, -o mode=direct,pool=%s,nouring."
             % b.a.pool,
             "fio raw: libaio direct bs=1M iodepth=32, one job per device, %d times over each drive. GB = 1e9 bytes;"
             % DN_RAW_LOOPS,

@@ -21,7 +21,8 @@
 #       if it must) and removes the images and directories.
 #   mnt_mount [OPTS]    nvmefs $MNT_DEVS $MNT [-o OPTS]; waits for the mount.
 #                       With NVMEFS_TEST_TRANSPORT=uring, -o uring is added
-#                       (FUSE over io_uring; its enable_uring must be on).
+#                       (FUSE over io_uring; its enable_uring must be on);
+#                       with NVMEFS_TEST_TRANSPORT=fuse, -o nouring.
 #                       The daemon is $MNT_BUILD/$MNT_DAEMON: nvmefs, or set
 #                       MNT_DAEMON=tests/nvmefs-fi (the test-only build with
 #                       fault injection, docs/RELIABILITY.md) before it.
@@ -346,10 +347,12 @@ mnt_mount() { # [OPTS]
 	local args end pid opts=${1:-}
 	[ "$MNT_NO_MOUNT" = 0 ] || return 0
 	args=("$MNT_DEVS" "$MNT")
-	# NVMEFS_TEST_TRANSPORT=uring: every mount on FUSE over io_uring.
-	if [ "${NVMEFS_TEST_TRANSPORT:-}" = uring ]; then
-		opts=${opts:+$opts,}uring
-	fi
+	# NVMEFS_TEST_TRANSPORT=uring: every mount on FUSE over io_uring;
+	# fuse: every mount on /dev/fuse.
+	case "${NVMEFS_TEST_TRANSPORT:-}" in
+	uring) opts=${opts:+$opts,}uring ;;
+	fuse) opts=${opts:+$opts,}nouring ;;
+	esac
 	[ -z "$opts" ] || args+=(-o "$opts")
 	# Output to a file, not a pipe: a daemon that kept the pipe open would
 	# hang whoever reads it (ctest).

@@ -36,7 +36,9 @@ was=$(cat "$param")
 sysctl=/proc/sys/kernel/io_uring_disabled
 sysctl_was=$(cat "$sysctl" 2>/dev/null || true)
 mnt_setup "$build" 2 256M
-trap 'echo "$was" >"$param"; [ -z "$sysctl_was" ] || echo "$sysctl_was" >"$sysctl"; _mnt_cleanup' EXIT
+# Put back what it found, then clean up, even if a write is refused.
+trap '{ echo "$was" >"$param"; [ -z "$sysctl_was" ] || echo "$sysctl_was" >"$sysctl"; } 2>/dev/null || true
+_mnt_cleanup' EXIT
 unset NVMEFS_TEST_TRANSPORT # this test says which transport it wants
 
 transport() { # the config's transport line
@@ -75,7 +77,8 @@ for m in direct:io_uring cached:/dev/fuse direct,nouring:/dev/fuse cached,uring=
 	mnt_umount
 done
 # Offered, but io_uring_setup(2) refused (kernel.io_uring_disabled=2, an
-# administrator's choice): the default falls back with one line.
+# administrator's choice): the default falls back with one line. The
+# switch is the whole machine's: on for one mount only.
 if [ -w "$sysctl" ]; then
 	echo 2 >"$sysctl"
 	lines=$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log" || true)

@@ -280,7 +280,8 @@ enum {
  * io_uring, silently where the kernel offers it: it won small files,
  * lookups, dd and 4 KiB random reads in four runs of the benchmark driver
  * by 1.04-2.3 x and lost 1 MiB streams by up to a quarter. In cached mode
- * /dev/fuse: there io_uring lost the reads (small files, dd, torch.load).
+ * /dev/fuse: there io_uring lost the reads (small files in every run, dd
+ * in three of four).
  */
 static inline unsigned nvmefs_uring_default(bool direct)
 {
