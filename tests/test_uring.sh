@@ -69,27 +69,6 @@ check "... and says nothing of io_uring" test "$(grep -c 'io_uring' "$MNT_TMP/nv
 mnt_umount
 
 echo Y >"$param"
-# The default transport of each mode (fs_i.h nvmefs_uring_default), and
-# nouring, with enable_uring on.
-for m in direct:io_uring cached:/dev/fuse direct,nouring:/dev/fuse cached,uring=auto:io_uring; do
-	mnt_mount "mode=${m%%:*}"
-	check "mode=${m%%:*} with enable_uring on serves ${m#*:}" test "$(transport)" = "${m#*:}"
-	mnt_umount
-done
-# Offered, but io_uring_setup(2) refused (kernel.io_uring_disabled=2, an
-# administrator's choice): the default falls back with one line. The
-# switch is the whole machine's: on for one mount only.
-if [ -w "$sysctl" ]; then
-	echo 2 >"$sysctl"
-	lines=$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log" || true)
-	mnt_mount mode=direct
-	check "io_uring refused by the kernel: direct mode's default serves /dev/fuse" \
-		test "$(transport)" = /dev/fuse
-	check "... and says so in one line" \
-		test "$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log")" = $((lines + 1))
-	mnt_umount
-	echo "$sysctl_was" >"$sysctl"
-fi
 mnt_mount uring
 check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
 head -c $((3 << 20)) /dev/urandom >"$MNT_TMP/data"
@@ -126,6 +105,28 @@ if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -g
 fi
 mnt_umount
 check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
+
+# The default transport of each mode (fs_i.h nvmefs_uring_default), and
+# nouring, with enable_uring on.
+for m in direct:io_uring cached:/dev/fuse direct,nouring:/dev/fuse cached,uring=auto:io_uring; do
+	mnt_mount "mode=${m%%:*}"
+	check "mode=${m%%:*} with enable_uring on serves ${m#*:}" test "$(transport)" = "${m#*:}"
+	mnt_umount
+done
+# Offered, but io_uring_setup(2) refused (kernel.io_uring_disabled=2, an
+# administrator's choice): the default falls back with one line. The
+# switch is the whole machine's: on for one mount only.
+if [ -w "$sysctl" ]; then
+	echo 2 >"$sysctl"
+	lines=$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log" || true)
+	mnt_mount mode=direct
+	check "io_uring refused by the kernel: direct mode's default serves /dev/fuse" \
+		test "$(transport)" = /dev/fuse
+	check "... and says so in one line" \
+		test "$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log")" = $((lines + 1))
+	mnt_umount
+	echo "$sysctl_was" >"$sysctl"
+fi
 
 # Device blocks fill the ring while replies are handed over.
 if command -v fio >/dev/null; then
