@@ -9,7 +9,8 @@
 #  - the default transport of each mode with enable_uring on: io_uring in
 #    direct mode, /dev/fuse in cached mode; nouring and uring=auto; with
 #    io_uring_setup(2) refused (kernel.io_uring_disabled), direct mode on
-#    /dev/fuse with one line;
+#    /dev/fuse with one line, and -o uring refused before the daemon forks
+#    (a failing exit status, the reason on stderr);
 #  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
 #    .nvmefs/stats, nvmefs-stat say so), files read back as written;
 #  - a ring that device blocks fill (8 SQEs, NVMEFS_TEST_URING_SMALL_RING):
@@ -125,6 +126,16 @@ if [ -w "$sysctl" ]; then
 	check "... and says so in one line" \
 		test "$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log")" = $((lines + 1))
 	mnt_umount
+	# -o uring is refused before the daemon forks: a failing exit status
+	# and the reason on the terminal, nothing mounted.
+	start=$SECONDS
+	if "$build/nvmefs" "$MNT_DEVS" "$MNT" -o uring >"$MNT_TMP/refuse2.log" 2>&1; then
+		check "-o uring with io_uring_setup refused fails" false
+		mnt_umount
+	fi
+	check "... at once, saying why" grep -q "io_uring_setup" "$MNT_TMP/refuse2.log"
+	check "... in $((SECONDS - start)) s, nothing mounted" \
+		sh -c "[ $((SECONDS - start)) -le 5 ] && ! mountpoint -q '$MNT'"
 	echo "$sysctl_was" >"$sysctl"
 fi
 

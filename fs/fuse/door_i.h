@@ -207,6 +207,10 @@ struct nvmefs_uring;
 /* 0 when this kernel serves FUSE over io_uring (its module parameter
  * enable_uring is on), -EPERM when it is off, -ENOTSUP when it has none. */
 int nvmefs_uring_offered(void);
+/* 0 when this process may make an io_uring ring as the queues' (a small
+ * one, made and freed), else io_uring_setup(2)'s error: -EPERM under
+ * kernel.io_uring_disabled or a seccomp policy, -ENOMEM, ... */
+int nvmefs_uring_ring_ok(void);
 /*
  * Before the INIT reply: make a queue per possible CPU (an SQE128 ring and
  * depth entries of locked header and payload buffers; 0: the default),

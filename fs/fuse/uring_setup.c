@@ -32,6 +32,17 @@ int nvmefs_uring_offered(void)
 	return v == 'Y' || v == 'y' || v == '1' ? 0 : -EPERM;
 }
 
+int nvmefs_uring_ring_ok(void)
+{
+	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
+	struct io_uring ring;
+	int ret = io_uring_queue_init_params(2, &ring, &p);
+
+	if (!ret)
+		io_uring_queue_exit(&ring);
+	return ret;
+}
+
 /* Possible CPUs, as the kernel counts its queues (num_possible_cpus). */
 static unsigned possible_cpus(void)
 {

@@ -411,7 +411,7 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
  */
 static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 {
-	int offered;
+	int offered, err;
 
 	o->uring = nvmefs_uring_default(o->direct);
 	if (c->uring + c->nouring + !!c->uring_mode > 1) {
@@ -443,6 +443,21 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 		nvmefs_warn("uring=auto: this kernel does not serve FUSE over io_uring "
 			    "(enable_uring is %s): serving /dev/fuse",
 			    offered == -EPERM ? "off" : "missing");
+	/* Offered, but may we make a ring? Asked here, before the daemon
+	 * forks: a refusal found later would reach syslog only, and the
+	 * mount command would have succeeded. */
+	if (o->uring != NVMEFS_URING_OFF && !offered && (err = nvmefs_uring_ring_ok())) {
+		if (o->uring == NVMEFS_URING_ON) {
+			nvmefs_err("-o uring: FUSE over io_uring cannot be set up: io_uring_setup: "
+				   "%s (kernel.io_uring_disabled, or a seccomp policy?)",
+				   strerror(-err));
+			return err;
+		}
+		nvmefs_warn("FUSE over io_uring cannot be set up (io_uring_setup: %s): "
+			    "serving /dev/fuse",
+			    strerror(-err));
+		o->uring = NVMEFS_URING_OFF;
+	}
 	return 0;
 }
 
