@@ -81,8 +81,9 @@ bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *
 /* Free the unlinked, no longer open in (log INODE_FREE), or, while an
  * early-answered write of it is in flight (whose extents are logged at
  * its completion, and must not come after the free), leave that to the
- * next commit. meta held. */
-int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in);
+ * next commit, logging in as an orphan first unless it is one (orphan
+ * false: it was unlinked while open). meta held. */
+int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool orphan);
 /* A commit, meta held, after nvmefs_data_behind_hold: free what waited. */
 void nvmefs_data_free_deferred(struct nvmefs_vol *vol);
 /* Unmount without a last commit (shut down, read-only, an error): let

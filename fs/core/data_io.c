@@ -196,13 +196,22 @@ bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *
 	return n;
 }
 
-int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool orphan)
 {
 	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+	int ret;
 
-	if (!nvmefs_data_behind_busy(vol, in)) {
-		r.ino.ino = in->ino;
+	r.ino.ino = in->ino;
+	if (!nvmefs_data_behind_busy(vol, in))
 		return nvmefs_journal_log(vol, &r);
+	/* An orphan until the commit that frees it: a crash before that
+	 * reclaims it at the next mount. */
+	if (orphan) {
+		r.type = NVMEFS_REC_ORPHAN_ADD;
+		ret = nvmefs_journal_log(vol, &r);
+		nvmefs_inode_dirty(vol, in);
+		if (ret)
+			return ret;
 	}
 	/* No new one can start: no handle is left to send it. */
 	if (nvmefs_grow(&vol->deferred, &vol->deferred_cap, vol->ndeferred + 1,

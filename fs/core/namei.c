@@ -209,15 +209,9 @@ static int drop_link(struct nvmefs_vol *vol, struct nvmefs_inode *in, const stru
 		nvmefs_inode_dirty(vol, in);
 		return log_ino(vol, NVMEFS_REC_ORPHAN_ADD, in->ino);
 	}
-	/* Closed, but a write answered early may still be in flight: an
-	 * orphan until the commit that frees it (data_i.h). */
-	if (nvmefs_data_behind_busy(vol, in)) {
-		int ret = log_ino(vol, NVMEFS_REC_ORPHAN_ADD, in->ino);
-
-		nvmefs_inode_dirty(vol, in);
-		return ret ? ret : nvmefs_data_free_inode(vol, in);
-	}
-	return nvmefs_data_free_inode(vol, in);
+	/* Closed, but a write answered early may still be in flight: then
+	 * an orphan until the commit that frees it (data_i.h). */
+	return nvmefs_data_free_inode(vol, in, true);
 }
 
 /* The child's entry of an entry (meta held): what it names must exist. */
@@ -879,7 +873,7 @@ void nvmefs_ns_release(struct nvmefs_vol *vol, uint64_t ino)
 	if (in && in->opens && --in->opens == 0 && !in->dead && in->nlink == 0) {
 		/* Last close of an unlinked file: its space goes now, or at the
 		 * next commit while its writes answered early are in flight. */
-		if (nvmefs_data_free_inode(vol, in))
+		if (nvmefs_data_free_inode(vol, in, false))
 			nvmefs_warn("inode %llu: could not free at last close; "
 				    "it is reclaimed at the next mount",
 				    (unsigned long long)ino);

@@ -32,9 +32,12 @@ int nvmefs_uring_offered(void)
 	return v == 'Y' || v == 'y' || v == '1' ? 0 : -EPERM;
 }
 
+/* How every queue's ring is made (uring.c says why COOP_TASKRUN). */
+#define RING_FLAGS (IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN)
+
 int nvmefs_uring_ring_ok(void)
 {
-	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
+	struct io_uring_params p = {.flags = RING_FLAGS};
 	struct io_uring ring;
 	int ret = io_uring_queue_init_params(2, &ring, &p);
 
@@ -105,7 +108,7 @@ static void free_queue(struct queue *q)
 
 static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 {
-	struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN};
+	struct io_uring_params p = {.flags = RING_FLAGS};
 	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
 	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
 	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
