@@ -282,7 +282,13 @@ int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, i
 int64_t nvmefs_cl_call(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
 		       const void *body, uint32_t len, int fd)
 {
-	int ret = nvmefs_cl_send_msg(c, type, arg, arg2, body, len, len, fd);
+	return nvmefs_cl_call_n(c, type, arg, arg2, body, len, len, fd);
+}
+
+int64_t nvmefs_cl_call_n(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+			 const void *body, uint32_t cnt, size_t len, int fd)
+{
+	int ret = nvmefs_cl_send_msg(c, type, arg, arg2, body, cnt, len, fd);
 
 	if (ret) {
 		nvmefs_cl_lose(c);
@@ -658,6 +664,31 @@ int nvmefs_close_fd(struct nvmefs_client *c, int fd)
 		c->unanswered++;
 	*r = c->regs[--c->nregs];
 	return 0;
+}
+
+int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
+			 const void *word, int64_t *arg2)
+{
+	const uint8_t *lo = (const uint8_t *)(blob < word ? blob : word);
+	const uint8_t *hi = (const uint8_t *)blob + cap > (const uint8_t *)word + 8
+				    ? (const uint8_t *)blob + cap
+				    : (const uint8_t *)word + 8;
+	struct reg *g = nvmefs_cl_reg_of(c, fd);
+	struct region *r = g ? nvmefs_cl_region_of(c, lo, (size_t)(hi - lo)) : NULL;
+	struct nvmefs_wire_layout_req q;
+	int64_t ret;
+
+	if (!r)
+		return g ? -EFAULT : -EBADF;
+	q = (struct nvmefs_wire_layout_req){.handle = g->handle,
+					    .region = r->id,
+					    .mem_off = (uint64_t)((const uint8_t *)blob - r->base),
+					    .cap = cap,
+					    .word_off =
+						    (uint64_t)((const uint8_t *)word - r->base)};
+	ret = nvmefs_cl_call_n(c, NVMEFS_WIRE_LAYOUT, 0, 0, &q, 1, sizeof(q), -1);
+	*arg2 = c->reply_arg2;
+	return ret;
 }
 
 int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)

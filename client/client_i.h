@@ -115,6 +115,17 @@ int64_t nvmefs_cl_control(struct nvmefs_client *c, uint16_t type, int64_t arg, i
 /* The same with arg2 and a body of len one-byte entries (CREATE's name). */
 int64_t nvmefs_cl_call(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
 		       const void *body, uint32_t len, int fd);
+/* The same with cnt entries in len bytes. */
+int64_t nvmefs_cl_call_n(struct nvmefs_client *c, uint16_t type, int64_t arg, int64_t arg2,
+			 const void *body, uint32_t cnt, size_t len, int fd);
+/*
+ * LAYOUT of the registered fd (wire.h): the daemon writes the loan into
+ * blob[0, cap) and its generation at word, both in one shared buffer of
+ * the process (nvmefs_buf_alloc). Returns the bytes written, *arg2 the
+ * loan's generation, or -errno (-ENOBUFS: *arg2 the bytes needed).
+ */
+int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
+			 const void *word, int64_t *arg2);
 /* The registration of fd, or NULL. */
 struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd);
 

@@ -6,7 +6,8 @@
  * nvmefs_create and nvmefs_pwrite): one round trip for the create and one
  * per write, where the mount costs a permission check of the directory, a
  * LOOKUP and a CREATE before the first WRITE (docs/NATIVE.md, "The create
- * door for programs"). Everything else goes to libc unchanged.
+ * door for programs"). Everything else goes to libc unchanged, but for
+ * O_DIRECT reads, which its read door serves (client/preload_read.c).
  *
  * What it takes: an open or openat (and their 64 and fortified names) with
  * O_CREAT, O_WRONLY and O_CLOEXEC (a descriptor that cannot outlive an
@@ -61,8 +62,7 @@
 #include "client_i.h"
 #include "preload_i.h"
 
-#define FUSE_SUPER_MAGIC 0x65735546
-#define MAX_MOUNTS	 16
+#define MAX_MOUNTS 16
 
 /* A descriptor the door serves. */
 struct dfile {
@@ -171,6 +171,7 @@ __attribute__((constructor)) static void preload_init(void)
 	RESOLVE(posix_spawnp);
 	RESOLVE(umask);
 	preload_at_init();
+	preload_read_init(&mu);
 	disabled = (e && !strcmp(e, "0")) || !real_openat || !real_umask;
 	if (!disabled) {
 		m = real_umask(022);
@@ -331,6 +332,7 @@ static void fork_child(void)
 		}
 	}
 	nmounts = 0;
+	preload_read_fork_child();
 	pthread_mutex_unlock(&mu);
 }
 
@@ -370,7 +372,7 @@ static struct dfile *enter(int fd)
 
 /* The client of the mount whose st_dev is dev, attached on first use by
  * dir (mu held); NULL when it is not nvmefs or has no door. */
-static struct nvmefs_client *client_of(dev_t dev, int dirfd)
+struct nvmefs_client *preload_client(dev_t dev, int dirfd)
 {
 	struct statfs sf;
 	struct nvmefs_client *c = NULL;
@@ -381,7 +383,7 @@ static struct nvmefs_client *client_of(dev_t dev, int dirfd)
 			return mounts[i].c;
 	if (nmounts == MAX_MOUNTS)
 		return NULL;
-	if (!fstatfs(dirfd, &sf) && sf.f_type == FUSE_SUPER_MAGIC) {
+	if (!fstatfs(dirfd, &sf) && sf.f_type == PRELOAD_FUSE_MAGIC) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
 		if (nvmefs_attach(path, &c))
 			c = NULL;
@@ -434,7 +436,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	f = calloc(1, sizeof(*f));
 	pthread_mutex_lock(&mu);
 	if (f && d < MAX_FDS && table())
-		f->c = client_of(dev, d);
+		f->c = preload_client(dev, d);
 	if (!f || !f->c) {
 		pthread_mutex_unlock(&mu);
 		free(f);
@@ -479,7 +481,12 @@ EXPORT int openat(int at, const char *path, int flags, ...)
 	va_end(ap);
 	fd = (flags & O_CREAT) && !preload_null_path(path) ? door_create(at, path, flags, mode)
 							   : -2;
-	return fd != -2 ? fd : real_openat(at, path, flags, mode);
+	if (fd != -2)
+		return fd;
+	fd = real_openat(at, path, flags, mode);
+	if (fd >= 0 && (flags & O_DIRECT) && !disabled)
+		preload_read_open(fd, flags);
+	return fd;
 }
 
 /* open(2) is openat(2) from the working directory. */
@@ -612,7 +619,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t len)
 		errno = EBADF; /* opened for writing only */
 		return -1;
 	}
-	return real_read(fd, buf, len);
+	return preload_read_read(fd, buf, len);
 }
 
 EXPORT off_t lseek(int fd, off_t off, int whence)
@@ -781,6 +788,7 @@ EXPORT int close(int fd)
 			drop(fd);
 		pthread_mutex_unlock(&mu);
 	}
+	preload_read_close(fd);
 	return real_close(fd);
 }
 
@@ -791,6 +799,9 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 		if (files[fd] && !(flags & CLOSE_RANGE_CLOEXEC) && !(flags & CLOSE_RANGE_UNSHARE))
 			drop((int)fd);
 	pthread_mutex_unlock(&mu);
+	if (!(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
+		for (unsigned fd = first; fd <= last && fd < 65536u; fd++)
+			preload_read_close((int)fd);
 	return real_close_range(first, last, flags);
 }
 
@@ -838,6 +849,13 @@ EXPORT int fcntl(int fd, int cmd, ...)
 		    preload_need_kernel(fd))
 			return -1;
 	}
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		int to = real_fcntl(fd, cmd, arg);
+
+		if (to >= 0)
+			preload_read_dup(fd, to);
+		return to;
+	}
 	return real_fcntl(fd, cmd, arg);
 }
 
@@ -847,7 +865,17 @@ EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 are one");
 _Static_assert(sizeof(off_t) == sizeof(off64_t), "off_t is 64 bits");
 
-KERNEL_CALL(int, dup, (int fd), (fd))
+EXPORT int dup(int fd)
+{
+	int to;
+
+	if (preload_has(fd) && preload_need_kernel(fd))
+		return -1;
+	to = real_dup(fd);
+	if (to >= 0)
+		preload_read_dup(fd, to);
+	return to;
+}
 
 /*
  * dup2 and dup3 close what was at to: a door descriptor there is closed as
@@ -862,13 +890,19 @@ static int dup_onto(int fd, int to, int flags, bool three)
 
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return -1;
-	if (fd == to || !preload_has(to))
-		return three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
-	pthread_mutex_lock(&mu);
-	ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
-	if (ret >= 0 && files[to])
-		drop(to);
-	pthread_mutex_unlock(&mu);
+	if (fd != to)
+		preload_read_close(to);
+	if (fd == to || !preload_has(to)) {
+		ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+	} else {
+		pthread_mutex_lock(&mu);
+		ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+		if (ret >= 0 && files[to])
+			drop(to);
+		pthread_mutex_unlock(&mu);
+	}
+	if (ret >= 0 && fd != to)
+		preload_read_dup(fd, to);
 	return ret;
 }
 

@@ -8,7 +8,11 @@
 #define NVMEFS_PRELOAD_I_H
 
 #include <dlfcn.h>
+#include <linux/aio_abi.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #define EXPORT __attribute__((visibility("default")))
 /* real_NAME: the next definition of NAME (libc's). */
@@ -32,6 +36,61 @@ void preload_at_init(void);
 /* The door's descriptor as the directory of an *at call: 0 (let it
  * through) or -1 with errno (preload_at.c; never inlined either). */
 int preload_at_dir(int at, const char *path, int flags);
+
+#define PRELOAD_FUSE_MAGIC 0x65735546 /* statfs's f_type of a FUSE mount */
+
+/* The client of the mount whose st_dev is dev, attached on first use by
+ * fd, a descriptor on it (the lock held); NULL when it is not nvmefs or
+ * has no door. */
+struct nvmefs_client *preload_client(dev_t dev, int fd);
+
+/* preload_read.c, the read door: its calls and the lock it shares. */
+void preload_read_init(pthread_mutex_t *lock);
+/* After an open of fd with flags succeeded: borrow the file when the door
+ * serves it. */
+void preload_read_open(int fd, int flags);
+/* After fd was duplicated as to (dup, dup2, dup3, fcntl F_DUPFD*). */
+void preload_read_dup(int fd, int to);
+/* Before fd is closed (or replaced by dup2, dup3). */
+void preload_read_close(int fd);
+/* read(2) of fd, through the door when it is the door's. */
+ssize_t preload_read_read(int fd, void *buf, size_t len);
+/* In the child of fork, the lock held: forget everything. */
+void preload_read_fork_child(void);
+
+/* One read through the read door: its pieces, each a read of one member
+ * at the loan's offset, as iocbs (aio_data: the read). */
+#define PRELOAD_MAX_PIECES 64u
+struct rfile;
+struct loan;
+struct preload_rd {
+	struct preload_rd *next, *prev; /* preload_aio.c's list */
+	struct rfile *f;
+	struct loan *l;
+	uint64_t iocb, data; /* libaio: the program's iocb and its aio_data */
+	uint64_t pos, len, buf;
+	unsigned n, left; /* pieces; not yet done */
+	bool failed;	  /* a piece read short or failed */
+	struct iocb sub[];
+};
+/* Whether fd may be the read door's (no lock); whether any file is. */
+bool preload_rd_fd(int fd);
+bool preload_rd_any(void);
+/* The read of [pos, pos + len) of fd into buf when the door serves it
+ * (fd's loan holds, and maps all of it to at most PRELOAD_MAX_PIECES
+ * pieces), else NULL: the mount's. Free with preload_rd_free. */
+struct preload_rd *preload_rd_new(int fd, uint64_t pos, uint64_t len, uint64_t buf);
+void preload_rd_free(struct preload_rd *d);
+/* Piece sub of d read res bytes: whether it was the last. */
+bool preload_rd_piece_done(struct preload_rd *d, const struct iocb *sub, int64_t res);
+/* Read d's pieces from the from-th on here, one after another. */
+void preload_rd_pieces_sync(struct preload_rd *d, unsigned from);
+/* Every piece in: the read's result, the mount's when a piece failed or
+ * the file changed meanwhile. */
+int64_t preload_rd_result(const struct preload_rd *d);
+/* preload_aio.c: libaio's calls, interposed. */
+void preload_aio_init(void);
+void preload_aio_fork_child(void);
 
 /* A call the kernel must serve: the file goes to it first. */
 #define KERNEL_CALL(ret_t, name, params, args)                                                     \

@@ -62,4 +62,5 @@ set(FS_FUSE_SOURCES
 set(FS_NATIVE_SOURCES
     native/server.c
     native/server_io.c
+    native/server_layout.c
     native/wire.c)

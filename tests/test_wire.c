@@ -53,8 +53,9 @@ struct pcase {
 	int want;
 };
 
-#define M NVMEFS_WIRE_MAGIC
-#define V NVMEFS_WIRE_VERSION
+#define LREQ sizeof(struct nvmefs_wire_layout_req)
+#define M    NVMEFS_WIRE_MAGIC
+#define V    NVMEFS_WIRE_VERSION
 
 static const struct pcase pcases[] = {
 	{"empty", 1, M, V, NVMEFS_WIRE_HELLO, 0, 0, 0, -EBADMSG},
@@ -71,7 +72,12 @@ static const struct pcase pcases[] = {
 	{"version 2", 1, M, V + 1, NVMEFS_WIRE_HELLO, 0, 0, HDR, -EPROTO},
 	{"version 0xffff", 1, M, 0xffff, NVMEFS_WIRE_SUBMIT, 1, 0, HDR + SQE, -EPROTO},
 	{"type 0", 1, M, V, 0, 0, 0, HDR, -EOPNOTSUPP},
-	{"type 10", 1, M, V, 10, 0, 0, HDR, -EOPNOTSUPP},
+	{"type 11", 1, M, V, 11, 0, 0, HDR, -EOPNOTSUPP},
+	{"LAYOUT", 1, M, V, NVMEFS_WIRE_LAYOUT, 1, 0, HDR + LREQ, 0},
+	{"LAYOUT with no request", 1, M, V, NVMEFS_WIRE_LAYOUT, 0, 0, HDR, -EBADMSG},
+	{"LAYOUT with two", 1, M, V, NVMEFS_WIRE_LAYOUT, 2, 0, HDR + 2 * LREQ, -EBADMSG},
+	{"LAYOUT a byte short", 1, M, V, NVMEFS_WIRE_LAYOUT, 1, 0, HDR + LREQ - 1, -EBADMSG},
+	{"LAYOUT to the client", 0, M, V, NVMEFS_WIRE_LAYOUT, 1, 0, HDR + LREQ, -EOPNOTSUPP},
 	{"type 0xffff", 1, M, V, 0xffff, 0, 0, HDR, -EOPNOTSUPP},
 	{"REPLY to the daemon", 1, M, V, NVMEFS_WIRE_REPLY, 0, 0, HDR, -EOPNOTSUPP},
 	{"COMPLETE to the daemon", 1, M, V, NVMEFS_WIRE_COMPLETE, 1, 0, HDR + CQE, -EOPNOTSUPP},
@@ -151,6 +157,7 @@ static void test_parse(void)
 			CHECK(m.entry_size == (pc->type == NVMEFS_WIRE_SUBMIT	  ? SQE
 					       : pc->type == NVMEFS_WIRE_COMPLETE ? CQE
 					       : pc->type == NVMEFS_WIRE_CREATE	  ? 1
+					       : pc->type == NVMEFS_WIRE_LAYOUT	  ? LREQ
 										  : 0),
 			      "%s: entry size %zu", pc->what, m.entry_size);
 		}

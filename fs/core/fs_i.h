@@ -415,6 +415,7 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t copied_bytes;	      /* their bytes */
 		atomic_uint_fast64_t refused; /* requests and registrations refused */
 		atomic_uint_fast64_t invals;  /* page cache invalidations asked */
+		atomic_uint_fast64_t layouts; /* loans of a file's extents (LAYOUT) */
 		/* completions sent by the engine's thread that finished the
 		 * request, not through the client's thread */
 		atomic_uint_fast64_t direct_completions;

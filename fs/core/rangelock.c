@@ -37,6 +37,7 @@ void nvmefs_rl_init(struct nvmefs_rangelock *rl)
 	rl->tail = &rl->head;
 	rl->waiters = 0;
 	rl->gen = 0;
+	rl->pubs = NULL;
 }
 
 void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
@@ -71,11 +72,39 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 		pthread_cond_wait(&rl->cv, &rl->mu);
 		rl->waiters--;
 	}
-	if (excl)
+	if (excl) {
 		rl->gen++;
+		for (struct nvmefs_rl_pub *p = rl->pubs; p; p = p->next)
+			atomic_store(p->word, rl->gen);
+	}
 	gen = rl->gen;
 	pthread_mutex_unlock(&rl->mu);
 	return gen;
+}
+
+uint64_t nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&rl->mu);
+	pub->next = rl->pubs;
+	rl->pubs = pub;
+	gen = rl->gen;
+	atomic_store(pub->word, gen);
+	pthread_mutex_unlock(&rl->mu);
+	return gen;
+}
+
+void nvmefs_rl_withdraw(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub)
+{
+	pthread_mutex_lock(&rl->mu);
+	for (struct nvmefs_rl_pub **pp = &rl->pubs; *pp; pp = &(*pp)->next) {
+		if (*pp == pub) {
+			*pp = pub->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rl->mu);
 }
 
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e)

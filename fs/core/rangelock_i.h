@@ -9,6 +9,7 @@
 #define NVMEFS_RANGELOCK_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,6 +23,18 @@ struct nvmefs_rl_ent {
 	bool excl;
 };
 
+/*
+ * A word outside the daemon that shows the lock's generation: the read
+ * door's lease (fs/native/server_layout.c). Each exclusive grant stores
+ * the new generation in every published word before the holder may
+ * change a byte, so a reader that finds its word unchanged after its own
+ * read of the devices read the file's content (as prefetch.c trusts gen).
+ */
+struct nvmefs_rl_pub {
+	struct nvmefs_rl_pub *next;
+	_Atomic uint64_t *word;
+};
+
 struct nvmefs_rangelock {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -31,6 +44,7 @@ struct nvmefs_rangelock {
 	 * the data or the size may change. What was read while it stayed the
 	 * same is still the file's content (fs/core/prefetch.c). */
 	uint64_t gen;
+	struct nvmefs_rl_pub *pubs; /* mu: the words showing gen */
 };
 
 void nvmefs_rl_init(struct nvmefs_rangelock *rl);
@@ -41,6 +55,13 @@ void nvmefs_rl_exit(struct nvmefs_rangelock *rl); /* no entry may be held */
  * generation once granted (this grant counted, if exclusive). */
 uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
 			uint64_t hi, bool excl);
+/*
+ * Publish gen in pub->word from now on, as a shared lock of the whole file
+ * holds still: the caller holds one (so no exclusive grant is pending) and
+ * gets the generation it stored. Withdraw before the word's memory goes.
+ */
+uint64_t nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub);
+void nvmefs_rl_withdraw(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub);
 /* Release e; any thread may. */
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
 #define NVMEFS_RL_ALL UINT64_MAX

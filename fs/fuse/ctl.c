@@ -283,6 +283,7 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	put_u64(o, "copied_bytes", atomic_load(&vol->native.copied_bytes));
 	put_u64(o, "refused", atomic_load(&vol->native.refused));
 	put_u64(o, "invalidations", atomic_load(&vol->native.invals));
+	put_u64(o, "layouts", atomic_load(&vol->native.layouts));
 	put_u64(o, "direct_completions", atomic_load(&vol->native.direct_completions));
 	return o;
 }

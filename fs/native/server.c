@@ -259,6 +259,7 @@ static int do_unreg_fd(struct nclient *c, int64_t h)
 	f = &c->files[h];
 	if (f->inflight)
 		return -EBUSY;
+	layout_end(c, f);
 	nvmefs_ns_release(c->srv->vol, f->ino);
 	f->in = NULL;
 	return 0;
@@ -306,6 +307,10 @@ static int do_unreg_mem(struct nclient *c, int64_t id)
 	r = &c->regions[id];
 	if (r->inflight)
 		return -EBUSY;
+	/* Loans whose word lies in it end: nothing may store there. */
+	for (uint32_t i = 0; r->leases && i < c->nfiles; i++)
+		if (c->files[i].pub && c->files[i].lease_region == (uint32_t)id)
+			layout_end(c, &c->files[i]);
 	munmap(r->base, r->size);
 	*r = (struct nregion){0};
 	return 0;
@@ -523,7 +528,7 @@ static int handle(struct nclient *c, const void *buf, size_t len, int fd)
 	struct nvmefs_wire_stat wst;
 	struct nvmefs_wire_msg m;
 	unsigned may = 0;
-	int64_t res;
+	int64_t res, res2 = 0;
 	int ret = nvmefs_wire_parse(buf, len, 1, &m);
 
 	if (!ret && fd >= 0 && m.hdr.type != NVMEFS_WIRE_REG_FD &&
@@ -562,6 +567,11 @@ static int handle(struct nclient *c, const void *buf, size_t len, int fd)
 		}
 		return queue_msg(c, NVMEFS_WIRE_REPLY, res, c->files[res].may, &wst, 0,
 				 sizeof(wst));
+	case NVMEFS_WIRE_LAYOUT:
+		res = do_layout(c, &m, &res2);
+		if (res < 0)
+			count(&vol->native.refused, 1);
+		return reply(c, res, res2);
 	default: /* NVMEFS_WIRE_SUBMIT */
 		do_submit(c, &m);
 		return 0;
@@ -680,9 +690,12 @@ static void client_teardown(struct nclient *c)
 			nvmefs_err("native: client wake: %s", strerror(errno));
 		reap(c);
 	}
-	for (uint32_t i = 0; i < c->nfiles; i++)
-		if (c->files[i].in)
+	for (uint32_t i = 0; i < c->nfiles; i++) {
+		if (c->files[i].in) {
+			layout_end(c, &c->files[i]);
 			nvmefs_ns_release(vol, c->files[i].ino);
+		}
+	}
 	for (uint32_t i = 0; i < c->nregions; i++)
 		if (c->regions[i].base)
 			munmap(c->regions[i].base, c->regions[i].size);

@@ -16,6 +16,7 @@
 
 #include "native_i.h"
 #include "namei.h"
+#include "rangelock_i.h"
 #include "nvmefs/spin.h"
 #include "nvmefs/wire.h"
 
@@ -29,12 +30,17 @@ struct nfile {
 	unsigned may;		      /* NVMEFS_WIRE_MAY_* */
 	struct nvmefs_read_note note; /* relatime, as a handle of the mount keeps it */
 	unsigned inflight;	      /* requests naming it (client thread) */
+	/* its LAYOUT loan (NULL: none): apart, as files is reallocated
+	 * while the file's range lock links it */
+	struct nvmefs_rl_pub *pub;
+	uint32_t lease_region; /* the region holding that word */
 };
 
 struct nregion {
 	uint8_t *base; /* mapping; NULL: slot free */
 	uint64_t size;
 	unsigned inflight;
+	unsigned leases; /* loans whose word lies in it */
 };
 
 struct nclient;
@@ -127,6 +133,13 @@ struct span {
 };
 
 #define MAX_SPANS 16
+
+/* ---- server_layout.c: the read door's loans ---- */
+/* LAYOUT: the bytes written, *gen the loan's generation; or -errno (with
+ * -ENOBUFS, *gen the bytes needed). */
+int64_t do_layout(struct nclient *c, const struct nvmefs_wire_msg *m, int64_t *gen);
+/* End f's loan, if it has one. */
+void layout_end(struct nclient *c, struct nfile *f);
 
 /* ---- server_io.c: sending ---- */
 /* Queue a message: the header and len bytes of body (cnt entries). 0,

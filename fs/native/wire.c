@@ -20,6 +20,8 @@ static size_t entry_size(uint16_t type)
 		return sizeof(struct nvmefs_wire_cqe);
 	case NVMEFS_WIRE_CREATE:
 		return 1; /* the name's bytes */
+	case NVMEFS_WIRE_LAYOUT:
+		return sizeof(struct nvmefs_wire_layout_req);
 	default:
 		return 0;
 	}
@@ -36,7 +38,7 @@ static bool type_ok(uint16_t type, int from_client)
 {
 	if (from_client)
 		return (type >= NVMEFS_WIRE_HELLO && type <= NVMEFS_WIRE_SUBMIT) ||
-		       type == NVMEFS_WIRE_CREATE;
+		       type == NVMEFS_WIRE_CREATE || type == NVMEFS_WIRE_LAYOUT;
 	return type == NVMEFS_WIRE_REPLY || type == NVMEFS_WIRE_COMPLETE;
 }
 
@@ -63,6 +65,7 @@ int nvmefs_wire_parse(const void *buf, size_t len, int from_client, struct nvmef
 			return -EBADMSG;
 	} else if (esz) {
 		if (!m->hdr.count || m->hdr.count > NVMEFS_WIRE_MAX_BATCH ||
+		    (m->hdr.type == NVMEFS_WIRE_LAYOUT && m->hdr.count != 1) ||
 		    body != (size_t)m->hdr.count * esz)
 			return -EBADMSG;
 	} else if (m->hdr.count) {

@@ -22,6 +22,8 @@
  *              arg: open(2) flags, arg2:           payload nvmefs_wire_stat (on success)
  *              mode | umask << 32; count: the name's bytes (1 to NVMEFS_WIRE_NAME_MAX, no '/', no
  * NUL)
+ *   LAYOUT     1 x nvmefs_wire_layout_req   REPLY  arg: bytes written or -errno; arg2: the
+ *                                                  lease's generation (-ENOBUFS: bytes needed)
  *
  * Requests (SUBMIT) are answered by COMPLETE messages in any order, possibly
  * between a control message and its REPLY; control messages are answered in
@@ -49,6 +51,7 @@ enum nvmefs_wire_type {
 	NVMEFS_WIRE_REPLY = 7,
 	NVMEFS_WIRE_COMPLETE = 8,
 	NVMEFS_WIRE_CREATE = 9,
+	NVMEFS_WIRE_LAYOUT = 10,
 };
 
 struct nvmefs_wire_hdr {
@@ -108,6 +111,56 @@ struct nvmefs_wire_stat {
 	uint32_t atime_nsec, mtime_nsec, ctime_nsec, pad2;
 };
 _Static_assert(sizeof(struct nvmefs_wire_stat) == 88, "stat is 88 bytes");
+
+/*
+ * LAYOUT: lend the client where a file's bytes lie, so that it reads the
+ * member devices itself (the read door, client/preload_read.c; docs/NATIVE.md).
+ * The daemon writes a nvmefs_wire_layout, its members and its extents
+ * into the region at mem_off (at most cap bytes), and from then on stores
+ * the file's range-lock generation in the 8 bytes at word_off of the same
+ * region, before any change of the file's data, size or extents. The loan
+ * holds while that word equals the reply's arg2; it ends with UNREG_FD of
+ * the handle, UNREG_MEM of the region or a LAYOUT of the same handle. A
+ * client checks the word before a read of the devices and again once the
+ * read is done, and reads through the mount when it moved.
+ */
+struct nvmefs_wire_layout_req {
+	uint32_t handle;  /* from REG_FD, opened for reading */
+	uint32_t region;  /* from REG_MEM */
+	uint64_t mem_off; /* 8-aligned */
+	uint64_t cap;
+	uint64_t word_off; /* 8-aligned, outside [mem_off, mem_off + cap) */
+};
+_Static_assert(sizeof(struct nvmefs_wire_layout_req) == 32, "layout request is 32 bytes");
+
+#define NVMEFS_WIRE_LAYOUT_DEVS 32u /* NVMEFS_MAX_DEVICES */
+
+/* What LAYOUT writes first; nmembers nvmefs_wire_member follow, then nexts
+ * nvmefs_wire_extent (by slot, then component offset). */
+struct nvmefs_wire_layout {
+	uint64_t size;			   /* the file's, at the loan */
+	uint32_t chunk_size, stripe_count; /* the file's striping (nvmefs/layout.h) */
+	uint32_t nmembers, nexts;
+	uint8_t devs[NVMEFS_WIRE_LAYOUT_DEVS]; /* slot -> member */
+	uint64_t pad;
+};
+_Static_assert(sizeof(struct nvmefs_wire_layout) == 64, "layout is 64 bytes");
+
+/* A member device: where the client opens it, and what it must find there
+ * (a block device: rdev, ino 0; a regular file: dev and ino, as fstat). */
+#define NVMEFS_WIRE_PATH_MAX 240u
+struct nvmefs_wire_member {
+	uint64_t dev, ino;
+	char path[NVMEFS_WIRE_PATH_MAX]; /* absolute, NUL-terminated */
+};
+_Static_assert(sizeof(struct nvmefs_wire_member) == 256, "member is 256 bytes");
+
+/* Written bytes of slot's component at comp_off lie on member devs[slot] at dev_off. */
+struct nvmefs_wire_extent {
+	uint32_t slot, pad;
+	uint64_t comp_off, dev_off, len;
+};
+_Static_assert(sizeof(struct nvmefs_wire_extent) == 32, "extent is 32 bytes");
 
 /* The longest name CREATE carries (NAME_MAX). */
 #define NVMEFS_WIRE_NAME_MAX 255u
