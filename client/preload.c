@@ -782,6 +782,10 @@ EXPORT int fdatasync(int fd)
 
 EXPORT int close(int fd)
 {
+	if (preload_rd_hidden(fd)) {
+		errno = EBADF; /* the read door's, never the program's */
+		return -1;
+	}
 	if (preload_has(fd)) {
 		pthread_mutex_lock(&mu);
 		if (preload_has(fd))
@@ -794,15 +798,16 @@ EXPORT int close(int fd)
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
+	/* CLOSE_RANGE_UNSHARE closes too, in the table it unshares: ours. */
 	pthread_mutex_lock(&mu);
 	for (unsigned fd = first; fd <= last && fd < (unsigned)nfiles; fd++)
-		if (files[fd] && !(flags & CLOSE_RANGE_CLOEXEC) && !(flags & CLOSE_RANGE_UNSHARE))
+		if (files[fd] && !(flags & CLOSE_RANGE_CLOEXEC))
 			drop((int)fd);
 	pthread_mutex_unlock(&mu);
-	if (!(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
-		for (unsigned fd = first; fd <= last && fd < 65536u; fd++)
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		for (unsigned fd = first; fd <= last && fd < MAX_FDS; fd++)
 			preload_read_close((int)fd);
-	return real_close_range(first, last, flags);
+	return preload_rd_close_range(first, last, flags, real_close_range);
 }
 
 EXPORT int isatty(int fd)
@@ -890,8 +895,10 @@ static int dup_onto(int fd, int to, int flags, bool three)
 
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return -1;
-	if (fd != to)
+	if (fd != to) {
 		preload_read_close(to);
+		preload_rd_evict(to);
+	}
 	if (fd == to || !preload_has(to)) {
 		ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
 	} else {

@@ -29,7 +29,7 @@
 
 #include "preload_i.h"
 
-#define SHADOW_DEPTH 4096u /* pieces in flight on a context's shadow ring */
+#define SHADOW_DEPTH 1024u /* pieces in flight on a context's shadow ring */
 #define MAX_CTX	     64u   /* the program's aio contexts the door serves */
 
 static int (*real_io_submit)(aio_context_t, long, struct iocb **);
@@ -78,6 +78,7 @@ struct actx {
 	bool reaped;		 /* io_getevents was called on it */
 	unsigned own;		 /* the program's iocbs the kernel holds, as far as we know */
 	unsigned door;		 /* its reads the door holds */
+	unsigned waiting;	 /* threads in io_getevents on the program's ring alone */
 	struct preload_rd *reqs; /* those in the shadow ring */
 	struct io_event *ready;	 /* done, not yet returned */
 	unsigned nready, cap;
@@ -136,9 +137,14 @@ static int aim(struct actx *a, struct iocb *b)
 	if (b->aio_lio_opcode != IOCB_CMD_PREAD || b->aio_offset < 0 || b->aio_flags ||
 	    b->aio_rw_flags || !preload_rd_fd((int)b->aio_fildes))
 		return 0;
+	/* A thread waits on the program's ring alone: a read the door took
+	 * now would not wake it. The ring's own then. */
+	if (a->waiting)
+		return 0;
 	if (!a->shadow && syscall(SYS_io_setup, SHADOW_DEPTH, &a->shadow))
 		return 0;
-	if (a->door + 1 > a->cap) {
+	/* Room for every read the door holds to be ready at once. */
+	if (a->door + a->nready + 1 > a->cap) {
 		struct io_event *ne = realloc(a->ready, (a->cap + 64) * sizeof(*ne));
 
 		if (!ne)
@@ -195,10 +201,9 @@ EXPORT int io_submit(aio_context_t ctx, long nr, struct iocb **v)
 		long k = 0;
 
 		/* The program's own, as many in a row as there are, in one call;
-		 * a read the door takes only once those before it are in. */
+		 * a read the door takes only once those before it are in (the
+		 * count io_submit returns is of the iocbs taken, in order). */
 		while (i + k < nr && !candidate(a, v[i + k]))
-			k++;
-		if (i + k < nr && !aim(a, v[i + k]))
 			k++;
 		if (k) {
 			ret = sys_io_submit(ctx, k, v + i);
@@ -209,9 +214,17 @@ EXPORT int io_submit(aio_context_t ctx, long nr, struct iocb **v)
 				break;
 			}
 			i += k;
-		} else {
-			i++; /* the door's */
+			continue;
 		}
+		if (aim(a, v[i])) {
+			i++;
+			continue;
+		}
+		ret = sys_io_submit(ctx, 1, v + i); /* not the door's after all */
+		if (ret < 1)
+			break;
+		a->own++;
+		i++;
 	}
 	pthread_mutex_unlock(&pmu);
 	return i ? (int)i : ret;
@@ -219,8 +232,8 @@ EXPORT int io_submit(aio_context_t ctx, long nr, struct iocb **v)
 
 /* Reap the shadow ring of a, waiting up to ts (NULL: no limit) for one
  * piece when wait: the reads it finishes go to ev (pmu not held). */
-static void reap_shadow(struct actx *a, bool wait, struct timespec *ts, struct io_event *ev,
-			int *count, long nr)
+static int reap_shadow(struct actx *a, bool wait, struct timespec *ts, struct io_event *ev,
+		       int *count, long nr)
 {
 	struct io_event got[64];
 	struct timespec zero = {0, 0};
@@ -235,6 +248,7 @@ static void reap_shadow(struct actx *a, bool wait, struct timespec *ts, struct i
 			finish(a, d, ev, count, nr);
 	}
 	pthread_mutex_unlock(&pmu);
+	return k;
 }
 
 static int64_t ns_left(const struct timespec *end)
@@ -252,16 +266,22 @@ EXPORT int io_getevents(aio_context_t ctx, long min, long nr, struct io_event *e
 	struct actx *a;
 	int count = 0;
 
+	if (min < 0 || nr <= 0 || min > nr)
+		return sys_io_getevents(ctx, min, nr, ev, ts); /* the kernel's EINVAL */
 	pthread_mutex_lock(&pmu);
 	a = preload_rd_any() ? actx_of(ctx, true) : NULL;
 	if (a)
 		a->reaped = true;
 	if (!a || (!a->door && !a->nready)) {
+		if (a)
+			a->waiting++;
 		pthread_mutex_unlock(&pmu);
 		count = sys_io_getevents(ctx, min, nr, ev, ts);
-		if (a && count > 0) {
+		if (a) {
 			pthread_mutex_lock(&pmu);
-			a->own -= a->own < (unsigned)count ? a->own : (unsigned)count;
+			a->waiting--;
+			if (count > 0)
+				a->own -= a->own < (unsigned)count ? a->own : (unsigned)count;
 			pthread_mutex_unlock(&pmu);
 		}
 		return count;
@@ -296,21 +316,29 @@ EXPORT int io_getevents(aio_context_t ctx, long min, long nr, struct io_event *e
 			left = (struct timespec){ns / 1000000000, ns % 1000000000};
 			lp = &left;
 		}
-		if (door && own) {
-			/* Both rings may complete: the door's for a while, then
-			 * the program's without waiting, in turns. */
-			struct timespec slice = {0, 100000};
+		if (door) {
+			/* The door's ring for a while (100 us when the program's
+			 * may complete too, else 10 ms: a read the program sends
+			 * meanwhile may go to either), then the program's without
+			 * waiting. */
+			struct timespec slice = {0, own ? 100000 : 10000000};
+			int r = reap_shadow(a, min > count, lp && ns < slice.tv_nsec ? lp : &slice,
+					    ev, &count, nr);
 
-			reap_shadow(a, true, lp && ns < 100000 ? lp : &slice, ev, &count, nr);
-			k = count < nr ? sys_io_getevents(ctx, 0, nr - count, ev + count,
-							  &(struct timespec){0, 0})
-				       : 0;
-		} else if (door) {
-			reap_shadow(a, min > count, lp, ev, &count, nr);
-			k = 0;
+			if (r == -EINTR && !count)
+				return r;
+			k = own && count < nr ? sys_io_getevents(ctx, 0, nr - count, ev + count,
+								 &(struct timespec){0, 0})
+					      : 0;
 		} else {
+			pthread_mutex_lock(&pmu);
+			a->waiting++;
+			pthread_mutex_unlock(&pmu);
 			k = sys_io_getevents(ctx, min > count ? min - count : 0, nr - count,
 					     ev + count, lp);
+			pthread_mutex_lock(&pmu);
+			a->waiting--;
+			pthread_mutex_unlock(&pmu);
 		}
 		if (k > 0) {
 			count += k;

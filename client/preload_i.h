@@ -55,6 +55,13 @@ void preload_read_dup(int fd, int to);
 void preload_read_close(int fd);
 /* read(2) of fd, through the door when it is the door's. */
 ssize_t preload_read_read(int fd, void *buf, size_t len);
+/* The read door's own descriptors: a close of one is EBADF (the program
+ * never had it), close_range goes around them (real is libc's), and one
+ * that dup2 or dup3 will replace moves first. */
+bool preload_rd_hidden(int fd);
+int preload_rd_close_range(unsigned first, unsigned last, int flags,
+			   int (*real)(unsigned, unsigned, int));
+void preload_rd_evict(int fd);
 /* In the child of fork, the lock held: forget everything. */
 void preload_read_fork_child(void);
 

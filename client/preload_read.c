@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -84,8 +86,9 @@ struct rfile {
 	ino_t ino;
 	unsigned word;	  /* its index in rc->buf */
 	unsigned loans;	  /* kept (cur and its prev chain) */
-	unsigned refs;	  /* the table's, and one per read in flight (mu) */
-	struct loan *cur; /* atomic: the newest */
+	unsigned refs;	  /* the table's entries, and one per read in flight (mu) */
+	unsigned busy;	  /* reads in flight, which may hold any kept loan (mu) */
+	struct loan *cur; /* atomic: the newest; NULL: none holds */
 };
 
 static pthread_mutex_t *mu;
@@ -96,6 +99,62 @@ static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_read)(int, void *, size_t);
 static off_t (*real_lseek)(int, off_t, int);
 static int (*real_close)(int);
+/* Our own descriptors (the files' kfd, the members'), by number: the
+ * program's close, close_range, dup2 and dup3 leave them alone. */
+static uint8_t hidden[MAX_FDS / 8];
+static unsigned hide_min; /* where they go: high, out of the program's way */
+
+static bool is_hidden(int fd)
+{
+	return fd >= 0 && fd < MAX_FDS &&
+	       (__atomic_load_n(&hidden[fd / 8], __ATOMIC_RELAXED) >> (fd % 8) & 1);
+}
+
+static void set_hidden(int fd, bool on)
+{
+	if (fd < 0 || fd >= MAX_FDS)
+		return;
+	if (on)
+		__atomic_fetch_or(&hidden[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(&hidden[fd / 8], (uint8_t) ~(1u << (fd % 8)), __ATOMIC_RELAXED);
+}
+
+/* fd moved to a high number of our own (fd closed), or -1 (fd closed).
+ * System calls, not the interposed names: this runs under mu. */
+static int hide(int fd)
+{
+	long to = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)hide_min);
+
+	if (to < 0)
+		to = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3l);
+	real_close(fd);
+	if (to >= MAX_FDS) {
+		real_close((int)to);
+		return -1;
+	}
+	set_hidden((int)to, true);
+	return (int)to;
+}
+
+static void unhide_close(int fd)
+{
+	set_hidden(fd, false);
+	real_close(fd);
+}
+
+/* Whether fd is what the daemon said of member m: the same device or
+ * image, not what the path names in another namespace, or names now. */
+static bool same_member(int fd, const struct nvmefs_wire_member *m)
+{
+	struct stat st;
+
+	if (syscall(SYS_fstat, fd, &st))
+		return false;
+	return S_ISBLK(st.st_mode)
+		       ? st.st_rdev == m->dev && !m->ino
+		       : S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino;
+}
 
 /* ---- the loans ---- */
 
@@ -107,7 +166,7 @@ static _Atomic uint64_t *word_of(const struct rfile *f)
 /* Whether loan l still holds. */
 static bool holds(const struct rfile *f, const struct loan *l)
 {
-	return __atomic_load_n(word_of(f), __ATOMIC_SEQ_CST) == l->gen;
+	return l && __atomic_load_n(word_of(f), __ATOMIC_SEQ_CST) == l->gen;
 }
 
 static void loan_free(struct loan *l)
@@ -122,31 +181,32 @@ static void loan_free(struct loan *l)
 	}
 }
 
-/* The program's descriptor of member i of rc (mu held), or -1. */
+/* Our descriptor of member i of rc (mu held), or -1. Checked at every
+ * loan: a number the program closed behind our back (a raw system call)
+ * and the kernel gave out again is not the member any more. */
 static int member_fd(struct rconn *rc, unsigned i)
 {
 	const struct nvmefs_wire_member *m = &rc->mem[i];
-	struct stat st;
-	int fd;
+	long fd;
 
+	if (rc->devfd[i] >= 0 && !same_member(rc->devfd[i], m)) {
+		set_hidden(rc->devfd[i], false); /* not ours: not to close */
+		rc->devfd[i] = -1;
+	}
 	if (rc->devfd[i] != -1)
 		return rc->devfd[i] >= 0 ? rc->devfd[i] : -1;
 	rc->devfd[i] = -2;
 	if (memchr(m->path, '\0', sizeof(m->path)) == NULL)
 		return -1;
-	fd = openat(AT_FDCWD, m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	fd = syscall(SYS_openat, AT_FDCWD, m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	if (fd < 0)
 		return -1; /* no read access to the devices: the mount serves */
-	/* The same device or image the daemon has, not what the path names
-	 * in another namespace, or names now. */
-	if (fstat(fd, &st) || (S_ISBLK(st.st_mode) ? st.st_rdev != m->dev || m->ino
-						   : !S_ISREG(st.st_mode) || st.st_dev != m->dev ||
-							     st.st_ino != m->ino)) {
-		real_close(fd);
+	if (!same_member((int)fd, m)) {
+		real_close((int)fd);
 		return -1;
 	}
-	rc->devfd[i] = fd;
-	return fd;
+	rc->devfd[i] = hide((int)fd);
+	return rc->devfd[i] >= 0 ? rc->devfd[i] : -1;
 }
 
 /* Check the loan in rc->buf (bytes long) and make it a struct loan. */
@@ -177,8 +237,9 @@ static struct loan *parse(struct rconn *rc, const uint8_t *b, uint64_t bytes, ui
 			(const void *)(b + sizeof(h) + i * sizeof(struct nvmefs_wire_member));
 
 		if (memcmp(&rc->mem[i], m, sizeof(*m))) {
-			if (rc->devfd[i] >= 0)
-				real_close(rc->devfd[i]);
+			/* Another path or identity: opened anew. The old
+			 * descriptor stays open (another file's read may be
+			 * using it) and ours, as a rare leak. */
 			rc->devfd[i] = -1;
 			memcpy(&rc->mem[i], m, sizeof(*m));
 		}
@@ -210,23 +271,17 @@ bad:
 	return NULL;
 }
 
-/* Borrow f's extents anew (mu held): 0, or -1 (the mount serves it). */
+/* Borrow f's extents anew (mu held): 0, or -1 (the mount serves it;
+ * the loans kept stay as they were). */
 static int borrow(struct rfile *f)
 {
 	struct rconn *rc = f->rc;
 	struct loan *l;
 	int64_t gen = 0, n;
 
-	/* The loans before stay while a read may use one: up to MAX_LOANS;
-	 * with no read in flight (only the table's reference) they go now. */
-	if (f->refs == 1) {
-		loan_free(f->cur);
-		f->cur = NULL;
-		f->loans = 0;
-	}
-	if (f->loans >= MAX_LOANS)
+	/* The loans before stay while a read may use one, up to MAX_LOANS. */
+	if (f->loans >= MAX_LOANS && f->busy)
 		return -1;
-	f->loans++;
 	n = nvmefs_cl_layout(rc->c, f->kfd, rc->buf + WORDS_BYTES, LOAN_BUF - WORDS_BYTES,
 			     word_of(f), &gen);
 	if (n < 0)
@@ -234,9 +289,26 @@ static int borrow(struct rfile *f)
 	l = parse(rc, rc->buf + WORDS_BYTES, (uint64_t)n, (uint64_t)gen);
 	if (!l)
 		return -1;
+	if (!f->busy) {
+		loan_free(f->cur);
+		f->cur = NULL;
+		f->loans = 0;
+	}
 	l->prev = f->cur;
+	f->loans++;
 	__atomic_store_n(&f->cur, l, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Whether c's daemon is gone (its connection closed): its loans' words
+ * will never move again, whatever happens to the files. */
+static bool gone(struct nvmefs_client *c)
+{
+	struct pollfd p = {.fd = c->sock, .events = POLLRDHUP};
+
+	if (!c->dead && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		c->dead = true;
+	return c->dead;
 }
 
 /* rc of client c, made on first use (mu held). */
@@ -265,10 +337,10 @@ static struct rconn *conn_of(struct nvmefs_client *c)
 /* Let f go (mu held, no reference left). */
 static void rfile_free(struct rfile *f)
 {
-	if (!f->rc->c->dead)
-		nvmefs_unreg_fd(f->rc->c, f->kfd);
-	f->rc->used[f->word] = 0;
-	real_close(f->kfd);
+	/* A word the daemon may still store into is never lent again. */
+	if (f->rc->c->dead || !nvmefs_unreg_fd(f->rc->c, f->kfd))
+		f->rc->used[f->word] = 0;
+	unhide_close(f->kfd);
 	loan_free(f->cur);
 	free(f);
 }
@@ -304,7 +376,7 @@ static bool same_file(int fd, const struct rfile *f)
 {
 	struct statx sx;
 
-	return !statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx) &&
+	return !syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx) &&
 	       makedev(sx.stx_dev_major, sx.stx_dev_minor) == f->dev && sx.stx_ino == f->ino;
 }
 
@@ -319,7 +391,8 @@ void preload_read_open(int fd, int flags)
 
 	if (door_off || (flags & O_ACCMODE) != O_RDONLY || !(flags & O_DIRECT) || fd < 0 ||
 	    fd >= MAX_FDS || fstatfs(fd, &sf) || sf.f_type != PRELOAD_FUSE_MAGIC ||
-	    statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_TYPE, &sx) ||
+	    syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_TYPE,
+		    &sx) ||
 	    !S_ISREG(sx.stx_mode))
 		return;
 	pthread_mutex_lock(mu);
@@ -333,10 +406,12 @@ void preload_read_open(int fd, int flags)
 		goto out;
 	for (w = 0; w < WORDS && rc->used[w]; w++)
 		;
-	f->kfd = w < WORDS ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	f->kfd = w < WORDS ? (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3l) : -1;
+	if (f->kfd >= 0)
+		f->kfd = hide(f->kfd);
 	if (f->kfd < 0 || nvmefs_reg_fd(c, f->kfd)) {
 		if (f->kfd >= 0)
-			real_close(f->kfd);
+			unhide_close(f->kfd);
 		free(f);
 		goto out;
 	}
@@ -371,6 +446,50 @@ void preload_read_dup(int fd, int to)
 	pthread_mutex_unlock(mu);
 }
 
+bool preload_rd_hidden(int fd)
+{
+	return is_hidden(fd);
+}
+
+void preload_rd_evict(int fd)
+{
+	int to;
+
+	if (!is_hidden(fd))
+		return;
+	pthread_mutex_lock(mu);
+	to = is_hidden(fd) ? hide(fd) : fd; /* closes fd */
+	if (to != fd) {
+		set_hidden(fd, false);
+		for (struct rconn *rc = conns; rc; rc = rc->next)
+			for (unsigned i = 0; i < NDEV; i++)
+				if (rc->devfd[i] == fd)
+					rc->devfd[i] = to;
+		for (int i = 0; rfiles && i < MAX_FDS; i++)
+			if (rfiles[i] && rfiles[i]->kfd == fd)
+				rfiles[i]->kfd = to;
+	}
+	pthread_mutex_unlock(mu);
+}
+
+int preload_rd_close_range(unsigned first, unsigned last, int flags,
+			   int (*real)(unsigned, unsigned, int))
+{
+	unsigned from = first;
+	int ret = 0;
+
+	for (unsigned fd = first; fd <= last && fd < MAX_FDS; fd++) {
+		if (!is_hidden((int)fd))
+			continue;
+		if (from < fd && real(from, fd - 1, flags) && !ret)
+			ret = -1;
+		from = fd + 1;
+	}
+	if (from <= last && from >= first && real(from, last, flags) && !ret)
+		ret = -1;
+	return ret;
+}
+
 void preload_read_close(int fd)
 {
 	if (!rfile_at(fd))
@@ -390,13 +509,15 @@ void preload_read_fork_child(void)
 
 		if (f) {
 			rfiles[fd] = NULL;
-			real_close(f->kfd);
+			/* A number the table holds twice (dup) is closed once. */
+			if (is_hidden(f->kfd))
+				unhide_close(f->kfd);
 		}
 	}
 	for (struct rconn *rc = conns; rc; rc = rc->next)
 		for (unsigned i = 0; i < NDEV; i++)
-			if (rc->devfd[i] >= 0)
-				real_close(rc->devfd[i]);
+			if (rc->devfd[i] >= 0 && is_hidden(rc->devfd[i]))
+				unhide_close(rc->devfd[i]);
 	conns = NULL; /* their memory stays: the parent's loans were in it */
 	preload_aio_fork_child();
 }
@@ -479,12 +600,16 @@ static struct rfile *get(int fd, struct loan **lp)
 		unlist(fd);
 		f = NULL;
 	}
+	if (f && gone(f->rc->c))
+		f = NULL;
 	if (f) {
 		l = __atomic_load_n(&f->cur, __ATOMIC_ACQUIRE);
-		if (!holds(f, l) && (borrow(f) || !holds(f, l = f->cur)))
+		if (!holds(f, l) && (borrow(f) || !holds(f, l = f->cur))) {
 			f = NULL;
-		else
+		} else {
 			f->refs++;
+			f->busy++;
+		}
 	}
 	pthread_mutex_unlock(mu);
 	*lp = l;
@@ -494,6 +619,7 @@ static struct rfile *get(int fd, struct loan **lp)
 static void put(struct rfile *f)
 {
 	pthread_mutex_lock(mu);
+	f->busy--;
 	rfile_put(f);
 	pthread_mutex_unlock(mu);
 }
@@ -673,7 +799,14 @@ void preload_read_init(pthread_mutex_t *lock)
 {
 	const char *e = getenv("NVMEFS_PRELOAD_READ");
 
+	struct rlimit rl;
+
 	mu = lock;
+	/* Our descriptors go high (a program's closefrom-style loops and its
+	 * own numbers stay below), within the soft limit. */
+	hide_min = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur > 512 && rl.rlim_cur <= MAX_FDS
+			   ? (unsigned)rl.rlim_cur - 256
+			   : 3;
 	door_off = e && !strcmp(e, "0");
 	RESOLVE(pread);
 	RESOLVE(read);

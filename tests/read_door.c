@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * read_door MNT [race]: the bytes the preload library's read door returns
+ * read_door MNT [race | dead READY GO]: the bytes the preload library's read door returns
  * (client/preload_read.c), run under LD_PRELOAD by tests/test_read_door.sh.
  * Every read is compared with what the file holds, through the calls the
  * door serves: pread and read (with dup2), libaio's io_submit and
@@ -12,7 +12,10 @@
  *
  * Prints "reads N": the reads the door could have served (the test script
  * compares it with the READ requests the daemon counted). With "race",
- * only the race, whose reads the door mostly hands to the mount.
+ * only the race, whose reads the door mostly hands to the mount. With
+ * "dead": one read, then READY is made and the script kills the daemon;
+ * once GO exists, a read must fail as the mount's do (the loan's word
+ * never moves again once its daemon is gone: the door must notice).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -151,6 +154,28 @@ static void preads(int fd, uint64_t size, unsigned seed)
 }
 
 /* read(2) from the start on a descriptor moved by dup2, 1 MiB at a time. */
+/* A program that closes every descriptor above its own (closefrom-style)
+ * and opens others keeps the door's own: its reads still return the
+ * file's bytes, not those of what took their numbers. */
+static void close_above(int fd, uint64_t size, unsigned seed)
+{
+	int extra[64];
+	uint8_t *b = xalloc(MIB);
+
+	CHECK(close_range((unsigned)fd + 1, ~0u, 0) == 0, "close_range: %s", strerror(errno));
+	for (int i = 0; i < 64; i++)
+		extra[i] = open("/dev/zero", O_RDONLY);
+	for (uint64_t off = 0; off < 8 * MIB; off += MIB) {
+		expect("pread after close_range", b, pread(fd, b, MIB, (off_t)off), off, MIB, size,
+		       seed);
+		reads++;
+	}
+	for (int i = 0; i < 64; i++)
+		if (extra[i] >= 0)
+			close(extra[i]);
+	free(b);
+}
+
 static void reads_dup(int fd, uint64_t size, unsigned seed)
 {
 	uint8_t *b = xalloc(MIB);
@@ -352,8 +377,9 @@ int main(int argc, char **argv)
 	int fd, w;
 	pid_t pid;
 
-	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "race"))) {
-		fprintf(stderr, "usage: read_door MNT [race]\n");
+	if (argc < 2 || (argc == 3 && strcmp(argv[2], "race")) ||
+	    (argc == 5 && strcmp(argv[2], "dead")) || argc == 4 || argc > 5) {
+		fprintf(stderr, "usage: read_door MNT [race | dead READY GO]\n");
 		return 2;
 	}
 	snprintf(path, sizeof(path), "%s/read_door.dat", argv[1]);
@@ -365,9 +391,22 @@ int main(int argc, char **argv)
 		close(fd);
 		return fails ? 1 : 0;
 	}
+	if (argc == 5) {
+		ssize_t n = pread(fd, b, MIB, 0);
+
+		expect("pread before the daemon dies", b, n, 0, MIB, size, 1);
+		close(open(argv[3], O_WRONLY | O_CREAT, 0644));
+		for (int i = 0; i < 600 && access(argv[4], F_OK); i++)
+			usleep(100000);
+		n = pread(fd, b, MIB, MIB);
+		CHECK(n < 0, "a read once the daemon is gone fails as the mount's (got %zd bytes)",
+		      n);
+		return fails ? 1 : 0;
+	}
 	preads(fd, size, 1);
 	reads_dup(fd, size, 1);
 	aio_reads(fd, size, 1);
+	close_above(fd, size, 1);
 
 	/* A child of fork reads through the mount, the same bytes. */
 	pid = fork();

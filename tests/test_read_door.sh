@@ -7,7 +7,8 @@
 # 1 MiB read that shows two writes racing it (a run of its own). Here: the daemon lent the
 # file's extents (native.layouts) and served fewer than a quarter of those
 # reads as FUSE READs; with NVMEFS_PRELOAD_READ=0 the same program's reads
-# all cross /dev/fuse (so the count above can tell). Then fsck is clean.
+# all cross /dev/fuse (so the count above can tell). A reader whose daemon
+# is killed under it fails its next read. Then fsck is clean.
 # usage: test_read_door.sh BUILD_DIR MODE
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -70,6 +71,24 @@ check "$mode: with the door off, $reads reads are FUSE READs ($fuse_reads)" \
 	test "$fuse_reads" -ge "$reads"
 run "writes racing the door's reads" race
 mnt_umount
+
+# The daemon killed under a reader that holds a loan: its next read fails,
+# as the mount's do, instead of reading members nobody answers for.
+mnt_mount "mode=$mode"
+rm -f "$MNT_TMP/dead.ready" "$MNT_TMP/dead.go"
+LD_PRELOAD="$lib" timeout 120 "$prog" "$MNT" dead "$MNT_TMP/dead.ready" "$MNT_TMP/dead.go" &
+rpid=$!
+end=$((SECONDS + 60))
+while [ ! -e "$MNT_TMP/dead.ready" ] && kill -0 "$rpid" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do
+	sleep 0.05
+done
+_mnt_kill_daemon "the dead daemon's check"
+_mnt_wait_daemon 20 || mnt_die "the daemon still runs 20 s after SIGKILL"
+touch "$MNT_TMP/dead.go"
+rc=0
+wait "$rpid" || rc=$?
+check "$mode: a read after the daemon died failed (read_door status $rc)" test "$rc" = 0
+fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
 if ! out=$("$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}" 2>&1); then
 	echo "$out" >&2
 	check "fsck.nvmefs -n clean after the read door ($mode)" false

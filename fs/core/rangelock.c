@@ -15,6 +15,8 @@
  */
 #include "rangelock_i.h"
 
+#include <errno.h>
+
 static bool conflicts(const struct nvmefs_rl_ent *a, const struct nvmefs_rl_ent *b)
 {
 	return a->lo < b->hi && b->lo < a->hi && (a->excl || b->excl);
@@ -38,6 +40,7 @@ void nvmefs_rl_init(struct nvmefs_rangelock *rl)
 	rl->waiters = 0;
 	rl->gen = 0;
 	rl->pubs = NULL;
+	rl->npubs = 0;
 }
 
 void nvmefs_rl_exit(struct nvmefs_rangelock *rl)
@@ -82,17 +85,22 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 	return gen;
 }
 
-uint64_t nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub)
+int nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub, uint64_t *gen)
 {
-	uint64_t gen;
+	int ret = 0;
 
 	pthread_mutex_lock(&rl->mu);
-	pub->next = rl->pubs;
-	rl->pubs = pub;
-	gen = rl->gen;
-	atomic_store(pub->word, gen);
+	if (rl->npubs >= NVMEFS_RL_MAX_PUBS) {
+		ret = -EBUSY;
+	} else {
+		pub->next = rl->pubs;
+		rl->pubs = pub;
+		rl->npubs++;
+		*gen = rl->gen;
+		atomic_store(pub->word, rl->gen);
+	}
 	pthread_mutex_unlock(&rl->mu);
-	return gen;
+	return ret;
 }
 
 void nvmefs_rl_withdraw(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub)
@@ -101,9 +109,12 @@ void nvmefs_rl_withdraw(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub)
 	for (struct nvmefs_rl_pub **pp = &rl->pubs; *pp; pp = &(*pp)->next) {
 		if (*pp == pub) {
 			*pp = pub->next;
+			rl->npubs--;
 			break;
 		}
 	}
+	/* A reader that still looks at it sees the loan gone. */
+	atomic_store(pub->word, NVMEFS_RL_GONE);
 	pthread_mutex_unlock(&rl->mu);
 }
 

@@ -45,6 +45,7 @@ struct nvmefs_rangelock {
 	 * same is still the file's content (fs/core/prefetch.c). */
 	uint64_t gen;
 	struct nvmefs_rl_pub *pubs; /* mu: the words showing gen */
+	unsigned npubs;		    /* mu */
 };
 
 void nvmefs_rl_init(struct nvmefs_rangelock *rl);
@@ -57,10 +58,15 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 			uint64_t hi, bool excl);
 /*
  * Publish gen in pub->word from now on, as a shared lock of the whole file
- * holds still: the caller holds one (so no exclusive grant is pending) and
- * gets the generation it stored. Withdraw before the word's memory goes.
+ * holds still: the caller holds one (so no exclusive grant is pending).
+ * Returns 0 and *gen, the generation it stored, or -EBUSY when the file
+ * has NVMEFS_RL_MAX_PUBS words already (each costs every writer a store).
+ * Withdraw before the word's memory goes: the word is then left at
+ * NVMEFS_RL_GONE, which no generation reaches.
  */
-uint64_t nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub);
+#define NVMEFS_RL_MAX_PUBS 64u
+#define NVMEFS_RL_GONE	   UINT64_MAX
+int nvmefs_rl_publish(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub, uint64_t *gen);
 void nvmefs_rl_withdraw(struct nvmefs_rangelock *rl, struct nvmefs_rl_pub *pub);
 /* Release e; any thread may. */
 void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);

@@ -39,6 +39,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -269,6 +271,8 @@ static int do_unreg_fd(struct nclient *c, int64_t h)
  * under the mapping (a truncated mapping would fault this process). */
 static int64_t do_reg_mem(struct nclient *c, int fd, int64_t size)
 {
+	struct statfs sfs;
+	bool huge;
 	struct stat st;
 	int64_t i;
 	int seals;
@@ -285,6 +289,7 @@ static int64_t do_reg_mem(struct nclient *c, int fd, int64_t size)
 		return -errno;
 	if (st.st_size < size)
 		return -EINVAL;
+	huge = !fstatfs(fd, &sfs) && sfs.f_type == HUGETLBFS_MAGIC;
 	i = slot((void **)&c->regions, &c->nregions, sizeof(*c->regions), region_used);
 	if (i < 0)
 		return i;
@@ -294,7 +299,7 @@ static int64_t do_reg_mem(struct nclient *c, int fd, int64_t size)
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
-	c->regions[i] = (struct nregion){.base = p, .size = (uint64_t)size};
+	c->regions[i] = (struct nregion){.base = p, .size = (uint64_t)size, .huge = huge};
 	return i;
 }
 

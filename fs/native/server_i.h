@@ -41,6 +41,7 @@ struct nregion {
 	uint64_t size;
 	unsigned inflight;
 	unsigned leases; /* loans whose word lies in it */
+	bool huge;	 /* a hugetlbfs memfd */
 };
 
 struct nclient;

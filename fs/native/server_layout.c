@@ -12,7 +12,9 @@
  * grant stores it in the word the client named (nvmefs_rl_publish). The
  * client compares the word before and after each read of the devices and
  * reads through the mount when it moved: a read that raced a change is
- * never delivered. The loan is made under a shared lock of the whole file,
+ * never delivered. A loan's end (UNREG_FD, UNREG_MEM, the client gone)
+ * leaves the word at NVMEFS_RL_GONE; a client notices a dead daemon by
+ * its connection (client/preload_read.c). The loan is made under a shared lock of the whole file,
  * so no write is in flight while the extents are copied out, and after
  * the kernel has written back what it held dirty of the file.
  */
@@ -127,7 +129,10 @@ int64_t do_layout(struct nclient *c, const struct nvmefs_wire_msg *m, int64_t *g
 	if (q.handle >= c->nfiles || !c->files[q.handle].in ||
 	    !(c->files[q.handle].may & NVMEFS_WIRE_MAY_READ))
 		return -EBADF;
-	if (q.region >= c->nregions || !c->regions[q.region].base)
+	/* A hugetlb region could make the daemon's store into the word fault
+	 * (a punched huge page, none free): the word must be in plain shared
+	 * memory. */
+	if (q.region >= c->nregions || !c->regions[q.region].base || c->regions[q.region].huge)
 		return -EFAULT;
 	r = &c->regions[q.region];
 	if ((q.mem_off | q.word_off) & 7 || q.mem_off > r->size || q.cap > r->size - q.mem_off ||
@@ -152,10 +157,16 @@ int64_t do_layout(struct nclient *c, const struct nvmefs_wire_msg *m, int64_t *g
 	ret = f->in->ext_loaded ? fill(vol, f->in, r->base + q.mem_off, q.cap, &need) : -EAGAIN;
 	pthread_rwlock_unlock(&f->in->map_lock);
 	if (ret >= 0) {
+		uint64_t g = 0;
+
 		f->pub->word = (_Atomic uint64_t *)(void *)(r->base + q.word_off);
+		if (nvmefs_rl_publish(&f->in->io_lock, f->pub, &g))
+			ret = -EBUSY;
+		*gen = (int64_t)g;
+	}
+	if (ret >= 0) {
 		f->lease_region = q.region;
 		r->leases++;
-		*gen = (int64_t)nvmefs_rl_publish(&f->in->io_lock, f->pub);
 		count(&vol->native.layouts, 1);
 	} else {
 		free(f->pub);
