@@ -222,7 +222,11 @@ row rand4k_read), 5 (small files: one process, each phase timed whole,
 nothing per call: issue 33's throughput figure) and 6 (torch); on nvmefs
 direct (the default mount) small.py runs a second time under
 LD_PRELOAD=BUILD/client/libnvmefs-preload.so, its creates through the
-native door (rows small_preload_*). The kernel
+native door (rows small_preload_*), and fio's two reads run again under it,
+through its read door, the program reading the member devices itself (a
+file of the same size, written first, not measured: rows door_fio_read,
+door_fio_read_cpu and door_rand4k_read, recorded only when the daemon
+lent the file and fewer than a tenth of the reads were FUSE READs). The kernel
 offers the transport only when /sys/module/fuse/parameters/enable_uring
 is Y; nvmefs never sets it, the benchmark does, as the administrator: Y
 just before each io_uring file system is made and mounted, put back to
@@ -241,8 +245,9 @@ where, the ceiling's table (fuse_null's figures, io_uring / /dev/fuse for
 it, and each nvmefs mount against fuse_null on its transport), and issue
 33's must-show as PASS/FAIL lines: every nvmefs mount's small-file
 create+write >= 0.5 x and read >= 0.7 x btrfs raid0 and its 1 MiB QD32
-O_DIRECT read >= 1.0 x, the same two small-file targets for the preload
-door on nvmefs direct; per mode, io_uring's 4 KiB random reads >= 1.5 x
+O_DIRECT read >= 1.0 x, the same two small-file targets and the 1 MiB
+read for the preload door on nvmefs direct, and its 4 KiB random reads
+>= 1.5 x the mount's on /dev/fuse; per mode, io_uring's 4 KiB random reads >= 1.5 x
 /dev/fuse and its dd write and read, torch.save and torch.load >= 1.0 x
 /dev/fuse (the same run's /dev/fuse loop is "today's"). The native client
 (no FUSE in its path) is not run.
@@ -346,6 +351,7 @@ WL_ROWS = {
     "small": ["small_create", "small_stat", "small_read", "small_reread", "small_delete", "small_total"],
     "small_preload": ["small_preload_create", "small_preload_stat", "small_preload_read",
                       "small_preload_delete", "small_preload_total"],
+    "door": ["door_fio_read", "door_fio_read_cpu", "door_rand4k_read"],
     "torch": ["torch_save", "torch_load"],
     "native": ["native_write", "native_read", "native_copied"],
     "randread": ["rand4k_read"],
@@ -377,7 +383,8 @@ TR_SETUP = "transport"
 TR_FS = ("btrfs", "direct", "direct+uring", "cached", "cached+uring")
 TR_WL = ["lookup", "dd", "fioseq", "randread", "small", "torch"]
 # The mount whose small files also go through libnvmefs-preload.so (the
-# create door for unmodified programs, docs/NATIVE.md): the default one.
+# create door for unmodified programs, docs/NATIVE.md), and fio's reads
+# through its read door: the default one.
 TR_PRELOAD_FS = "direct"
 # The FUSE ceiling on each transport: tests/fuse_null (no data, no
 # devices) in each mode, on /dev/fuse and with -o uring, after the nvmefs
@@ -396,7 +403,7 @@ def transport_plan(have_uring):
     preload door (TR_PRELOAD_FS)."""
     return [(fs, TR_NULL_WL if fs.startswith("null-") else
              TR_WL if fs == "btrfs" else
-             ["transport"] + TR_WL + (["small_preload"] if fs == TR_PRELOAD_FS else []))
+             ["transport"] + TR_WL + (["small_preload", "door"] if fs == TR_PRELOAD_FS else []))
             for fs in TR_FS + TR_NULL_FS if have_uring or not fs.endswith("+uring")]
 
 
@@ -1665,6 +1672,78 @@ class Bench:
             return None
         return self.small_pass(s, n, fs, "small_preload", ["env", "LD_PRELOAD=" + lib], root, served)
 
+    def door_counts(self):
+        """The mount's (native.layouts, requests.READ) from .nvmefs/stats, or None."""
+        try:
+            with open(self.mnt + "/.nvmefs/stats") as f:
+                st = json.load(f)
+            return int(st["native"]["layouts"]), int(st["requests"].get("READ", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def door_pass(self, lg, args, reads, c0):
+        """fio ARGS under the read door (LD_PRELOAD), logged to LG; True
+        when it ran and the door served it: a loan made since C0
+        (door_counts) and fewer than READS / 10 FUSE READs."""
+        lib = os.path.join(self.a.build, "client", "libnvmefs-preload.so")
+        if self.run(tlimit(self.sz_fio), lg, ["env", "LD_PRELOAD=" + lib, "fio", "--output-format=json",
+                                               "--output=%s.json" % lg] + args):
+            return False
+        c1 = self.door_counts()
+        if c0 is None or c1 is None or c1[0] <= c0[0] or (c1[1] - c0[1]) * 10 >= reads:
+            self.last_fail = "the read door did not serve %s: loans, FUSE READs %s -> %s (of %d reads)" % (
+                lg, c0, c1, reads)
+            return False
+        return True
+
+    def wl_door(self, s, n, fs):
+        """fio's 1 MiB QD32 read and 4 KiB random read again, through
+        libnvmefs-preload.so's read door (docs/NATIVE.md, "The read door"):
+        rows door_fio_read (and its CPU per GB) and door_rand4k_read."""
+        f = self.mnt + "/fio-door.bin"
+        size, secs = min(self.sz.rand_size, self.sz_fio), self.sz.rand_secs
+        if not os.path.exists(os.path.join(self.a.build, "client", "libnvmefs-preload.so")):
+            self.last_fail = "no libnvmefs-preload.so in %s/client" % self.a.build
+            return False
+        self.warm_memory(self.sz_fio)
+        if self.run(tlimit(self.sz_fio), self.newlog("%s-x%d-%s-door-layout" % (s, n, fs)), [
+                "fio", "--name=layout", "--filename=" + f, "--size=%d" % self.sz_fio, "--bs=1M",
+                "--rw=write", "--ioengine=libaio", "--direct=1", "--iodepth=32"]):
+            return False
+        if not self.before_pass("read", self.sz_fio):
+            return False
+        lg = self.newlog("%s-x%d-%s-door-fio-read" % (s, n, fs))
+        c0 = self.door_counts()
+        b0 = cpu_busy_seconds()
+        if not self.door_pass(lg, ["--name=seq", "--filename=" + f, "--size=%d" % self.sz_fio, "--bs=1M",
+                                   "--rw=read", "--ioengine=libaio", "--direct=1", "--iodepth=32"],
+                              self.sz_fio // MIB, c0):
+            return False
+        cpu = cpu_per_gb(b0, cpu_busy_seconds(), self.sz_fio)
+        v = self.fio_mbps(lg, "read", self.sz_fio)
+        if v is None:
+            return False
+        self.record(s, n, fs, "door_fio_read", v)
+        if cpu is not None:
+            self.record(s, n, fs, "door_fio_read_cpu", num(cpu))
+        if not self.drop_caches(0):
+            return False
+        lg = self.newlog("%s-x%d-%s-door-rand-read" % (s, n, fs))
+        c0 = self.door_counts()
+        if not self.door_pass(lg, ["--name=rand", "--filename=" + f, "--size=%d" % size, "--bs=4k",
+                                   "--rw=randread", "--ioengine=libaio", "--direct=1", "--iodepth=32",
+                                   "--runtime=%d" % secs, "--time_based"], 1000 * secs, c0):
+            return False
+        try:
+            with open(lg + ".json", errors="replace") as j:
+                v = fio_iops(j.read(), "read")
+        except (OSError, emu.ParseError) as e:
+            with open(lg, "a") as o:
+                o.write("%s: %s\n" % (PROG, e))
+            return False
+        self.record(s, n, fs, "door_rand4k_read", v)
+        return self.remove(f)
+
     def door_creates(self):
         """The mount's native door's creates (.nvmefs/stats), or None."""
         try:
@@ -2545,6 +2624,10 @@ class TrReport:
             ("small_preload_create", "the same, the creates through the preload door: create+write "
              "(+syncfs)", "files/s", None),
             ("small_preload_read", "the same, the preload door: read, cold cache", "files/s", None),
+            ("door_fio_read", "fio seq read as above, through the read door (LD_PRELOAD: the program "
+             "reads the members)", "MB/s", "raw_read"),
+            ("door_fio_read_cpu", "CPU time of that read, per GB", "ms/GB", None),
+            ("door_rand4k_read", "fio 4 KiB random read as above, through the read door", "IOPS", None),
             ("torch_save", "torch.save %d MiB state dict (+fsync)" % sz.torch_mib, "GB/s", None),
             ("torch_load", "torch.load, cold cache", "GB/s", None),
             ("rss", "nvmefs daemon peak RSS (VmHWM), pool=%s" % self.pool, "MiB", None)]
@@ -2557,8 +2640,8 @@ class TrReport:
         out = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
         for row, label, unit, raw in self.specs():
             v = {fs: g(fs, row) for fs in TR_FS}
-            # The preload door's rows compare with btrfs's own small files.
-            b = "" if row == "rss" else g("btrfs", row.replace("small_preload_", "small_"))
+            # The preload door's rows compare with btrfs's own figures.
+            b = "" if row == "rss" else g("btrfs", row.replace("small_preload_", "small_").replace("door_", ""))
             cells = [label, unit, fmt(g("fio", raw), unit) if raw else "-"]
             cells += [fmt(b if fs == "btrfs" else v[fs], unit) for fs in TR_FS]
             cells += [div(v[m + "+uring"], v[m], 2) for m in ("direct", "cached")]
@@ -2602,6 +2685,10 @@ class TrReport:
                 out.append("- %s: %s ms of CPU per GB read, %.2f x btrfs raid0's %s (so at most %.2f x "
                            "its throughput when both are bound by the CPUs)"
                            % (TR_NAME[fs], fmt(v, "ms/GB"), r, fmt(b, "ms/GB"), 1.0 / r))
+        r = tr_ratio(self.get(TR_PRELOAD_FS, "door_fio_read_cpu"), b)
+        if r is not None:
+            out.append("- %s through the read door: %s ms per GB, %.2f x btrfs raid0's (no FUSE copy)"
+                       % (TR_NAME[TR_PRELOAD_FS], fmt(self.get(TR_PRELOAD_FS, "door_fio_read_cpu"), "ms/GB"), r))
         return out or ["- no CPU figures (fio did not run, or /proc/stat was unreadable)"]
 
     def wins(self):
@@ -2611,7 +2698,7 @@ class TrReport:
             # The preload door runs on one mount only: nothing to compare.
             u, f, none = tr_wins([(row, self.get(mode + "+uring", row), self.get(mode, row))
                                   for row, _l, unit, _r in self.specs()
-                                  if row != "rss" and not row.startswith("small_preload_")
+                                  if row != "rss" and not row.startswith(("small_preload_", "door_"))
                                   and unit != "ms/GB"])  # CPU time: lower is better
             line = "- %s: io_uring faster or equal in %s; /dev/fuse faster in %s" % (
                 mode, ", ".join(u) or "nothing", ", ".join(f) or "nothing")
@@ -2648,6 +2735,15 @@ class TrReport:
             self.ratio_target("transport %s preload door %s" % (TR_NAME[TR_PRELOAD_FS], label),
                               self.get(TR_PRELOAD_FS, pre), units[pre], "btrfs raid0",
                               self.get("btrfs", row), want, out)
+        # The read door: issue 33's 1 MiB read against btrfs raid0, and
+        # its 4 KiB random reads against the same mount's on /dev/fuse.
+        self.ratio_target("transport %s read door %s" % (TR_NAME[TR_PRELOAD_FS], TR_VS_BTRFS[2][1]),
+                          self.get(TR_PRELOAD_FS, "door_fio_read"), "MB/s", "btrfs raid0",
+                          self.get("btrfs", "fio_read"), TR_VS_BTRFS[2][2], out)
+        self.ratio_target("transport %s read door %s" % (TR_NAME[TR_PRELOAD_FS], TR_VS_FUSE[0][1]),
+                          self.get(TR_PRELOAD_FS, "door_rand4k_read"), "IOPS",
+                          "/dev/fuse " + TR_PRELOAD_FS, self.get(TR_PRELOAD_FS, "rand4k_read"),
+                          TR_VS_FUSE[0][2], out)
         for mode in ("direct", "cached"):
             for row, label, want in TR_VS_FUSE:
                 self.ratio_target("transport %s io_uring %s" % (mode, label), self.get(mode + "+uring", row),

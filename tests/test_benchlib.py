@@ -445,10 +445,12 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual(plan["btrfs"], ["lookup", "dd", "fioseq", "randread", "small", "torch"])
         self.assertEqual(plan["cached+uring"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
                                                 "torch"])
-        # The default mount alone also runs the small files through the preload door.
+        # The default mount alone also runs the small files through the preload door,
+        # and fio's reads through its read door.
         self.assertEqual(plan["direct"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
-                                          "torch", "small_preload"])
+                                          "torch", "small_preload", "door"])
         self.assertNotIn("small_preload", plan["direct+uring"])
+        self.assertNotIn("door", plan["direct+uring"])
         for fs, wls in bench.transport_plan(True):
             self.assertTrue(all(w in bench.WL_ROWS for w in wls), fs)
         for fs, want in (("direct", ("direct", False)), ("cached+uring", ("cached", True)),
@@ -545,6 +547,9 @@ class BenchFigures(unittest.TestCase):
         res[("transport", n, "direct", "fio_read_cpu")] = "400.0"  # 1.6 x btrfs's 250
         res[("transport", n, "direct", "small_preload_create")] = "16000.0"
         res[("transport", n, "direct", "small_preload_read")] = "9000.0"
+        res[("transport", n, "direct", "door_fio_read")] = "1100.0"  # 1.10 x btrfs's 1000
+        res[("transport", n, "direct", "door_fio_read_cpu")] = "200.0"
+        res[("transport", n, "direct", "door_rand4k_read")] = "14000.0"  # 1.40 x direct's 10000
         for fs in bench.TR_FS:
             if fs != "btrfs":
                 res[("transport", n, fs, "rss")] = "80.5"
@@ -555,7 +560,7 @@ class BenchFigures(unittest.TestCase):
         res = self.transport_res()
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         t = rep.table()
-        self.assertEqual(len(t), 2 + 19)
+        self.assertEqual(len(t), 2 + 22)
         reread = [l for l in t if "read again in a shuffled order" in l]
         self.assertEqual(len(reread), 1, t)
         self.assertEqual(reread[0].split(" | ")[1:4], ["files/s", "-", "18000"])
@@ -579,7 +584,10 @@ class BenchFigures(unittest.TestCase):
         # CPU per GB: lower is better, so it is no row of the wins; the notes compare it.
         self.assertEqual(rep.cpu_notes()[0], "- direct: 400 ms of CPU per GB read, 1.60 x btrfs raid0's 250 "
                          "(so at most 0.62 x its throughput when both are bound by the CPUs)")
-        self.assertEqual(len(rep.cpu_notes()), 4)
+        # and the read door's, beside btrfs's.
+        self.assertEqual(len(rep.cpu_notes()), 5)
+        self.assertEqual(rep.cpu_notes()[-1], "- direct through the read door: 200 ms per GB, 0.80 x btrfs "
+                         "raid0's (no FUSE copy)")
         self.assertEqual(bench.TrReport({}, bench.Sizes(True), "64M", True).cpu_notes(),
                          ["- no CPU figures (fio did not run, or /proc/stat was unreadable)"])
         self.assertEqual(bench.cpu_per_gb(10.0, 12.5, 5 * 10**9), 500.0)
@@ -591,12 +599,21 @@ class BenchFigures(unittest.TestCase):
                         w[0])
         self.assertIn("/dev/fuse faster in nothing", w[0])
         # The preload door runs on direct alone: not a missing figure of io_uring's.
-        self.assertFalse(any("small_preload" in l for l in w), w)
+        self.assertFalse(any("small_preload" in l or "door_" in l for l in w), w)
         self.assertIn("- cached: io_uring faster or equal in nothing; /dev/fuse faster in lookup_rate 0.88, "
                       "dd_write 0.88", w[1])
         out = rep.targets()
-        # 3 per nvmefs mount, 5 per mode, 2 for the preload door.
-        self.assertEqual(len(out), 4 * 3 + 2 * 5 + 2)
+        # 3 per nvmefs mount, 5 per mode, 2 for the preload door, 2 for its read door.
+        self.assertEqual(len(out), 4 * 3 + 2 * 5 + 2 + 2)
+        self.assertIn("PASS transport direct read door fio 1 MiB QD32 O_DIRECT read: 1100 MB/s = 1.10 x "
+                      "btrfs raid0 (1000); target >= 1.0", out)
+        self.assertIn("FAIL transport direct read door fio 4 KiB random O_DIRECT read QD32: 14000 IOPS = "
+                      "1.40 x /dev/fuse direct (10000); target >= 1.5", out)
+        door = [l for l in t if l.startswith("| fio seq read as above, through the read door")]
+        self.assertEqual(len(door), 1)
+        # btrfs's own fio read beside it, and the ratio to it.
+        self.assertEqual(door[0].split(" | ")[2:5], ["5000", "1000", "1100"], door[0])
+        self.assertTrue(door[0].endswith("| - | - | 1.10 | - | - | - |"), door[0])
         self.assertIn("PASS transport direct preload door small files create+write (+syncfs): 16000 files/s = "
                       "0.80 x btrfs raid0 (20000); target >= 0.5", out)
         self.assertIn("FAIL transport direct preload door small files read, cold cache: 9000 files/s = 0.45 x "
