@@ -441,6 +441,13 @@ def config_transport(text):
     return m.group(1) if m else None
 
 
+def fio_rand_args(f, size, secs):
+    """fio's arguments for the 4 KiB random O_DIRECT reads at QD32 of F
+    (its first SIZE bytes) for SECS seconds (rows rand4k_read, door_rand4k_read)."""
+    return ["--name=rand", "--filename=" + f, "--size=%d" % size, "--bs=4k", "--rw=randread",
+            "--ioengine=libaio", "--direct=1", "--iodepth=32", "--runtime=%d" % secs, "--time_based"]
+
+
 def fio_iops(text, op):
     """IOPS of OP (rounded to a whole number, as a string) from fio's JSON
     TEXT; emu.ParseError when there is none."""
@@ -1560,21 +1567,24 @@ class Bench:
         if not self.drop_caches(0):
             return False
         lg = self.newlog("%s-x%d-%s-rand-read" % (s, n, fs))
-        if self.run(120 + 2 * secs, lg, [
-                "fio", "--output-format=json", "--output=%s.json" % lg, "--name=rand",
-                "--filename=" + f, "--size=%d" % size, "--bs=4k", "--rw=randread",
-                "--ioengine=libaio", "--direct=1", "--iodepth=32", "--runtime=%d" % secs,
-                "--time_based"]):
+        if self.run(120 + 2 * secs, lg, ["fio", "--output-format=json", "--output=%s.json" % lg]
+                    + fio_rand_args(f, size, secs)):
             return False
-        try:
-            with open(lg + ".json", errors="replace") as j:
-                v = fio_iops(j.read(), "read")
-        except (OSError, emu.ParseError) as e:
-            with open(lg, "a") as o:
-                o.write("%s: %s\n" % (PROG, e))
+        v = self.fio_iops_of(lg)
+        if v is None:
             return False
         self.record(s, n, fs, "rand4k_read", v)
         return self.remove(f)
+
+    def fio_iops_of(self, lg):
+        """Read IOPS from LG.json, or None (the reason appended to LG)."""
+        try:
+            with open(lg + ".json", errors="replace") as j:
+                return fio_iops(j.read(), "read")
+        except (OSError, emu.ParseError) as e:
+            with open(lg, "a") as o:
+                o.write("%s: %s\n" % (PROG, e))
+            return None
 
     def wl_lookup(self, s, n, fs):
         """lookup.py: sz.lookup_n stats of absent names, one process: one
@@ -1730,16 +1740,10 @@ class Bench:
             return False
         lg = self.newlog("%s-x%d-%s-door-rand-read" % (s, n, fs))
         c0 = self.door_counts()
-        if not self.door_pass(lg, ["--name=rand", "--filename=" + f, "--size=%d" % size, "--bs=4k",
-                                   "--rw=randread", "--ioengine=libaio", "--direct=1", "--iodepth=32",
-                                   "--runtime=%d" % secs, "--time_based"], 1000 * secs, c0):
+        if not self.door_pass(lg, fio_rand_args(f, size, secs), 1000 * secs, c0):
             return False
-        try:
-            with open(lg + ".json", errors="replace") as j:
-                v = fio_iops(j.read(), "read")
-        except (OSError, emu.ParseError) as e:
-            with open(lg, "a") as o:
-                o.write("%s: %s\n" % (PROG, e))
+        v = self.fio_iops_of(lg)
+        if v is None:
             return False
         self.record(s, n, fs, "door_rand4k_read", v)
         return self.remove(f)
