@@ -559,6 +559,14 @@ struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd)
 	return NULL;
 }
 
+void nvmefs_cl_reg_renumber(struct nvmefs_client *c, int fd, int to)
+{
+	struct reg *r = nvmefs_cl_reg_of(c, fd);
+
+	if (r)
+		r->fd = to;
+}
+
 /* Before a registration under fd: 0 when fd has none yet and the table has
  * room for one more, else -errno (said). */
 static int reg_room(struct nvmefs_client *c, int fd)

@@ -126,6 +126,9 @@ int64_t nvmefs_cl_call_n(struct nvmefs_client *c, uint16_t type, int64_t arg, in
  */
 int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
 			 const void *word, int64_t *arg2);
+/* fd's registration is under the number to from now on (the descriptor
+ * moved with dup; the daemon's handle is the same). */
+void nvmefs_cl_reg_renumber(struct nvmefs_client *c, int fd, int to);
 /* The registration of fd, or NULL. */
 struct reg *nvmefs_cl_reg_of(struct nvmefs_client *c, int fd);
 

@@ -387,6 +387,10 @@ struct nvmefs_client *preload_client(dev_t dev, int dirfd)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
 		if (nvmefs_attach(path, &c))
 			c = NULL;
+		/* The connection is the library's: high, out of the program's
+		 * way, and kept from its close, close_range and dup2. */
+		if (c && (c->sock = preload_rd_hide(c->sock)) < 0)
+			c->dead = true;
 	}
 	mounts[nmounts++] = (struct mnt){.dev = dev, .c = c};
 	return c;
@@ -798,15 +802,17 @@ EXPORT int close(int fd)
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	/* CLOSE_RANGE_UNSHARE closes too, in the table it unshares: ours. */
+	/* With CLOSE_RANGE_UNSHARE the descriptors close in a table of this
+	 * thread's own: the others' stay (a stale entry is found later). */
+	bool closes = !(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE));
+
 	pthread_mutex_lock(&mu);
-	for (unsigned fd = first; fd <= last && fd < (unsigned)nfiles; fd++)
-		if (files[fd] && !(flags & CLOSE_RANGE_CLOEXEC))
+	for (unsigned fd = first; closes && fd <= last && fd < (unsigned)nfiles; fd++)
+		if (files[fd])
 			drop((int)fd);
 	pthread_mutex_unlock(&mu);
-	if (!(flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < MAX_FDS; fd++)
-			preload_read_close((int)fd);
+	for (unsigned fd = first; closes && fd <= last && fd < MAX_FDS; fd++)
+		preload_read_close((int)fd);
 	return preload_rd_close_range(first, last, flags, real_close_range);
 }
 
@@ -887,28 +893,31 @@ EXPORT int dup(int fd)
  * by close(2) once the call has succeeded (a failed one leaves to as it
  * was), under the lock, so that no call on to in between is served as the
  * door's file (the new descriptor may be its directory, which lookup()
- * would take for the placeholder).
+ * would take for the placeholder). One of the library's own descriptors
+ * at to moves out of the way first, in the same hold of the lock.
  */
 static int dup_onto(int fd, int to, int flags, bool three)
 {
-	int ret;
+	int ret, moved;
 
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return -1;
-	if (fd != to) {
-		preload_read_close(to);
-		preload_rd_evict(to);
+	if (fd == to)
+		return three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+	preload_read_close(to);
+	pthread_mutex_lock(&mu);
+	moved = preload_rd_evict_locked(to);
+	for (int i = 0; moved != to && i < nmounts; i++) {
+		if (mounts[i].c && mounts[i].c->sock == to) {
+			mounts[i].c->sock = moved;
+			mounts[i].c->dead |= moved < 0;
+		}
 	}
-	if (fd == to || !preload_has(to)) {
-		ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
-	} else {
-		pthread_mutex_lock(&mu);
-		ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
-		if (ret >= 0 && files[to])
-			drop(to);
-		pthread_mutex_unlock(&mu);
-	}
-	if (ret >= 0 && fd != to)
+	ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+	if (ret >= 0 && preload_has(to) && files[to])
+		drop(to);
+	pthread_mutex_unlock(&mu);
+	if (ret >= 0)
 		preload_read_dup(fd, to);
 	return ret;
 }

@@ -179,7 +179,7 @@ static int aim(struct actx *a, struct iocb *b)
 /* Whether b may be the door's (aim decides). */
 static bool candidate(const struct actx *a, const struct iocb *b)
 {
-	return a->reaped && b->aio_lio_opcode == IOCB_CMD_PREAD &&
+	return a->reaped && !a->waiting && b->aio_lio_opcode == IOCB_CMD_PREAD &&
 	       preload_rd_fd((int)b->aio_fildes);
 }
 
@@ -306,9 +306,20 @@ EXPORT int io_getevents(aio_context_t ctx, long min, long nr, struct io_event *e
 			ev[count++] = a->ready[--a->nready];
 		own = a->own;
 		door = a->door;
+		/* Waiting on the program's ring alone is decided with the door's
+		 * count under the lock: a read the door took after it would not
+		 * wake this thread, so aim() takes none meanwhile. */
+		if (!door)
+			a->waiting++;
 		pthread_mutex_unlock(&pmu);
-		if (count >= nr || (count >= min && count))
+		if (count >= nr || (count >= min && count)) {
+			if (!door) {
+				pthread_mutex_lock(&pmu);
+				a->waiting--;
+				pthread_mutex_unlock(&pmu);
+			}
 			break;
+		}
 		if (ts) {
 			ns = ns_left(&end);
 			if (ns < 0)
@@ -331,9 +342,6 @@ EXPORT int io_getevents(aio_context_t ctx, long min, long nr, struct io_event *e
 								 &(struct timespec){0, 0})
 					      : 0;
 		} else {
-			pthread_mutex_lock(&pmu);
-			a->waiting++;
-			pthread_mutex_unlock(&pmu);
 			k = sys_io_getevents(ctx, min > count ? min - count : 0, nr - count,
 					     ev + count, lp);
 			pthread_mutex_lock(&pmu);

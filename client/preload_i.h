@@ -61,7 +61,11 @@ ssize_t preload_read_read(int fd, void *buf, size_t len);
 bool preload_rd_hidden(int fd);
 int preload_rd_close_range(unsigned first, unsigned last, int flags,
 			   int (*real)(unsigned, unsigned, int));
-void preload_rd_evict(int fd);
+/* (the lock held) fd moved out of the way when it is ours: its new
+ * number (-1: none could be had), or fd. */
+int preload_rd_evict_locked(int fd);
+/* (the lock held) fd made one of ours, high: its new number, or -1. */
+int preload_rd_hide(int fd);
 /* In the child of fork, the lock held: forget everything. */
 void preload_read_fork_child(void);
 
@@ -76,8 +80,10 @@ struct preload_rd {
 	struct loan *l;
 	uint64_t iocb, data; /* libaio: the program's iocb and its aio_data */
 	uint64_t pos, len, buf;
-	unsigned n, left; /* pieces; not yet done */
-	bool failed;	  /* a piece read short or failed */
+	unsigned n, left;    /* pieces; not yet done */
+	bool failed;	     /* a piece read short or failed */
+	int pfd;	     /* the program's descriptor */
+	unsigned long moves; /* the library's descriptor moves when it was made */
 	struct iocb sub[];
 };
 /* Whether fd may be the read door's (no lock); whether any file is. */

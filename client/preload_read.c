@@ -74,7 +74,9 @@ struct loan {
 	struct loan *prev;
 	uint64_t gen, size;
 	uint32_t shift, count; /* chunk = 1 << shift */
-	int dfd[NDEV];	       /* by slot */
+	struct rconn *rc;
+	uint8_t mem[NDEV]; /* by slot: the member (rc->devfd) */
+	unsigned users;	   /* reads in flight that use it (mu) */
 	struct nvmefs_wire_extent *ext[NDEV];
 	uint32_t next[NDEV];
 };
@@ -87,8 +89,8 @@ struct rfile {
 	unsigned word;	  /* its index in rc->buf */
 	unsigned loans;	  /* kept (cur and its prev chain) */
 	unsigned refs;	  /* the table's entries, and one per read in flight (mu) */
-	unsigned busy;	  /* reads in flight, which may hold any kept loan (mu) */
 	struct loan *cur; /* atomic: the newest; NULL: none holds */
+	bool failed;	  /* a loan was refused: the mount's from now on (mu) */
 };
 
 static pthread_mutex_t *mu;
@@ -99,10 +101,20 @@ static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_read)(int, void *, size_t);
 static off_t (*real_lseek)(int, off_t, int);
 static int (*real_close)(int);
-/* Our own descriptors (the files' kfd, the members'), by number: the
- * program's close, close_range, dup2 and dup3 leave them alone. */
+/* Our own descriptors (the files' kfd, the members', the connections'),
+ * by number, with what each is (its st_dev and st_ino): the program's
+ * close, close_range, closefrom, dup2 and dup3 leave them alone, and one
+ * the program closed behind our back (a raw system call) and got again
+ * is known not to be ours any more (still_ours). */
 static uint8_t hidden[MAX_FDS / 8];
+static struct {
+	dev_t dev;
+	ino_t ino;
+} hids[MAX_FDS];
 static unsigned hide_min; /* where they go: high, out of the program's way */
+/* Bumped whenever one of ours moved or was found gone: a read whose
+ * pieces were made before reads through the mount. */
+static unsigned long moves;
 
 static bool is_hidden(int fd)
 {
@@ -125,22 +137,47 @@ static void set_hidden(int fd, bool on)
 static int hide(int fd)
 {
 	long to = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)hide_min);
+	struct stat st;
 
-	if (to < 0)
-		to = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3l);
-	real_close(fd);
-	if (to >= MAX_FDS) {
+	if (to < 0 || to >= MAX_FDS) {
+		/* No high number: marked where it is. */
+		if (to >= 0)
+			real_close((int)to);
+		to = fd;
+	} else {
+		real_close(fd);
+	}
+	if (to >= MAX_FDS || syscall(SYS_fstat, to, &st)) {
 		real_close((int)to);
 		return -1;
 	}
+	hids[to].dev = st.st_dev;
+	hids[to].ino = st.st_ino;
 	set_hidden((int)to, true);
 	return (int)to;
 }
 
+/* Whether fd is one of ours still (no lock: the record is written before
+ * the bit is set); a number that is not any more loses its mark. */
+static bool still_ours(int fd)
+{
+	struct stat st;
+
+	if (!is_hidden(fd))
+		return false;
+	if (!syscall(SYS_fstat, fd, &st) && st.st_dev == hids[fd].dev && st.st_ino == hids[fd].ino)
+		return true;
+	set_hidden(fd, false);
+	__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
+	return false;
+}
+
 static void unhide_close(int fd)
 {
-	set_hidden(fd, false);
-	real_close(fd);
+	if (still_ours(fd)) {
+		set_hidden(fd, false);
+		real_close(fd);
+	}
 }
 
 /* Whether fd is what the daemon said of member m: the same device or
@@ -189,8 +226,9 @@ static int member_fd(struct rconn *rc, unsigned i)
 	const struct nvmefs_wire_member *m = &rc->mem[i];
 	long fd;
 
-	if (rc->devfd[i] >= 0 && !same_member(rc->devfd[i], m)) {
+	if (rc->devfd[i] >= 0 && (!still_ours(rc->devfd[i]) || !same_member(rc->devfd[i], m))) {
 		set_hidden(rc->devfd[i], false); /* not ours: not to close */
+		__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
 		rc->devfd[i] = -1;
 	}
 	if (rc->devfd[i] != -1)
@@ -229,6 +267,7 @@ static struct loan *parse(struct rconn *rc, const uint8_t *b, uint64_t bytes, ui
 	if (!l)
 		return NULL;
 	l->gen = gen;
+	l->rc = rc;
 	l->size = h.size;
 	l->shift = (uint32_t)__builtin_ctz(h.chunk_size);
 	l->count = h.stripe_count;
@@ -245,9 +284,9 @@ static struct loan *parse(struct rconn *rc, const uint8_t *b, uint64_t bytes, ui
 		}
 	}
 	for (unsigned s = 0; s < l->count; s++) {
-		l->dfd[s] = h.devs[s] < h.nmembers ? member_fd(rc, h.devs[s]) : -1;
-		if (l->dfd[s] < 0)
+		if (h.devs[s] >= h.nmembers || member_fd(rc, h.devs[s]) < 0)
 			goto bad;
+		l->mem[s] = h.devs[s];
 	}
 	x = (const void *)(b + sizeof(h) + h.nmembers * sizeof(struct nvmefs_wire_member));
 	for (uint32_t i = 0; i < h.nexts; i++) {
@@ -271,32 +310,41 @@ bad:
 	return NULL;
 }
 
-/* Borrow f's extents anew (mu held): 0, or -1 (the mount serves it;
- * the loans kept stay as they were). */
+/* Borrow f's extents anew (mu held): 0, or -1: the mount serves the
+ * file from now on (a refused loan would be refused again: a full
+ * volume's worth of extents, a file lent 64 times, a member fenced). */
 static int borrow(struct rfile *f)
 {
 	struct rconn *rc = f->rc;
-	struct loan *l;
+	struct loan *l, **pp;
 	int64_t gen = 0, n;
 
-	/* The loans before stay while a read may use one, up to MAX_LOANS. */
-	if (f->loans >= MAX_LOANS && f->busy)
+	/* The loans before stay while a read uses one, up to MAX_LOANS. */
+	if (f->failed || f->loans >= MAX_LOANS)
 		return -1;
 	n = nvmefs_cl_layout(rc->c, f->kfd, rc->buf + WORDS_BYTES, LOAN_BUF - WORDS_BYTES,
 			     word_of(f), &gen);
-	if (n < 0)
+	l = n < 0 ? NULL : parse(rc, rc->buf + WORDS_BYTES, (uint64_t)n, (uint64_t)gen);
+	if (!l) {
+		f->failed = true;
 		return -1;
-	l = parse(rc, rc->buf + WORDS_BYTES, (uint64_t)n, (uint64_t)gen);
-	if (!l)
-		return -1;
-	if (!f->busy) {
-		loan_free(f->cur);
-		f->cur = NULL;
-		f->loans = 0;
 	}
 	l->prev = f->cur;
-	f->loans++;
 	__atomic_store_n(&f->cur, l, __ATOMIC_RELEASE);
+	f->loans++;
+	/* The old ones no read uses go now. */
+	for (pp = &l->prev; *pp;) {
+		struct loan *o = *pp;
+
+		if (o->users) {
+			pp = &o->prev;
+			continue;
+		}
+		*pp = o->prev;
+		o->prev = NULL;
+		loan_free(o);
+		f->loans--;
+	}
 	return 0;
 }
 
@@ -306,7 +354,8 @@ static bool gone(struct nvmefs_client *c)
 {
 	struct pollfd p = {.fd = c->sock, .events = POLLRDHUP};
 
-	if (!c->dead && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+	if (!c->dead && poll(&p, 1, 0) == 1 &&
+	    (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
 		c->dead = true;
 	return c->dead;
 }
@@ -340,7 +389,8 @@ static void rfile_free(struct rfile *f)
 	/* A word the daemon may still store into is never lent again. */
 	if (f->rc->c->dead || !nvmefs_unreg_fd(f->rc->c, f->kfd))
 		f->rc->used[f->word] = 0;
-	unhide_close(f->kfd);
+	if (f->kfd >= 0)
+		unhide_close(f->kfd);
 	loan_free(f->cur);
 	free(f);
 }
@@ -448,28 +498,38 @@ void preload_read_dup(int fd, int to)
 
 bool preload_rd_hidden(int fd)
 {
-	return is_hidden(fd);
+	return still_ours(fd);
 }
 
-void preload_rd_evict(int fd)
+int preload_rd_hide(int fd)
+{
+	return hide(fd);
+}
+
+int preload_rd_evict_locked(int fd)
 {
 	int to;
 
-	if (!is_hidden(fd))
-		return;
-	pthread_mutex_lock(mu);
-	to = is_hidden(fd) ? hide(fd) : fd; /* closes fd */
-	if (to != fd) {
-		set_hidden(fd, false);
-		for (struct rconn *rc = conns; rc; rc = rc->next)
-			for (unsigned i = 0; i < NDEV; i++)
-				if (rc->devfd[i] == fd)
-					rc->devfd[i] = to;
-		for (int i = 0; rfiles && i < MAX_FDS; i++)
-			if (rfiles[i] && rfiles[i]->kfd == fd)
-				rfiles[i]->kfd = to;
+	if (!still_ours(fd))
+		return fd;
+	set_hidden(fd, false);
+	to = hide(fd); /* closes fd */
+	__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
+	for (struct rconn *rc = conns; rc; rc = rc->next)
+		for (unsigned i = 0; i < NDEV; i++)
+			if (rc->devfd[i] == fd)
+				__atomic_store_n(&rc->devfd[i], to, __ATOMIC_RELEASE);
+	for (int i = 0; rfiles && i < MAX_FDS; i++) {
+		struct rfile *f = rfiles[i];
+
+		if (f && f->kfd == fd) {
+			if (to >= 0)
+				nvmefs_cl_reg_renumber(f->rc->c, fd, to);
+			f->kfd = to;
+			f->failed |= to < 0;
+		}
 	}
-	pthread_mutex_unlock(mu);
+	return to;
 }
 
 int preload_rd_close_range(unsigned first, unsigned last, int flags,
@@ -478,8 +538,10 @@ int preload_rd_close_range(unsigned first, unsigned last, int flags,
 	unsigned from = first;
 	int ret = 0;
 
+	if (first > last || (flags & CLOSE_RANGE_CLOEXEC))
+		return real(first, last, flags); /* EINVAL, or nothing closed */
 	for (unsigned fd = first; fd <= last && fd < MAX_FDS; fd++) {
-		if (!is_hidden((int)fd))
+		if (!still_ours((int)fd))
 			continue;
 		if (from < fd && real(from, fd - 1, flags) && !ret)
 			ret = -1;
@@ -488,6 +550,18 @@ int preload_rd_close_range(unsigned first, unsigned last, int flags,
 	if (from <= last && from >= first && real(from, last, flags) && !ret)
 		ret = -1;
 	return ret;
+}
+
+/* glibc's closefrom closes with its own system call: our close_range
+ * instead, which goes around the library's descriptors. */
+EXPORT void closefrom(int low)
+{
+	long max = sysconf(_SC_OPEN_MAX);
+
+	if (low < 0 || !close_range((unsigned)low, ~0u, 0))
+		return;
+	for (long fd = low; fd < (max > 0 ? max : MAX_FDS); fd++)
+		close((int)fd);
 }
 
 void preload_read_close(int fd)
@@ -555,6 +629,7 @@ static unsigned map(const struct loan *l, uint64_t off, uint64_t len, struct pie
 {
 	uint64_t end = off + len, chunk = 1ull << l->shift, boff = 0;
 	unsigned n = 0;
+	int dfd;
 
 	if (!len || end < off || end > l->size)
 		return 0;
@@ -571,13 +646,16 @@ static unsigned map(const struct loan *l, uint64_t off, uint64_t len, struct pie
 		if (take > e->comp_off + e->len - comp)
 			take = e->comp_off + e->len - comp;
 		doff = e->dev_off + (comp - e->comp_off);
-		if (n && p[n - 1].dfd == l->dfd[s] && p[n - 1].doff + p[n - 1].len == doff) {
+		dfd = __atomic_load_n(&l->rc->devfd[l->mem[s]], __ATOMIC_ACQUIRE);
+		if (dfd < 0)
+			return 0;
+		if (n && p[n - 1].dfd == dfd && p[n - 1].doff + p[n - 1].len == doff) {
 			p[n - 1].len += take; /* the buffer is contiguous too */
 		} else {
 			if (n == MAX_PIECES)
 				return 0;
-			p[n++] = (struct piece){
-				.dfd = l->dfd[s], .doff = doff, .len = take, .boff = boff};
+			p[n++] =
+				(struct piece){.dfd = dfd, .doff = doff, .len = take, .boff = boff};
 		}
 		off += take;
 		boff += take;
@@ -600,7 +678,7 @@ static struct rfile *get(int fd, struct loan **lp)
 		unlist(fd);
 		f = NULL;
 	}
-	if (f && gone(f->rc->c))
+	if (f && (f->failed || gone(f->rc->c)))
 		f = NULL;
 	if (f) {
 		l = __atomic_load_n(&f->cur, __ATOMIC_ACQUIRE);
@@ -608,7 +686,7 @@ static struct rfile *get(int fd, struct loan **lp)
 			f = NULL;
 		} else {
 			f->refs++;
-			f->busy++;
+			l->users++;
 		}
 	}
 	pthread_mutex_unlock(mu);
@@ -616,10 +694,10 @@ static struct rfile *get(int fd, struct loan **lp)
 	return f;
 }
 
-static void put(struct rfile *f)
+static void put(struct rfile *f, struct loan *l)
 {
 	pthread_mutex_lock(mu);
-	f->busy--;
+	l->users--;
 	rfile_put(f);
 	pthread_mutex_unlock(mu);
 }
@@ -670,6 +748,8 @@ void preload_rd_pieces_sync(struct preload_rd *d, unsigned i)
 
 struct preload_rd *preload_rd_new(int fd, uint64_t pos, uint64_t len, uint64_t buf)
 {
+	/* Before the members' numbers are read: a move of one after it is seen. */
+	unsigned long mv = __atomic_load_n(&moves, __ATOMIC_SEQ_CST);
 	struct piece p[MAX_PIECES];
 	struct preload_rd *d = NULL;
 	struct loan *l;
@@ -679,13 +759,17 @@ struct preload_rd *preload_rd_new(int fd, uint64_t pos, uint64_t len, uint64_t b
 	if (n)
 		d = dreq_new(f, l, p, n, pos, len, buf);
 	if (!d && f)
-		put(f);
+		put(f, l);
+	if (d) {
+		d->pfd = fd;
+		d->moves = mv;
+	}
 	return d;
 }
 
 void preload_rd_free(struct preload_rd *d)
 {
-	put(d->f);
+	put(d->f, d->l);
 	free(d);
 }
 
@@ -700,14 +784,20 @@ bool preload_rd_any(void)
 }
 
 /* Every piece of d read: the read's result, the mount's when a piece
- * failed or the file changed meanwhile (the loan's word moved). */
+ * failed, the file changed meanwhile (the loan's word moved) or one of
+ * our descriptors did. Through the program's descriptor while it is the
+ * file's, else ours. */
 int64_t preload_rd_result(const struct preload_rd *d)
 {
+	int fd = same_file(d->pfd, d->f) ? d->pfd : d->f->kfd;
 	ssize_t n;
 
-	if (!d->failed && holds(d->f, d->l))
+	if (!d->failed && holds(d->f, d->l) &&
+	    __atomic_load_n(&moves, __ATOMIC_SEQ_CST) == d->moves)
 		return (int64_t)d->len;
-	n = real_pread(d->f->kfd, (void *)(uintptr_t)d->buf, d->len, (off_t)d->pos);
+	if (fd != d->pfd && (fd < 0 || !still_ours(fd) || !same_file(fd, d->f)))
+		return -EBADF;
+	n = real_pread(fd, (void *)(uintptr_t)d->buf, d->len, (off_t)d->pos);
 	return n < 0 ? -errno : n;
 }
 
@@ -804,8 +894,8 @@ void preload_read_init(pthread_mutex_t *lock)
 	mu = lock;
 	/* Our descriptors go high (a program's closefrom-style loops and its
 	 * own numbers stay below), within the soft limit. */
-	hide_min = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur > 512 && rl.rlim_cur <= MAX_FDS
-			   ? (unsigned)rl.rlim_cur - 256
+	hide_min = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur > 512
+			   ? (unsigned)(rl.rlim_cur < MAX_FDS ? rl.rlim_cur : MAX_FDS) - 256
 			   : 3;
 	door_off = e && !strcmp(e, "0");
 	RESOLVE(pread);

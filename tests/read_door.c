@@ -176,6 +176,75 @@ static void close_above(int fd, uint64_t size, unsigned seed)
 	free(b);
 }
 
+/* A program that dup2()s onto numbers it did not open (a shell's
+ * "exec 9<file", a daemon's fixed descriptors) may hit the library's own:
+ * every descriptor but the file's and stdio gets /dev/zero dup2()ed onto
+ * it. The door's reads still return the file's bytes, and a change of
+ * the file still reaches them (a new loan through its connection). */
+/* Every descriptor but fd, z and stdio whose target's name has want in
+ * it (NULL: any), in v (at most max): their count. */
+static int fds_naming(int fd, int z, const char *want, int *v, int max)
+{
+	char link[64], to[4096];
+	int k = 0;
+
+	for (int n = 3; n < 65536 && k < max; n++) {
+		ssize_t len;
+
+		if (n == fd || n == z)
+			continue;
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", n);
+		len = readlink(link, to, sizeof(to) - 1);
+		if (len < 0)
+			continue;
+		to[len] = '\0';
+		if (!want || strstr(to, want))
+			v[k++] = n;
+	}
+	return k;
+}
+
+static void dup2_over(int fd, uint64_t size, unsigned seed)
+{
+	int z = open("/dev/zero", O_RDONLY), v[512], n, w;
+	uint8_t *b = xalloc(MIB);
+
+	CHECK(z >= 0, "open /dev/zero");
+	/* The members first (image files here): reads must not come from
+	 * what took their numbers. */
+	n = fds_naming(fd, z, ".img", v, 512);
+	for (int i = 0; i < n; i++)
+		CHECK(dup2(z, v[i]) == v[i], "dup2 onto %d: %s", v[i], strerror(errno));
+	for (uint64_t off = 0; off < 8 * MIB; off += MIB) {
+		expect("pread after dup2 over the members' numbers", b,
+		       pread(fd, b, MIB, (off_t)off), off, MIB, size, seed);
+		reads++;
+	}
+	printf("dup2 onto %d members' descriptors\n", n);
+	/* Then everything else, the connection too: a change still reaches
+	 * the reads. */
+	n = fds_naming(fd, z, NULL, v, 512);
+	for (int i = 0; i < n; i++)
+		CHECK(dup2(z, v[i]) == v[i], "dup2 onto %d: %s", v[i], strerror(errno));
+	fill(b, 6 * MIB, MIB, seed + 5);
+	w = open(path, O_WRONLY);
+	CHECK(w >= 0 && pwrite(w, b, MIB, 6 * MIB) == MIB, "overwrite after dup2");
+	close(w);
+	expect("a change after dup2 over every descriptor", b, pread(fd, b, MIB, 6 * MIB), 6 * MIB,
+	       MIB, size, seed + 5);
+	fill(b, 6 * MIB, MIB, seed);
+	w = open(path, O_WRONLY);
+	CHECK(w >= 0 && pwrite(w, b, MIB, 6 * MIB) == MIB, "put back");
+	close(w);
+	reads++;
+	printf("dup2 onto %d descriptors\n", n);
+	n = fds_naming(fd, z, "/dev/zero", v, 512);
+	for (int i = 0; i < n; i++)
+		close(v[i]);
+	close(z);
+	free(b);
+}
+
 static void reads_dup(int fd, uint64_t size, unsigned seed)
 {
 	uint8_t *b = xalloc(MIB);
@@ -406,6 +475,7 @@ int main(int argc, char **argv)
 	preads(fd, size, 1);
 	reads_dup(fd, size, 1);
 	aio_reads(fd, size, 1);
+	dup2_over(fd, size, 1);
 	close_above(fd, size, 1);
 
 	/* A child of fork reads through the mount, the same bytes. */
