@@ -174,8 +174,8 @@ __attribute__((constructor)) static void preload_init(void)
 	preload_read_init(&mu);
 	disabled = (e && !strcmp(e, "0")) || !real_openat || !real_umask;
 	if (!disabled) {
-		m = real_umask(022);
-		real_umask(m);
+		m = REAL(umask)(022);
+		REAL(umask)(m);
 		cur_umask = m;
 	}
 	/* A child gets kernel descriptors only: its copy of a client would
@@ -192,7 +192,7 @@ static int ident(int fd, dev_t *dev, ino_t *ino)
 {
 	struct statx sx;
 
-	if (real_statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx))
+	if (REAL(statx)(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx))
 		return -1;
 	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	*ino = sx.stx_ino;
@@ -274,14 +274,14 @@ static int materialize(int fd)
 	struct stat st;
 	int k, ret = 0;
 
-	k = real_openat(fd, f->name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	k = REAL(openat)(fd, f->name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (k < 0)
 		return -errno;
-	if (real_fstat(k, &st) || st.st_ino != f->st.st_ino || st.st_dev != f->st.st_dev)
+	if (REAL(fstat)(k, &st) || st.st_ino != f->st.st_ino || st.st_dev != f->st.st_dev)
 		ret = -EBADF;
-	else if (real_lseek(k, (off_t)f->pos, SEEK_SET) < 0 || real_dup3(k, fd, O_CLOEXEC) < 0)
+	else if (REAL(lseek)(k, (off_t)f->pos, SEEK_SET) < 0 || REAL(dup3)(k, fd, O_CLOEXEC) < 0)
 		ret = -errno;
-	real_close(k);
+	REAL(close)(k);
 	if (!ret)
 		drop(fd);
 	return ret;
@@ -326,7 +326,7 @@ static void fork_child(void)
 	}
 	for (int i = 0; i < nmounts; i++) {
 		if (mounts[i].c) {
-			real_close(mounts[i].c->sock);
+			REAL(close)(mounts[i].c->sock);
 			mounts[i].c->sock = -1;
 			mounts[i].c->dead = true;
 		}
@@ -430,11 +430,11 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 		memcpy(dir, path, (size_t)(slash - path));
 		dir[slash - path] = '\0';
 	}
-	d = real_openat(at, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	d = REAL(openat)(at, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0)
 		return -2; /* libc says why */
 	if (ident(d, &dev, &ino)) {
-		real_close(d);
+		REAL(close)(d);
 		return -2;
 	}
 	f = calloc(1, sizeof(*f));
@@ -444,7 +444,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	if (!f || !f->c) {
 		pthread_mutex_unlock(&mu);
 		free(f);
-		real_close(d);
+		REAL(close)(d);
 		return -2;
 	}
 	/* The directory's descriptor is the program's: its number, and what
@@ -466,7 +466,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	 * it write, flags or ACLs the door does not serve, a full volume. */
 	if (ret) {
 		free(f);
-		real_close(d);
+		REAL(close)(d);
 		return -2;
 	}
 	return d;
@@ -487,7 +487,7 @@ EXPORT int openat(int at, const char *path, int flags, ...)
 							   : -2;
 	if (fd != -2)
 		return fd;
-	fd = real_openat(at, path, flags, mode);
+	fd = REAL(openat)(at, path, flags, mode);
 	if (fd >= 0 && (flags & O_DIRECT) && !disabled)
 		preload_read_open(fd, flags);
 	return fd;
@@ -534,7 +534,7 @@ EXPORT int creat64(const char *path, mode_t mode) __attribute__((alias("creat"))
 
 EXPORT mode_t umask(mode_t mask)
 {
-	mode_t old = real_umask(mask);
+	mode_t old = REAL(umask)(mask);
 
 	cur_umask = mask & 0777;
 	return old;
@@ -567,7 +567,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 	f = enter(fd);
 	if (!f)
-		return real_write(fd, buf, len);
+		return REAL(write)(fd, buf, len);
 	n = door_pwrite(fd, f, buf, len, f->pos);
 	if (n > 0)
 		f->pos += (uint64_t)n;
@@ -582,7 +582,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 
 	f = enter(fd);
 	if (!f)
-		return real_pwrite(fd, buf, len, off);
+		return REAL(pwrite)(fd, buf, len, off);
 	if (off < 0) {
 		pthread_mutex_unlock(&mu);
 		errno = EINVAL;
@@ -601,7 +601,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	ssize_t done = 0;
 
 	if (!preload_has(fd))
-		return real_writev(fd, iov, cnt);
+		return REAL(writev)(fd, iov, cnt);
 	for (int i = 0; i < cnt; i++) {
 		ssize_t n = write(fd, iov[i].iov_base, iov[i].iov_len);
 
@@ -633,7 +633,7 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 
 	f = enter(fd);
 	if (!f)
-		return real_lseek(fd, off, whence);
+		return REAL(lseek)(fd, off, whence);
 	switch (whence) {
 	case SEEK_SET:
 		base = 0;
@@ -681,7 +681,7 @@ static int door_stat(int fd, struct dfile *f, struct stat *st)
 	struct stat k;
 
 	if (f->stale) {
-		if (real_fstatat(fd, f->name, &k, AT_SYMLINK_NOFOLLOW))
+		if (REAL(fstatat)(fd, f->name, &k, AT_SYMLINK_NOFOLLOW))
 			return -1;
 		if (k.st_ino != f->st.st_ino) {
 			errno = ESTALE; /* renamed over or removed since */
@@ -700,10 +700,10 @@ EXPORT int fstat(int fd, struct stat *st)
 	int ret;
 
 	if (!preload_has(fd))
-		return real_fstat(fd, st);
+		return REAL(fstat)(fd, st);
 	pthread_mutex_lock(&mu);
 	f = lookup(fd);
-	ret = f ? door_stat(fd, f, st) : real_fstat(fd, st);
+	ret = f ? door_stat(fd, f, st) : REAL(fstat)(fd, st);
 	pthread_mutex_unlock(&mu);
 	return ret;
 }
@@ -719,7 +719,7 @@ EXPORT int fstatat(int at, const char *path, struct stat *st, int flags)
 		return fstat(at, st);
 	if (preload_at_dir(at, path, flags))
 		return -1;
-	return real_fstatat(at, path, st, flags);
+	return REAL(fstatat)(at, path, st, flags);
 }
 
 EXPORT int fstatat64(int at, const char *path, struct stat64 *st, int flags)
@@ -732,7 +732,8 @@ EXPORT int statx(int at, const char *path, int flags, unsigned mask, struct stat
 	struct stat st;
 
 	if (!((flags & AT_EMPTY_PATH) && preload_empty_path(path) && preload_has(at)))
-		return preload_at_dir(at, path, flags) ? -1 : real_statx(at, path, flags, mask, sx);
+		return preload_at_dir(at, path, flags) ? -1
+						       : REAL(statx)(at, path, flags, mask, sx);
 	if (fstat(at, &st))
 		return -1;
 	*sx = (struct statx){
@@ -797,7 +798,7 @@ EXPORT int close(int fd)
 		pthread_mutex_unlock(&mu);
 	}
 	preload_read_close(fd);
-	return real_close(fd);
+	return REAL(close)(fd);
 }
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
@@ -822,7 +823,7 @@ EXPORT int isatty(int fd)
 		errno = ENOTTY;
 		return 0;
 	}
-	return real_isatty(fd);
+	return REAL(isatty)(fd);
 }
 
 EXPORT int ioctl(int fd, unsigned long req, ...)
@@ -841,7 +842,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		if (preload_need_kernel(fd))
 			return -1;
 	}
-	return real_ioctl(fd, req, arg);
+	return REAL(ioctl)(fd, req, arg);
 }
 
 EXPORT int fcntl(int fd, int cmd, ...)
@@ -861,13 +862,13 @@ EXPORT int fcntl(int fd, int cmd, ...)
 			return -1;
 	}
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
-		int to = real_fcntl(fd, cmd, arg);
+		int to = REAL(fcntl)(fd, cmd, arg);
 
 		if (to >= 0)
 			preload_read_dup(fd, to);
 		return to;
 	}
-	return real_fcntl(fd, cmd, arg);
+	return REAL(fcntl)(fd, cmd, arg);
 }
 
 EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
@@ -882,7 +883,7 @@ EXPORT int dup(int fd)
 
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return -1;
-	to = real_dup(fd);
+	to = REAL(dup)(fd);
 	if (to >= 0)
 		preload_read_dup(fd, to);
 	return to;
@@ -903,7 +904,7 @@ static int dup_onto(int fd, int to, int flags, bool three)
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return -1;
 	if (fd == to)
-		return three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+		return three ? REAL(dup3)(fd, to, flags) : REAL(dup2)(fd, to);
 	preload_read_close(to);
 	pthread_mutex_lock(&mu);
 	moved = preload_rd_evict_locked(to);
@@ -913,7 +914,7 @@ static int dup_onto(int fd, int to, int flags, bool three)
 			mounts[i].c->dead |= moved < 0;
 		}
 	}
-	ret = three ? real_dup3(fd, to, flags) : real_dup2(fd, to);
+	ret = three ? REAL(dup3)(fd, to, flags) : REAL(dup2)(fd, to);
 	if (ret >= 0 && preload_has(to) && files[to])
 		drop(to);
 	pthread_mutex_unlock(&mu);
@@ -944,7 +945,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return errno;
-	return real_posix_fallocate(fd, off, len);
+	return REAL(posix_fallocate)(fd, off, len);
 }
 
 EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
@@ -954,7 +955,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 {
 	if (!(flags & MAP_ANONYMOUS) && preload_has(fd) && preload_need_kernel(fd))
 		return MAP_FAILED;
-	return real_mmap(addr, len, prot, flags, fd, off);
+	return REAL(mmap)(addr, len, prot, flags, fd, off);
 }
 
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -964,7 +965,7 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	if (preload_has(fd) && preload_need_kernel(fd))
 		return NULL;
-	return real_fdopen(fd, mode);
+	return REAL(fdopen)(fd, mode);
 }
 
 EXPORT int fchdir(int fd)
@@ -973,7 +974,7 @@ EXPORT int fchdir(int fd)
 		errno = ENOTDIR;
 		return -1;
 	}
-	return real_fchdir(fd);
+	return REAL(fchdir)(fd);
 }
 
 /* ---- processes ---- */
@@ -982,19 +983,19 @@ EXPORT int fchdir(int fd)
  * every door descriptor went to the kernel (pthread_atfork). */
 EXPORT pid_t vfork(void)
 {
-	return real_fork();
+	return REAL(fork)();
 }
 
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	materialize_all();
-	return real_posix_spawn(pid, path, fa, attr, argv, envp);
+	return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	materialize_all();
-	return real_posix_spawnp(pid, file, fa, attr, argv, envp);
+	return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
 }

@@ -48,7 +48,7 @@ static int sys_io_submit(aio_context_t ctx, long nr, struct iocb **v)
 	long r;
 
 	if (real_io_submit)
-		return real_io_submit(ctx, nr, v);
+		return REAL(io_submit)(ctx, nr, v);
 	r = syscall(SYS_io_submit, ctx, nr, v);
 	return r < 0 ? -errno : (int)r;
 }
@@ -59,7 +59,7 @@ static int sys_io_getevents(aio_context_t ctx, long min, long nr, struct io_even
 	long r;
 
 	if (real_io_getevents)
-		return real_io_getevents(ctx, min, nr, ev, ts);
+		return REAL(io_getevents)(ctx, min, nr, ev, ts);
 	r = syscall(SYS_io_getevents, ctx, min, nr, ev, ts);
 	return r < 0 ? -errno : (int)r;
 }
@@ -368,7 +368,7 @@ EXPORT int io_getevents(aio_context_t ctx, long min, long nr, struct io_event *e
  * too, once its pieces are in, and what nobody reaped with it. */
 EXPORT int io_destroy(aio_context_t ctx)
 {
-	int ret = real_io_destroy ? real_io_destroy(ctx)
+	int ret = real_io_destroy ? REAL(io_destroy)(ctx)
 				  : (syscall(SYS_io_destroy, ctx) < 0 ? -errno : 0);
 	struct actx *a;
 

@@ -121,7 +121,7 @@ KERNEL_CALL(int, fremovexattr, (int fd, const char *name), (fd, name))
 		}                                                                                  \
 		if (check)                                                                         \
 			return (ret_t)-1;                                                          \
-		return real_##name args;                                                           \
+		return REAL(name) args;                                                            \
 	}
 
 AT_CALL(int, mkdirat, (int at, const char *path, mode_t mode), preload_at_dir(at, path, 0),

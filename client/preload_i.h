@@ -17,6 +17,9 @@
 #define EXPORT __attribute__((visibility("default")))
 /* real_NAME: the next definition of NAME (libc's). */
 #define RESOLVE(name) (*(void **)&real_##name = dlsym(RTLD_NEXT, #name))
+/* real_NAME, resolved here when the constructor has not run yet: another
+ * library's constructor, or a sanitizer's interceptors, may call in first. */
+#define REAL(name) (real_##name ? real_##name : (RESOLVE(name), real_##name))
 
 /* Whether fd may be the door's (no lock taken). */
 bool preload_has(int fd);
@@ -111,7 +114,7 @@ void preload_aio_fork_child(void);
 	{                                                                                          \
 		if (preload_has(fd) && preload_need_kernel(fd))                                    \
 			return (ret_t)-1;                                                          \
-		return real_##name args;                                                           \
+		return REAL(name) args;                                                            \
 	}
 
 #endif

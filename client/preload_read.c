@@ -142,13 +142,13 @@ static int hide(int fd)
 	if (to < 0 || to >= MAX_FDS) {
 		/* No high number: marked where it is. */
 		if (to >= 0)
-			real_close((int)to);
+			REAL(close)((int)to);
 		to = fd;
 	} else {
-		real_close(fd);
+		REAL(close)(fd);
 	}
 	if (to >= MAX_FDS || syscall(SYS_fstat, to, &st)) {
-		real_close((int)to);
+		REAL(close)((int)to);
 		return -1;
 	}
 	hids[to].dev = st.st_dev;
@@ -176,7 +176,7 @@ static void unhide_close(int fd)
 {
 	if (still_ours(fd)) {
 		set_hidden(fd, false);
-		real_close(fd);
+		REAL(close)(fd);
 	}
 }
 
@@ -240,7 +240,7 @@ static int member_fd(struct rconn *rc, unsigned i)
 	if (fd < 0)
 		return -1; /* no read access to the devices: the mount serves */
 	if (!same_member((int)fd, m)) {
-		real_close((int)fd);
+		REAL(close)((int)fd);
 		return -1;
 	}
 	rc->devfd[i] = hide((int)fd);
@@ -739,8 +739,8 @@ void preload_rd_pieces_sync(struct preload_rd *d, unsigned i)
 {
 	for (; i < d->n; i++) {
 		const struct iocb *b = &d->sub[i];
-		ssize_t r = real_pread((int)b->aio_fildes, (void *)(uintptr_t)b->aio_buf,
-				       b->aio_nbytes, b->aio_offset);
+		ssize_t r = REAL(pread)((int)b->aio_fildes, (void *)(uintptr_t)b->aio_buf,
+					b->aio_nbytes, b->aio_offset);
 
 		preload_rd_piece_done(d, b, r < 0 ? -errno : r);
 	}
@@ -797,7 +797,7 @@ int64_t preload_rd_result(const struct preload_rd *d)
 		return (int64_t)d->len;
 	if (fd != d->pfd && (fd < 0 || !still_ours(fd) || !same_file(fd, d->f)))
 		return -EBADF;
-	n = real_pread(fd, (void *)(uintptr_t)d->buf, d->len, (off_t)d->pos);
+	n = REAL(pread)(fd, (void *)(uintptr_t)d->buf, d->len, (off_t)d->pos);
 	return n < 0 ? -errno : n;
 }
 
@@ -864,7 +864,7 @@ EXPORT ssize_t pread(int fd, void *buf, size_t len, off_t pos)
 {
 	ssize_t n = pos >= 0 && rfile_at(fd) ? door_pread(fd, buf, len, (uint64_t)pos) : -2;
 
-	return n != -2 ? n : real_pread(fd, buf, len, pos);
+	return n != -2 ? n : REAL(pread)(fd, buf, len, pos);
 }
 
 EXPORT ssize_t pread64(int fd, void *buf, size_t len, off_t pos) __attribute__((alias("pread")));
@@ -875,12 +875,12 @@ ssize_t preload_read_read(int fd, void *buf, size_t len)
 	ssize_t n;
 
 	if (!rfile_at(fd))
-		return real_read(fd, buf, len);
-	pos = real_lseek(fd, 0, SEEK_CUR);
+		return REAL(read)(fd, buf, len);
+	pos = REAL(lseek)(fd, 0, SEEK_CUR);
 	n = pos < 0 ? -2 : door_pread(fd, buf, len, (uint64_t)pos);
 	if (n == -2)
-		return real_read(fd, buf, len);
-	if (n > 0 && real_lseek(fd, pos + n, SEEK_SET) < 0)
+		return REAL(read)(fd, buf, len);
+	if (n > 0 && REAL(lseek)(fd, pos + n, SEEK_SET) < 0)
 		return -1;
 	return n;
 }

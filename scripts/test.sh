@@ -65,11 +65,13 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # The daemon under ASan+UBSan on a few mounted workloads: it runs in the
 # background with stderr closed, so reports go to files, and any file fails.
+# test_read_door_direct also runs the preload library's read door and its
+# test program under them.
 echo "== mounted tests with the daemon under ASan + UBSan"
 asan_logs=$(mktemp -d)
 ASAN_OPTIONS=detect_leaks=1:log_path=$asan_logs/asan UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --test-dir build-asan --output-on-failure --timeout 600 -L fuse \
-	-R 'test_posix_cached|test_fsx|test_crash|test_faults|test_layout_xattr|test_datapath|test_native_(cached|direct)|test_open_push_direct|test_write_behind_direct|test_tool_(cp|sqlite|git)$'
+	-R 'test_posix_cached|test_fsx|test_crash|test_faults|test_layout_xattr|test_datapath|test_native_(cached|direct)|test_open_push_direct|test_write_behind_direct|test_read_door_direct|test_tool_(cp|sqlite|git)$'
 if [ -n "$(ls -A "$asan_logs")" ]; then
 	cat "$asan_logs"/* >&2
 	echo "ASan/UBSan reports above" >&2

@@ -458,6 +458,7 @@ int main(int argc, char **argv)
 	if (argc == 3) {
 		race(fd);
 		close(fd);
+		free(b);
 		return fails ? 1 : 0;
 	}
 	if (argc == 5) {
@@ -470,6 +471,7 @@ int main(int argc, char **argv)
 		n = pread(fd, b, MIB, MIB);
 		CHECK(n < 0, "a read once the daemon is gone fails as the mount's (got %zd bytes)",
 		      n);
+		free(b);
 		return fails ? 1 : 0;
 	}
 	preads(fd, size, 1);

@@ -26,6 +26,11 @@ lib=$build/client/libnvmefs-preload.so
 prog=$build/tests/read_door
 [ -e "$lib" ] || mnt_skip "$lib not built"
 [ -x "$prog" ] || mnt_skip "$prog not built"
+# Under ASan (scripts/test.sh's sanitizer stage) the library needs the
+# sanitizer's runtime loaded first.
+preload=$lib
+asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ { print $3 }')
+[ -z "$asan" ] || preload="$asan $lib"
 mnt_setup "$build" 4 512M
 mnt_mount "mode=$mode"
 
@@ -43,7 +48,7 @@ run() {
 	r0=$(stat requests READ)
 	l0=$(stat native layouts)
 	# shellcheck disable=SC2086 # arg is empty or one word
-	if ! out=$(env "$@" LD_PRELOAD="$lib" timeout 120 "$prog" "$MNT" $arg 2>&1); then
+	if ! out=$(env "$@" LD_PRELOAD="$preload" timeout 120 "$prog" "$MNT" $arg 2>&1); then
 		echo "$out" >&2
 		check "$mode, $name: read_door's checks" false
 		reads=0
@@ -76,7 +81,7 @@ mnt_umount
 # as the mount's do, instead of reading members nobody answers for.
 mnt_mount "mode=$mode"
 rm -f "$MNT_TMP/dead.ready" "$MNT_TMP/dead.go"
-LD_PRELOAD="$lib" timeout 120 "$prog" "$MNT" dead "$MNT_TMP/dead.ready" "$MNT_TMP/dead.go" &
+LD_PRELOAD="$preload" timeout 120 "$prog" "$MNT" dead "$MNT_TMP/dead.ready" "$MNT_TMP/dead.go" &
 rpid=$!
 end=$((SECONDS + 60))
 while [ ! -e "$MNT_TMP/dead.ready" ] && kill -0 "$rpid" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do
