@@ -387,8 +387,7 @@ struct nvmefs_client *preload_client(dev_t dev, int dirfd)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
 		if (nvmefs_attach(path, &c))
 			c = NULL;
-		/* The connection is the library's: high, out of the program's
-		 * way, and kept from its close, close_range and dup2. */
+		/* The connection: high, kept from the program's closes. */
 		if (c && (c->sock = preload_rd_hide(c->sock)) < 0)
 			c->dead = true;
 	}
