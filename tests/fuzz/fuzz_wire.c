@@ -88,7 +88,7 @@ static int expect_parse(const uint8_t *msg, size_t len, int to_daemon)
 	if (h.version != NVMEFS_WIRE_VERSION)
 		return -EPROTO;
 	type_ok = to_daemon ? (h.type >= NVMEFS_WIRE_HELLO && h.type <= NVMEFS_WIRE_SUBMIT) ||
-				      h.type == NVMEFS_WIRE_CREATE
+				      h.type == NVMEFS_WIRE_CREATE || h.type == NVMEFS_WIRE_LAYOUT
 			    : h.type == NVMEFS_WIRE_REPLY || h.type == NVMEFS_WIRE_COMPLETE;
 	if (!type_ok)
 		return -EOPNOTSUPP;
@@ -111,6 +111,9 @@ static int expect_parse(const uint8_t *msg, size_t len, int to_daemon)
 		esz = sizeof(struct nvmefs_wire_sqe);
 	else if (h.type == NVMEFS_WIRE_COMPLETE)
 		esz = sizeof(struct nvmefs_wire_cqe);
+	/* LAYOUT: exactly one request. */
+	if (h.type == NVMEFS_WIRE_LAYOUT)
+		return h.count == 1 && body == sizeof(struct nvmefs_wire_layout_req) ? 0 : -EBADMSG;
 	if (esz)
 		return h.count >= 1 && h.count <= NVMEFS_WIRE_MAX_BATCH && body / esz == h.count &&
 				       body % esz == 0

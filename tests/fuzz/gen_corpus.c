@@ -809,6 +809,8 @@ static void gen_wire(void)
 	};
 	struct nvmefs_wire_sqe full[NVMEFS_WIRE_MAX_BATCH];
 	struct nvmefs_wire_cqe cq[3] = {{1, 4096}, {2, -EBADF}, {3, 0}};
+	struct nvmefs_wire_layout_req layout = {
+		.handle = 0, .region = 0, .mem_off = 4096, .cap = 8192, .word_off = 0};
 	struct nvmefs_wire_hello hello = {.block = 4096,
 					  .max_inflight = NVMEFS_WIRE_MAX_INFLIGHT,
 					  .max_batch = NVMEFS_WIRE_MAX_BATCH,
@@ -828,6 +830,7 @@ static void gen_wire(void)
 		  NVMEFS_WIRE_MAX_BATCH, sizeof(full));
 	save_wire("submit_max_off", d | FUZZ_WIRE_MAX_OFF_2_64, NVMEFS_WIRE_SUBMIT, 0, bad + 5, 1,
 		  sizeof(bad[0]));
+	save_wire("layout", d, NVMEFS_WIRE_LAYOUT, 0, &layout, 1, sizeof(layout));
 	save_wire("reply", 0, NVMEFS_WIRE_REPLY, -EBADMSG, NULL, 0, 0);
 	save_wire("reply_hello", 0, NVMEFS_WIRE_REPLY, 0, &hello, 0, sizeof(hello));
 	save_wire("complete", 0, NVMEFS_WIRE_COMPLETE, 0, cq, 3, sizeof(cq));
