@@ -85,7 +85,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* By descriptor number: allocated whole at the first create and never
  * moved, so that a check without the lock reads no freed memory. A
  * descriptor above it is never the door's. */
-#define MAX_FDS 65536
+#define MAX_FDS PRELOAD_MAX_FDS
 static struct dfile **files;
 static int nfiles;
 static struct mnt mounts[MAX_MOUNTS];
@@ -185,10 +185,9 @@ __attribute__((constructor)) static void preload_init(void)
 
 /* ---- the table ---- */
 
-/* The device and inode of what fd refers to, from what the kernel caches:
- * fstat of a directory the door just changed would cost a GETATTR round
+/* fstat of a directory the door just changed would cost a GETATTR round
  * trip (its attributes were dropped at the create). */
-static int ident(int fd, dev_t *dev, ino_t *ino)
+int preload_ident(int fd, dev_t *dev, ino_t *ino)
 {
 	struct statx sx;
 
@@ -211,7 +210,7 @@ static struct dfile *lookup(int fd)
 	f = files[fd];
 	/* A number closed behind our back (a raw close system call) and
 	 * reused by the kernel is not ours any more. */
-	if (ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
+	if (preload_ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
 		nvmefs_close_fd(f->c, fd);
 		free(f);
 		__atomic_store_n(&files[fd], NULL, __ATOMIC_RELAXED);
@@ -432,7 +431,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	d = REAL(openat)(at, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0)
 		return -2; /* libc says why */
-	if (ident(d, &dev, &ino)) {
+	if (preload_ident(d, &dev, &ino)) {
 		REAL(close)(d);
 		return -2;
 	}

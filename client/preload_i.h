@@ -41,6 +41,13 @@ void preload_at_init(void);
 int preload_at_dir(int at, const char *path, int flags);
 
 #define PRELOAD_FUSE_MAGIC 0x65735546 /* statfs's f_type of a FUSE mount */
+/* Descriptors the tables (preload.c's, preload_read.c's) cover: one above
+ * is never the doors'. */
+#define PRELOAD_MAX_FDS 65536
+
+/* The device and inode of what fd refers to, from what the kernel caches
+ * (AT_STATX_DONT_SYNC: no GETATTR round trip): 0, or -1 with errno. */
+int preload_ident(int fd, dev_t *dev, ino_t *ino);
 
 /* The client of the mount whose st_dev is dev, attached on first use by
  * fd, a descriptor on it (the lock held); NULL when it is not nvmefs or

@@ -53,7 +53,7 @@
 #define LOAN_BUF    (1u << 20)	 /* per connection: the words, then the loan's bytes */
 #define WORDS	    4096u	 /* files open through the door at once, per connection */
 #define WORDS_BYTES (WORDS * 8u) /* 32 KiB */
-#define MAX_FDS	    65536
+#define MAX_FDS	    PRELOAD_MAX_FDS
 #define MAX_LOANS   16u /* loans one file keeps while reads are in flight */
 #define MAX_PIECES  PRELOAD_MAX_PIECES
 #define NDEV	    NVMEFS_WIRE_LAYOUT_DEVS
@@ -66,6 +66,7 @@ struct rconn {
 	unsigned char used[WORDS];	     /* words lent */
 	int devfd[NDEV];		     /* -1: not opened yet; -2: not ours to open */
 	struct nvmefs_wire_member mem[NDEV]; /* what the daemon said of them */
+	uint64_t alive_ns;		     /* when the connection was last seen open */
 };
 
 /* What one LAYOUT lent: never freed while its file is open (a reader may
@@ -348,15 +349,29 @@ static int borrow(struct rfile *f)
 	return 0;
 }
 
-/* Whether c's daemon is gone (its connection closed): its loans' words
- * will never move again, whatever happens to the files. */
-static bool gone(struct nvmefs_client *c)
+/* Whether rc's daemon is gone (its connection closed): its loans' words
+ * will never move again, whatever happens to the files. Asked of the
+ * socket at most once a millisecond (mu held): not a system call per
+ * read, and no daemon is restarted and writing within a millisecond of
+ * its death. */
+#define ALIVE_NS 1000000ull
+static bool gone(struct rconn *rc)
 {
+	struct nvmefs_client *c = rc->c;
 	struct pollfd p = {.fd = c->sock, .events = POLLRDHUP};
+	struct timespec now;
+	uint64_t ns;
 
-	if (!c->dead && poll(&p, 1, 0) == 1 &&
-	    (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+	if (c->dead)
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	if (ns - rc->alive_ns < ALIVE_NS)
+		return false;
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
 		c->dead = true;
+	else
+		rc->alive_ns = ns;
 	return c->dead;
 }
 
@@ -424,10 +439,10 @@ static void unlist(int fd)
  * system call) and given out again is not. */
 static bool same_file(int fd, const struct rfile *f)
 {
-	struct statx sx;
+	dev_t dev;
+	ino_t ino;
 
-	return !syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx) &&
-	       makedev(sx.stx_dev_major, sx.stx_dev_minor) == f->dev && sx.stx_ino == f->ino;
+	return !preload_ident(fd, &dev, &ino) && dev == f->dev && ino == f->ino;
 }
 
 void preload_read_open(int fd, int flags)
@@ -678,7 +693,7 @@ static struct rfile *get(int fd, struct loan **lp)
 		unlist(fd);
 		f = NULL;
 	}
-	if (f && (f->failed || gone(f->rc->c)))
+	if (f && (f->failed || gone(f->rc)))
 		f = NULL;
 	if (f) {
 		l = __atomic_load_n(&f->cur, __ATOMIC_ACQUIRE);
