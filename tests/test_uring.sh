@@ -104,6 +104,31 @@ if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -g
 	lone
 	check "a lone caller again: the queue is back on its CPU" test "$(spread)" = 0
 fi
+# Where the caller wakes (uring.c): a leader with nothing in flight waits
+# as SCHED_IDLE (ps: class IDL) and is back to SCHED_OTHER when it serves;
+# -o uring_idle_wait=0, never. The daemon skips its loadavg gate here
+# (NVMEFS_TEST_URING_NO_GATE), so that a busy machine cannot close it.
+idle_waits() { jq .transport.idle_waits "$MNT/.nvmefs/stats"; }
+idle_threads() { # queue threads of the daemon now in SCHED_IDLE
+	ps -L -o cls=,comm= -p "$(sed -n 's/^pid = //p' "$MNT/.nvmefs/config")" |
+		awk '$2 ~ /^nvmefs-q/ && $1 == "IDL"' | wc -l
+}
+check "the queues wait at idle priority by default" \
+	grep -qx "uring_idle_wait = 1" "$MNT/.nvmefs/config"
+mnt_umount
+NVMEFS_TEST_URING_NO_GATE=1 mnt_mount uring
+before=$(idle_waits)
+lone
+check "a lone caller's lookups end in idle waits" test $(($(idle_waits) - before)) -ge 1000
+sleep 0.2
+check "an idle queue's leader is SCHED_IDLE" test "$(idle_threads)" -ge 1
+mnt_umount
+NVMEFS_TEST_URING_NO_GATE=1 mnt_mount uring,uring_idle_wait=0
+check "uring_idle_wait=0 shows in .nvmefs/config" \
+	grep -qx "uring_idle_wait = 0" "$MNT/.nvmefs/config"
+lone
+check "uring_idle_wait=0: no idle wait" test "$(idle_waits)" = 0
+check "uring_idle_wait=0: no thread at idle priority" test "$(idle_threads)" = 0
 mnt_umount
 check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
 

@@ -250,6 +250,9 @@ struct nvmefs_vol_opts {
 	unsigned statahead;   /* entries read ahead of a directory walk (0: off) */
 	unsigned uring;	      /* NVMEFS_URING_*: FUSE over io_uring (fs/fuse/uring.c) */
 	unsigned uring_depth; /* its entries per queue (0: the default) */
+	/* A queue's leader with nothing in flight waits as SCHED_IDLE
+	 * (fs/fuse/uring.c, "Where the caller wakes"; -o uring_idle_wait). */
+	unsigned uring_idle_wait;
 	/* A WRITE of at most this many bytes is answered once it is planned
 	 * and sent, before the devices complete it (NVMEFS_WRITE_BEHIND,
 	 * fs/core/data_io.c; -o write_behind; 0: never). */

@@ -363,6 +363,7 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "queue_depth", vol->uring_depth);
 	put_u64(o, "uring_requests", nvmefs_uring_served(vol->uring));
 	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
+	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring));
 	return o;
 }
 
@@ -440,8 +441,10 @@ static char *render_config(struct nvmefs_vol *vol)
 							: NVMEFS_META_CACHE_DEFAULT));
 	fprintf(f, "statahead = %u\n", o->statahead);
 	if (vol->uring_queues)
-		fprintf(f, "transport = io_uring\nuring_queues = %u\nuring_depth = %u\n",
-			vol->uring_queues, vol->uring_depth);
+		fprintf(f,
+			"transport = io_uring\nuring_queues = %u\nuring_depth = %u\n"
+			"uring_idle_wait = %d\n",
+			vol->uring_queues, vol->uring_depth, nvmefs_uring_idle_wait(vol->uring));
 	else
 		fprintf(f, "transport = /dev/fuse\n");
 	/* libnvmefs connects here and checks the peer is this pid. */

@@ -59,6 +59,28 @@
  * in an uninterruptible wait (a device flush), after it, as it did
  * without the flag too (docs/PERFORMANCE.md, "Where a queue runs").
  *
+ * Where the caller wakes. A commit wakes its caller while the leader still
+ * runs on the caller's CPU, on its way to wait; the scheduler then puts
+ * the caller on another, idle CPU (select_idle_sibling), whose queue takes
+ * its next request: a lone synchronous caller crossed CPUs twice a round
+ * trip, each time into an idle CPU. A CPU that runs only SCHED_IDLE tasks
+ * counts as idle there (sched_idle_cpu), so a leader that waits as
+ * SCHED_IDLE keeps the caller on its CPU, and the caller runs at once.
+ * Only with nothing in flight (no request of the queue being served, no
+ * device block on its ring): then the only thing that wakes it is a new
+ * request, whose sender, a synchronous caller, leaves the CPU to it. A
+ * device completion or a hand-over waking a SCHED_IDLE leader while
+ * another task runs on its CPU would wait for that task's slice to end
+ * (an open with a read on the ring took 4 ms, not 0.1, with two busy
+ * loops on the CPU). And only while some CPU is idle (idle_gate: fewer
+ * threads runnable than CPUs): when none is, the caller has nowhere to be
+ * moved, the two policy changes (a system call each, about 2 us on this
+ * VM) buy nothing (unlinks, whose FORGETs keep a /dev/fuse worker busy on
+ * the other CPU, took 8 us longer), and a thread of another program that
+ * computes on the caller's CPU would keep the leader from it. The leader
+ * goes back to SCHED_OTHER as soon as it wakes. -o uring_idle_wait=0
+ * turns it off; docs/PERFORMANCE.md, "Where the caller wakes".
+ *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
  * queue whose registration the kernel refuses after INIT would leave every
@@ -72,6 +94,7 @@
 #include "uring_i.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,6 +499,59 @@ static bool on_cqe(struct queue *q, void *data, int res)
 	return true;
 }
 
+/* How often a thread asks /proc/loadavg whether a CPU is idle. */
+#define IDLE_GATE_NS (50u * 1000 * 1000)
+
+/* Whether a leader may wait as SCHED_IDLE: only while fewer threads are
+ * runnable than there are CPUs online (the fourth field of /proc/loadavg,
+ * "runnable/total", counts the calling thread too), so that a CPU is idle
+ * for the scheduler to move the caller to. Read once per IDLE_GATE_NS a
+ * thread. */
+static bool idle_gate(struct nvmefs_uring *u)
+{
+	static __thread uint64_t next_ns;
+	static __thread bool open_;
+	uint64_t now = nvmefs_now_ns();
+	char buf[128];
+	ssize_t n;
+	unsigned running;
+
+	if (u->idle_ungated)
+		return true;
+	if (now < next_ns)
+		return open_;
+	next_ns = now + IDLE_GATE_NS;
+	n = pread(u->loadavg_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return open_ = false;
+	buf[n] = '\0';
+	open_ = sscanf(buf, "%*s %*s %*s %u/", &running) == 1 && running < u->ncpus;
+	return open_;
+}
+
+/* A thread that could not leave SCHED_IDLE, trying again at each wait. */
+static __thread bool stuck_idle;
+
+/* Set the calling thread's policy for its wait; false when that failed.
+ * Leaving SCHED_IDLE was tried when the queues were made
+ * (idle_policy_permitted), but a lowered RLIMIT_NICE or a lost
+ * CAP_SYS_NICE can refuse it later: then no leader goes idle again, and
+ * this one tries to leave at each wait until it can. */
+static bool wait_policy(struct nvmefs_uring *u, int policy)
+{
+	struct sched_param sp = {0};
+	bool ok = !sched_setscheduler(0, policy, &sp);
+
+	if (policy == SCHED_OTHER) {
+		if (!ok && atomic_exchange(&u->idle_wait, false))
+			nvmefs_warn("FUSE over io_uring: a queue thread cannot leave SCHED_IDLE "
+				    "(%s); no queue waits as SCHED_IDLE from now on",
+				    strerror(errno));
+		stuck_idle = !ok;
+	}
+	return ok;
+}
+
 /* Lead q: wait on its ring and serve what it brings, until the calling
  * thread resigns (true) or the queue is done (false). */
 static bool lead_ring(struct queue *q)
@@ -484,14 +560,26 @@ static bool lead_ring(struct queue *q)
 
 	while (leading) {
 		struct io_uring_cqe *cqe;
+		bool idle;
 		int ret;
 
 		/* Stopping, its blocks in flight still complete here. */
 		if (atomic_load(&u->stopping) && !atomic_load(&q->ring_io))
 			return false;
 		place(q);
-		/* The commits queued since, then wait for the next CQE. */
+		/* The commits queued since, then wait for the next CQE: as
+		 * SCHED_IDLE when nothing is in flight ("Where the caller
+		 * wakes", at the top). */
+		if (stuck_idle)
+			(void)wait_policy(u, SCHED_OTHER);
+		idle = atomic_load_explicit(&u->idle_wait, memory_order_relaxed) &&
+		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) && idle_gate(u) &&
+		       wait_policy(u, SCHED_IDLE);
+		if (idle)
+			atomic_fetch_add_explicit(&q->idle_waits, 1, memory_order_relaxed);
 		ret = io_uring_submit_and_wait(&q->ring, 1);
+		if (idle)
+			(void)wait_policy(u, SCHED_OTHER);
 		if (ret == -EINTR)
 			continue;
 		if (ret < 0) {

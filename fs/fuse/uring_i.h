@@ -110,6 +110,7 @@ struct queue {
 	atomic_uint serving;
 	atomic_uint win_n, win_busy;
 	atomic_bool spread;
+	_Atomic uint64_t idle_waits; /* waits made as SCHED_IDLE (idle_wait) */
 	/* Replies made on other threads (I/O completions) are handed over
 	 * here and committed by the leader: a command's completion runs as
 	 * task work of the thread that submitted it, which should be one of
@@ -146,6 +147,16 @@ struct nvmefs_uring {
 	void *fail_arg;
 	_Atomic uint64_t served; /* requests that came through the queues */
 	cpu_set_t anywhere;	 /* the CPUs the daemon may run on (spread queues) */
+	/* A leader with nothing in flight waits as SCHED_IDLE (uring.c,
+	 * "Where the caller wakes"): asked for (-o uring_idle_wait), and a
+	 * thread may leave SCHED_IDLE again (RLIMIT_NICE, CAP_SYS_NICE).
+	 * Cleared if leaving it ever fails. Not while more threads are
+	 * runnable than there are CPUs online (ncpus), from loadavg_fd
+	 * (/proc/loadavg, -1: not readable, never). */
+	atomic_bool idle_wait;
+	unsigned ncpus;
+	int loadavg_fd;
+	bool idle_ungated; /* tests/test_uring.sh: the CPUs never contended */
 };
 
 #endif

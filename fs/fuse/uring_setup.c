@@ -12,6 +12,7 @@
 #include "uring_i.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,29 @@ static unsigned default_depth(unsigned nq)
 	unsigned d = DEFAULT_ENTRIES / nq;
 
 	return d < MIN_DEPTH ? MIN_DEPTH : d > MAX_DEPTH ? MAX_DEPTH : d;
+}
+
+/* Whether a thread of ours may leave SCHED_IDLE once in it: an
+ * unprivileged one needs RLIMIT_NICE to allow nice 0 (the kernel's
+ * can_nice()). Tried on a thread of its own, which ends either way. */
+static void *try_idle_policy(void *arg)
+{
+	struct sched_param sp = {0};
+	bool *ok = arg;
+
+	*ok = !sched_setscheduler(0, SCHED_IDLE, &sp) && !sched_setscheduler(0, SCHED_OTHER, &sp);
+	return NULL;
+}
+
+static bool idle_policy_permitted(void)
+{
+	pthread_t t;
+	bool ok = false;
+
+	if (pthread_create(&t, NULL, try_idle_policy, &ok))
+		return false;
+	pthread_join(t, NULL);
+	return ok;
 }
 
 static void *alloc_locked(size_t len)
@@ -161,6 +185,8 @@ void nvmefs_uring_free(struct nvmefs_uring *u)
 		return;
 	for (unsigned i = 0; i < u->nq; i++)
 		free_queue(&u->q[i]);
+	if (u->loadavg_fd >= 0)
+		close(u->loadavg_fd);
 	free(u->q);
 	free(u);
 }
@@ -200,7 +226,17 @@ int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsign
 	u->vol = vol;
 	u->serve = serve;
 	u->fd = fuse_session_fd(se);
+	u->loadavg_fd = -1;
 	u->nq = possible_cpus();
+	/* fuse_null (vol NULL) measures the transport as mounts get it. */
+	if ((!vol || vol->opts.uring_idle_wait) && idle_policy_permitted()) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		u->ncpus = n > 0 ? (unsigned)n : 1;
+		u->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+		atomic_store(&u->idle_wait, u->loadavg_fd >= 0);
+		u->idle_ungated = getenv("NVMEFS_TEST_URING_NO_GATE") != NULL;
+	}
 	spread_cpus(vol, &u->anywhere);
 	u->depth = depth ? depth : default_depth(u->nq);
 	u->q = calloc(u->nq, sizeof(*u->q));
@@ -233,6 +269,20 @@ unsigned nvmefs_uring_queues(const struct nvmefs_uring *u, unsigned *depth)
 uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 {
 	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
+}
+
+uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; u && i < u->nq; i++)
+		n += atomic_load_explicit(&u->q[i].idle_waits, memory_order_relaxed);
+	return n;
+}
+
+bool nvmefs_uring_idle_wait(const struct nvmefs_uring *u)
+{
+	return u && atomic_load(&u->idle_wait);
 }
 
 unsigned nvmefs_uring_spread(const struct nvmefs_uring *u)

@@ -61,7 +61,7 @@ struct cfg {
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
 		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth, *cache_small,
-		*write_behind;
+		*write_behind, *uring_idle_wait;
 	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
 	unsigned atime; /* NVMEFS_ATIME_*: the last of relatime, noatime, strictatime */
 };
@@ -93,6 +93,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("nouring", nouring),
 	OPT("uring=%s", uring_mode),
 	OPT("uring_depth=%s", uring_depth),
+	OPT("uring_idle_wait=%s", uring_idle_wait),
 	OPT("-f", foreground),
 	OPT("debug", debug),
 	OPT("-d", debug),
@@ -153,6 +154,9 @@ static void usage(FILE *f)
 		"                       offered (default in direct mode, silently);\n"
 		"                       uring=off, nouring: /dev/fuse (cached's default)\n"
 		"  -o uring_depth=N     requests each io_uring queue holds (1-64)\n"
+		"  -o uring_idle_wait=0|1  an io_uring queue with nothing to do waits\n"
+		"                       at idle priority, so that the caller it answered\n"
+		"                       stays on its CPU (default 1)\n"
 		"  -o statahead=N       entries of a directory read ahead of a program\n"
 		"                       that looks them up in order (default 512, 0: none)\n"
 		"  -o writeback         cached mode: the kernel's write-back cache; a full\n"
@@ -429,6 +433,10 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 		return -EINVAL;
 	}
 	if (c->uring_depth && parse_uint("uring_depth", c->uring_depth, 1, 64, &o->uring_depth))
+		return -EINVAL;
+	o->uring_idle_wait = 1;
+	if (c->uring_idle_wait &&
+	    parse_uint("uring_idle_wait", c->uring_idle_wait, 0, 1, &o->uring_idle_wait))
 		return -EINVAL;
 	offered = nvmefs_uring_offered();
 	if (o->uring == NVMEFS_URING_ON && offered) {
@@ -859,6 +867,7 @@ out:
 	free(c.spin);
 	free(c.uring_mode);
 	free(c.uring_depth);
+	free(c.uring_idle_wait);
 	free(c.dirty);
 	fuse_opt_free_args(&args);
 	return ret;
