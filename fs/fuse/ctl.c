@@ -356,6 +356,7 @@ static json_object *statahead_stats(void)
 static json_object *transport_stats(const struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object();
+	uint64_t backoffs;
 
 	json_object_object_add(
 		o, "name", json_object_new_string(vol->uring_queues ? "io_uring" : "/dev/fuse"));
@@ -363,7 +364,8 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "queue_depth", vol->uring_depth);
 	put_u64(o, "uring_requests", nvmefs_uring_served(vol->uring));
 	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
-	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring));
+	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring, &backoffs));
+	put_u64(o, "idle_backoffs", backoffs);
 	return o;
 }
 

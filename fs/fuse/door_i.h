@@ -238,9 +238,10 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
  * stream (uring.c, "Where a queue's threads run"); 0 for NULL. */
 unsigned nvmefs_uring_spread(const struct nvmefs_uring *u);
 /* Whether u's leaders wait as SCHED_IDLE when nothing is in flight
- * (uring.c, "Where the caller wakes"), and how many such waits they made. */
+ * (uring.c, "Where the caller wakes"), how many such waits they made, and
+ * (*backoffs) how many times a thread stopped them for slow wake-ups. */
 bool nvmefs_uring_idle_wait(const struct nvmefs_uring *u);
-uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u);
+uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u, uint64_t *backoffs);
 /*
  * The reply in iov (count parts, fuse_out_header first), if it answers a
  * request of the queues: committed through its entry, *res what writev(2)

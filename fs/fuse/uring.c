@@ -67,19 +67,26 @@
  * counts as idle there (sched_idle_cpu), so a leader that waits as
  * SCHED_IDLE keeps the caller on its CPU, and the caller runs at once.
  * Only with nothing in flight (no request of the queue being served, no
- * device block on its ring): then the only thing that wakes it is a new
- * request, whose sender, a synchronous caller, leaves the CPU to it. A
+ * device block on its ring, at most one command to submit): then what
+ * wakes it is a new request, whose sender, a synchronous caller, leaves
+ * the CPU to it (or the stop, or the unmount's ends of the entries). A
  * device completion or a hand-over waking a SCHED_IDLE leader while
  * another task runs on its CPU would wait for that task's slice to end
  * (an open with a read on the ring took 4 ms, not 0.1, with two busy
- * loops on the CPU). And only while some CPU is idle (idle_gate: fewer
- * threads runnable than CPUs): when none is, the caller has nowhere to be
- * moved, the two policy changes (a system call each, about 2 us on this
- * VM) buy nothing (unlinks, whose FORGETs keep a /dev/fuse worker busy on
- * the other CPU, took 8 us longer), and a thread of another program that
- * computes on the caller's CPU would keep the leader from it. The leader
- * goes back to SCHED_OTHER as soon as it wakes. -o uring_idle_wait=0
- * turns it off; docs/PERFORMANCE.md, "Where the caller wakes".
+ * loops on the CPU); a second commit in the same submission would wait
+ * behind the first one's caller. And only while some CPU is idle
+ * (idle_gate: fewer threads runnable than CPUs): when none is, the caller
+ * has nowhere to be moved, and the two policy changes (a system call
+ * each, about 2 us on this VM) buy nothing (unlinks, whose FORGETs keep a
+ * /dev/fuse worker busy on the other CPU, took 8 us longer). A task that
+ * computes on the caller's CPU while others idle, of the daemon's own
+ * scheduling group (no autogroup or cgroup between them), keeps even a
+ * new request's leader waiting at idle weight (2.7 ms a lookup against
+ * 20 us): so each thread watches its run delay (idle_probe) and stops its
+ * idle waits for a while (1 s, doubled up to 32 s while it recurs) when
+ * it waited to run more than 200 us a wait. The leader goes back to
+ * SCHED_OTHER as soon as it wakes. -o uring_idle_wait=0 turns it off;
+ * docs/PERFORMANCE.md, "Where the caller wakes".
  *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
@@ -94,6 +101,7 @@
 #include "uring_i.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +278,7 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct nvmefs_uring *u;
+	struct queue *q;
 	struct ent *e;
 	size_t len = 0;
 
@@ -282,6 +291,7 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 		pthread_rwlock_unlock(&active_lock);
 		return false;
 	}
+	q = e->q;
 	for (int i = 1; i < count; i++)
 		len += iov[i].iov_len;
 	if (len > PAYLOAD_SZ) {
@@ -305,8 +315,11 @@ bool nvmefs_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 	}
 	e->hdr->ent.payload_sz = (uint32_t)len;
 	atomic_store_explicit(&e->unique, 0, memory_order_release);
-	atomic_fetch_sub_explicit(&e->q->serving, 1, memory_order_relaxed);
+	/* Counted off only once committed or handed over: a leader that saw
+	 * nothing being served in between would wait as SCHED_IDLE for the
+	 * hand-over's wake-up ("Where the caller wakes"). */
 	commit(e);
+	atomic_fetch_sub_explicit(&q->serving, 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&active_lock);
 	*res = (ssize_t)(sizeof(*out) + len);
 	return true;
@@ -516,7 +529,7 @@ static bool idle_gate(struct nvmefs_uring *u)
 	ssize_t n;
 	unsigned running;
 
-	if (u->idle_ungated)
+	if (u->idle_test & IDLE_TEST_NO_LOAD)
 		return true;
 	if (now < next_ns)
 		return open_;
@@ -531,6 +544,83 @@ static bool idle_gate(struct nvmefs_uring *u)
 
 /* A thread that could not leave SCHED_IDLE, trying again at each wait. */
 static __thread bool stuck_idle;
+
+/*
+ * Idle waits a thread makes before it looks at how long it waited to run,
+ * the mean wait above which it stops (a new request found a thread of
+ * its caller's group computing on the CPU: 2.7 ms a lookup, measured),
+ * and for how long: 1 s, doubled each time the next try fails too, up to
+ * 32 s. A lone caller's own turn (it runs between its requests while the
+ * leader waits to sleep) is a few microseconds.
+ */
+#define IDLE_PROBE	  8u
+#define IDLE_DELAY_MAX_NS (200u * 1000)
+#define IDLE_BACKOFF_NS	  (1000ull * 1000 * 1000)
+#define IDLE_BACKOFF_MAX  (32 * IDLE_BACKOFF_NS)
+
+static __thread int schedstat_fd = -1; /* /proc/thread-self/schedstat */
+static __thread unsigned probe_n;      /* idle waits since probe_delay */
+static __thread uint64_t probe_delay;  /* run_delay then, ns */
+static __thread uint64_t backoff_until, backoff_ns;
+
+/* The calling thread's time spent runnable but not running (ns), from
+ * schedstat's second field; false when unreadable. */
+static bool run_delay(uint64_t *ns)
+{
+	char buf[96];
+	ssize_t n = pread(schedstat_fd, buf, sizeof(buf) - 1, 0);
+	unsigned long long d;
+
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	if (sscanf(buf, "%*u %llu", &d) != 1)
+		return false;
+	*ns = d;
+	return true;
+}
+
+/* Whether the calling thread's idle waits are allowed now (not backing
+ * off, and it can see its run delay). */
+static bool idle_allowed(const struct nvmefs_uring *u)
+{
+	if (u->idle_test & IDLE_TEST_NO_DELAY)
+		return true;
+	if (schedstat_fd < 0)
+		return false;
+	if (backoff_until && nvmefs_now_ns() < backoff_until)
+		return false;
+	if (backoff_until) { /* a new try: measured from here */
+		backoff_until = 0;
+		probe_n = 0;
+		if (!run_delay(&probe_delay))
+			return false;
+	}
+	return true;
+}
+
+/* After an idle wait of q: every IDLE_PROBE, stop for a while if the
+ * thread waited too long to run. */
+static void idle_probe(struct queue *q)
+{
+	uint64_t d;
+
+	if ((q->u->idle_test & IDLE_TEST_NO_DELAY) || ++probe_n < IDLE_PROBE)
+		return;
+	probe_n = 0;
+	if (!run_delay(&d))
+		return;
+	if (d - probe_delay > (uint64_t)IDLE_PROBE * IDLE_DELAY_MAX_NS) {
+		backoff_ns = backoff_ns ? backoff_ns * 2 : IDLE_BACKOFF_NS;
+		if (backoff_ns > IDLE_BACKOFF_MAX)
+			backoff_ns = IDLE_BACKOFF_MAX;
+		backoff_until = nvmefs_now_ns() + backoff_ns;
+		atomic_fetch_add_explicit(&q->idle_backoffs, 1, memory_order_relaxed);
+	} else {
+		backoff_ns = 0;
+	}
+	probe_delay = d;
+}
 
 /* Set the calling thread's policy for its wait; false when that failed.
  * Leaving SCHED_IDLE was tried when the queues were made
@@ -573,13 +663,16 @@ static bool lead_ring(struct queue *q)
 		if (stuck_idle)
 			(void)wait_policy(u, SCHED_OTHER);
 		idle = atomic_load_explicit(&u->idle_wait, memory_order_relaxed) &&
-		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) && idle_gate(u) &&
+		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) &&
+		       io_uring_sq_ready(&q->ring) <= 1 && idle_allowed(u) && idle_gate(u) &&
 		       wait_policy(u, SCHED_IDLE);
 		if (idle)
 			atomic_fetch_add_explicit(&q->idle_waits, 1, memory_order_relaxed);
 		ret = io_uring_submit_and_wait(&q->ring, 1);
-		if (idle)
+		if (idle) {
 			(void)wait_policy(u, SCHED_OTHER);
+			idle_probe(q);
+		}
 		if (ret == -EINTR)
 			continue;
 		if (ret < 0) {
@@ -610,6 +703,17 @@ static void enter(struct queue *q)
 	 * while they come in a stream (place). */
 	placed = -1;
 	place(q);
+	/* Its idle waits ("Where the caller wakes"): a follower made by a
+	 * leader that could not leave SCHED_IDLE starts in it, and leaves it
+	 * at its first wait. */
+	stuck_idle = sched_getscheduler(0) == SCHED_IDLE;
+	if (atomic_load(&q->u->idle_wait)) {
+		schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+		if (schedstat_fd >= 0 && !run_delay(&probe_delay)) {
+			close(schedstat_fd);
+			schedstat_fd = -1;
+		}
+	}
 }
 
 /* A thread of q: leads by turns until q is done, then leaves it. */
@@ -624,6 +728,9 @@ static void serve_queue(struct queue *q)
 	nvmefs_wait_hook = NULL;
 	nvmefs_engine_ring = NULL;
 	cur_queue = NULL;
+	if (schedstat_fd >= 0)
+		close(schedstat_fd);
+	schedstat_fd = -1;
 }
 
 /* The first thread of q: registers its entries, then serves. */

@@ -110,7 +110,8 @@ struct queue {
 	atomic_uint serving;
 	atomic_uint win_n, win_busy;
 	atomic_bool spread;
-	_Atomic uint64_t idle_waits; /* waits made as SCHED_IDLE (idle_wait) */
+	_Atomic uint64_t idle_waits;	/* waits made as SCHED_IDLE (idle_wait) */
+	_Atomic uint64_t idle_backoffs; /* times a thread stopped them (slow wakes) */
 	/* Replies made on other threads (I/O completions) are handed over
 	 * here and committed by the leader: a command's completion runs as
 	 * task work of the thread that submitted it, which should be one of
@@ -135,6 +136,11 @@ struct queue {
 	pthread_t *tids;       /* depth + 1 */
 };
 
+/* NVMEFS_TEST_URING_IDLE (tests/test_uring.sh): "always" skips both of
+ * the idle wait's checks of the CPUs (uring.c), "noload" the loadavg one. */
+#define IDLE_TEST_NO_LOAD  1u
+#define IDLE_TEST_NO_DELAY 2u
+
 struct nvmefs_uring {
 	struct fuse_session *se;
 	struct nvmefs_vol *vol;
@@ -156,7 +162,7 @@ struct nvmefs_uring {
 	atomic_bool idle_wait;
 	unsigned ncpus;
 	int loadavg_fd;
-	bool idle_ungated; /* tests/test_uring.sh: the CPUs never contended */
+	unsigned idle_test; /* IDLE_TEST_*: tests/test_uring.sh */
 };
 
 #endif

@@ -78,7 +78,10 @@ static unsigned default_depth(unsigned nq)
 
 /* Whether a thread of ours may leave SCHED_IDLE once in it: an
  * unprivileged one needs RLIMIT_NICE to allow nice 0 (the kernel's
- * can_nice()). Tried on a thread of its own, which ends either way. */
+ * can_nice()). Tried on a thread of its own, which ends either way. Only
+ * for a daemon under SCHED_OTHER (its queue threads inherit its policy):
+ * a wait ends in SCHED_OTHER, which would lose an administrator's
+ * SCHED_BATCH, real-time policy or reset-on-fork flag. */
 static void *try_idle_policy(void *arg)
 {
 	struct sched_param sp = {0};
@@ -93,7 +96,7 @@ static bool idle_policy_permitted(void)
 	pthread_t t;
 	bool ok = false;
 
-	if (pthread_create(&t, NULL, try_idle_policy, &ok))
+	if (sched_getscheduler(0) != SCHED_OTHER || pthread_create(&t, NULL, try_idle_policy, &ok))
 		return false;
 	pthread_join(t, NULL);
 	return ok;
@@ -228,21 +231,25 @@ int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsign
 	u->fd = fuse_session_fd(se);
 	u->loadavg_fd = -1;
 	u->nq = possible_cpus();
-	/* fuse_null (vol NULL) measures the transport as mounts get it. */
-	if ((!vol || vol->opts.uring_idle_wait) && idle_policy_permitted()) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		u->ncpus = n > 0 ? (unsigned)n : 1;
-		u->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-		atomic_store(&u->idle_wait, u->loadavg_fd >= 0);
-		u->idle_ungated = getenv("NVMEFS_TEST_URING_NO_GATE") != NULL;
-	}
 	spread_cpus(vol, &u->anywhere);
 	u->depth = depth ? depth : default_depth(u->nq);
 	u->q = calloc(u->nq, sizeof(*u->q));
 	if (!u->q) {
 		free(u);
 		return -ENOMEM;
+	}
+	/* fuse_null (vol NULL) measures the transport as mounts get it. */
+	if ((!vol || vol->opts.uring_idle_wait) && idle_policy_permitted()) {
+		const char *t = getenv("NVMEFS_TEST_URING_IDLE");
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		u->ncpus = n > 0 ? (unsigned)n : 1;
+		u->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+		atomic_store(&u->idle_wait, u->loadavg_fd >= 0);
+		if (t && !strcmp(t, "always"))
+			u->idle_test = IDLE_TEST_NO_LOAD | IDLE_TEST_NO_DELAY;
+		else if (t && !strcmp(t, "noload"))
+			u->idle_test = IDLE_TEST_NO_LOAD;
 	}
 	for (unsigned i = 0; i < u->nq && !ret; i++)
 		ret = make_queue(u, &u->q[i], i);
@@ -271,12 +278,16 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u)
 	return u ? atomic_load_explicit(&u->served, memory_order_relaxed) : 0;
 }
 
-uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u)
+uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u, uint64_t *backoffs)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, b = 0;
 
-	for (unsigned i = 0; u && i < u->nq; i++)
+	for (unsigned i = 0; u && i < u->nq; i++) {
 		n += atomic_load_explicit(&u->q[i].idle_waits, memory_order_relaxed);
+		b += atomic_load_explicit(&u->q[i].idle_backoffs, memory_order_relaxed);
+	}
+	if (backoffs)
+		*backoffs = b;
 	return n;
 }
 
