@@ -558,8 +558,10 @@ static __thread bool stuck_idle;
 #define IDLE_BACKOFF_NS	  (1000ull * 1000 * 1000)
 #define IDLE_BACKOFF_MAX  (32 * IDLE_BACKOFF_NS)
 
+/* Opened at the thread's first idle wait (most followers never make one). */
 static __thread int schedstat_fd = -1; /* /proc/thread-self/schedstat */
-static __thread unsigned probe_n;      /* idle waits since probe_delay */
+static __thread bool last_idle;	       /* the thread's last wait was idle */
+static __thread unsigned probe_n;      /* idle waits in a row since probe_delay */
 static __thread uint64_t probe_delay;  /* run_delay then, ns */
 static __thread uint64_t backoff_until, backoff_ns;
 
@@ -568,9 +570,13 @@ static __thread uint64_t backoff_until, backoff_ns;
 static bool run_delay(uint64_t *ns)
 {
 	char buf[96];
-	ssize_t n = pread(schedstat_fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n;
 	unsigned long long d;
 
+	if (schedstat_fd < 0 &&
+	    (schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	n = pread(schedstat_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
@@ -580,23 +586,23 @@ static bool run_delay(uint64_t *ns)
 	return true;
 }
 
-/* Whether the calling thread's idle waits are allowed now (not backing
- * off, and it can see its run delay). */
+/* Whether the calling thread's idle waits are allowed now: not backing
+ * off, and (the first of a run of them) its run delay read, from which
+ * the run's waits are measured. Only idle waits in a row are measured
+ * together: time spent serving under load between them is not theirs. */
 static bool idle_allowed(const struct nvmefs_uring *u)
 {
 	if (u->idle_test & IDLE_TEST_NO_DELAY)
 		return true;
-	if (schedstat_fd < 0)
-		return false;
-	if (backoff_until && nvmefs_now_ns() < backoff_until)
-		return false;
-	if (backoff_until) { /* a new try: measured from here */
-		backoff_until = 0;
-		probe_n = 0;
-		if (!run_delay(&probe_delay))
+	if (backoff_until) {
+		if (nvmefs_now_ns() < backoff_until)
 			return false;
+		backoff_until = 0;
 	}
-	return true;
+	if (last_idle)
+		return true;
+	probe_n = 0;
+	return run_delay(&probe_delay);
 }
 
 /* After an idle wait of q: every IDLE_PROBE, stop for a while if the
@@ -648,6 +654,7 @@ static bool lead_ring(struct queue *q)
 {
 	struct nvmefs_uring *u = q->u;
 
+	last_idle = false; /* a new lead: a new run of idle waits */
 	while (leading) {
 		struct io_uring_cqe *cqe;
 		bool idle;
@@ -664,8 +671,9 @@ static bool lead_ring(struct queue *q)
 			(void)wait_policy(u, SCHED_OTHER);
 		idle = atomic_load_explicit(&u->idle_wait, memory_order_relaxed) &&
 		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) &&
-		       io_uring_sq_ready(&q->ring) <= 1 && idle_allowed(u) && idle_gate(u) &&
+		       io_uring_sq_ready(&q->ring) <= 1 && idle_gate(u) && idle_allowed(u) &&
 		       wait_policy(u, SCHED_IDLE);
+		last_idle = idle;
 		if (idle)
 			atomic_fetch_add_explicit(&q->idle_waits, 1, memory_order_relaxed);
 		ret = io_uring_submit_and_wait(&q->ring, 1);
@@ -707,13 +715,6 @@ static void enter(struct queue *q)
 	 * leader that could not leave SCHED_IDLE starts in it, and leaves it
 	 * at its first wait. */
 	stuck_idle = sched_getscheduler(0) == SCHED_IDLE;
-	if (atomic_load(&q->u->idle_wait)) {
-		schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-		if (schedstat_fd >= 0 && !run_delay(&probe_delay)) {
-			close(schedstat_fd);
-			schedstat_fd = -1;
-		}
-	}
 }
 
 /* A thread of q: leads by turns until q is done, then leaves it. */
