@@ -558,25 +558,29 @@ static __thread bool stuck_idle;
 #define IDLE_BACKOFF_NS	  (1000ull * 1000 * 1000)
 #define IDLE_BACKOFF_MAX  (32 * IDLE_BACKOFF_NS)
 
-/* Opened at the thread's first idle wait (most followers never make one). */
-static __thread int schedstat_fd = -1; /* /proc/thread-self/schedstat */
-static __thread bool last_idle;	       /* the thread's last wait was idle */
-static __thread unsigned probe_n;      /* idle waits in a row since probe_delay */
+/* Idle waits less than this apart are one run, measured together. */
+#define IDLE_RUN_GAP_NS (10u * 1000 * 1000)
+
+static __thread uint64_t last_idle_ns; /* when its last idle wait ended (0: none) */
+static __thread unsigned probe_n;      /* idle waits of the run since probe_delay */
 static __thread uint64_t probe_delay;  /* run_delay then, ns */
 static __thread uint64_t backoff_until, backoff_ns;
 
 /* The calling thread's time spent runnable but not running (ns), from
- * schedstat's second field; false when unreadable. */
+ * schedstat's second field; false when unreadable. Opened each time (once
+ * every IDLE_PROBE idle waits, or at a run's start): a descriptor kept
+ * per thread would add to the daemon's as its threads come and go. */
 static bool run_delay(uint64_t *ns)
 {
 	char buf[96];
-	ssize_t n;
+	ssize_t n = -1;
 	unsigned long long d;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 
-	if (schedstat_fd < 0 &&
-	    (schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	n = pread(schedstat_fd, buf, sizeof(buf) - 1, 0);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
@@ -588,18 +592,23 @@ static bool run_delay(uint64_t *ns)
 
 /* Whether the calling thread's idle waits are allowed now: not backing
  * off, and (the first of a run of them) its run delay read, from which
- * the run's waits are measured. Only idle waits in a row are measured
- * together: time spent serving under load between them is not theirs. */
+ * the run's waits are measured. A run is idle waits less than
+ * IDLE_RUN_GAP_NS apart: what the thread did in a longer gap (serving a
+ * stream under load, say) is not counted against them. */
 static bool idle_allowed(const struct nvmefs_uring *u)
 {
+	uint64_t now;
+
 	if (u->idle_test & IDLE_TEST_NO_DELAY)
 		return true;
+	now = nvmefs_now_ns();
 	if (backoff_until) {
-		if (nvmefs_now_ns() < backoff_until)
+		if (now < backoff_until)
 			return false;
 		backoff_until = 0;
+		last_idle_ns = 0;
 	}
-	if (last_idle)
+	if (last_idle_ns && now - last_idle_ns < IDLE_RUN_GAP_NS)
 		return true;
 	probe_n = 0;
 	return run_delay(&probe_delay);
@@ -654,7 +663,7 @@ static bool lead_ring(struct queue *q)
 {
 	struct nvmefs_uring *u = q->u;
 
-	last_idle = false; /* a new lead: a new run of idle waits */
+	last_idle_ns = 0; /* a new lead: a new run of idle waits */
 	while (leading) {
 		struct io_uring_cqe *cqe;
 		bool idle;
@@ -673,12 +682,12 @@ static bool lead_ring(struct queue *q)
 		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) &&
 		       io_uring_sq_ready(&q->ring) <= 1 && idle_gate(u) && idle_allowed(u) &&
 		       wait_policy(u, SCHED_IDLE);
-		last_idle = idle;
 		if (idle)
 			atomic_fetch_add_explicit(&q->idle_waits, 1, memory_order_relaxed);
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (idle) {
 			(void)wait_policy(u, SCHED_OTHER);
+			last_idle_ns = nvmefs_now_ns();
 			idle_probe(q);
 		}
 		if (ret == -EINTR)
@@ -729,9 +738,6 @@ static void serve_queue(struct queue *q)
 	nvmefs_wait_hook = NULL;
 	nvmefs_engine_ring = NULL;
 	cur_queue = NULL;
-	if (schedstat_fd >= 0)
-		close(schedstat_fd);
-	schedstat_fd = -1;
 }
 
 /* The first thread of q: registers its entries, then serves. */
