@@ -515,18 +515,28 @@ static bool on_cqe(struct queue *q, void *data, int res)
 /* How often a thread asks /proc/loadavg whether a CPU is idle. */
 #define IDLE_GATE_NS (50u * 1000 * 1000)
 
+/* A small /proc file's text at fd, NUL-terminated in buf: false when
+ * unreadable. */
+static bool read_proc(int fd, char *buf, size_t cap)
+{
+	ssize_t n = pread(fd, buf, cap - 1, 0);
+
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
 /* Whether a leader may wait as SCHED_IDLE: only while fewer threads are
  * runnable than there are CPUs online (the fourth field of /proc/loadavg,
  * "runnable/total", counts the calling thread too), so that a CPU is idle
  * for the scheduler to move the caller to. Read once per IDLE_GATE_NS a
  * thread. */
-static bool idle_gate(struct nvmefs_uring *u)
+static bool idle_gate(const struct nvmefs_uring *u, uint64_t now)
 {
 	static __thread uint64_t next_ns;
 	static __thread bool open_;
-	uint64_t now = nvmefs_now_ns();
 	char buf[128];
-	ssize_t n;
 	unsigned running;
 
 	if (u->idle_test & IDLE_TEST_NO_LOAD)
@@ -534,11 +544,8 @@ static bool idle_gate(struct nvmefs_uring *u)
 	if (now < next_ns)
 		return open_;
 	next_ns = now + IDLE_GATE_NS;
-	n = pread(u->loadavg_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return open_ = false;
-	buf[n] = '\0';
-	open_ = sscanf(buf, "%*s %*s %*s %u/", &running) == 1 && running < u->ncpus;
+	open_ = read_proc(u->loadavg_fd, buf, sizeof(buf)) &&
+		sscanf(buf, "%*s %*s %*s %u/", &running) == 1 && running < u->ncpus;
 	return open_;
 }
 
@@ -573,21 +580,15 @@ static __thread uint64_t backoff_until, backoff_ns;
 static bool run_delay(uint64_t *ns)
 {
 	char buf[96];
-	ssize_t n = -1;
 	unsigned long long d;
 	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && read_proc(fd, buf, sizeof(buf)) && sscanf(buf, "%*u %llu", &d) == 1;
 
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
 		close(fd);
-	}
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	if (sscanf(buf, "%*u %llu", &d) != 1)
-		return false;
-	*ns = d;
-	return true;
+	if (ok)
+		*ns = d;
+	return ok;
 }
 
 /* Whether the calling thread's idle waits are allowed now: not backing
@@ -595,13 +596,10 @@ static bool run_delay(uint64_t *ns)
  * the run's waits are measured. A run is idle waits less than
  * IDLE_RUN_GAP_NS apart: what the thread did in a longer gap (serving a
  * stream under load, say) is not counted against them. */
-static bool idle_allowed(const struct nvmefs_uring *u)
+static bool idle_allowed(const struct nvmefs_uring *u, uint64_t now)
 {
-	uint64_t now;
-
 	if (u->idle_test & IDLE_TEST_NO_DELAY)
 		return true;
-	now = nvmefs_now_ns();
 	if (backoff_until) {
 		if (now < backoff_until)
 			return false;
@@ -614,9 +612,9 @@ static bool idle_allowed(const struct nvmefs_uring *u)
 	return run_delay(&probe_delay);
 }
 
-/* After an idle wait of q: every IDLE_PROBE, stop for a while if the
- * thread waited too long to run. */
-static void idle_probe(struct queue *q)
+/* After an idle wait of q that ended at now: every IDLE_PROBE, stop for a
+ * while if the thread waited too long to run. */
+static void idle_probe(struct queue *q, uint64_t now)
 {
 	uint64_t d;
 
@@ -629,7 +627,7 @@ static void idle_probe(struct queue *q)
 		backoff_ns = backoff_ns ? backoff_ns * 2 : IDLE_BACKOFF_NS;
 		if (backoff_ns > IDLE_BACKOFF_MAX)
 			backoff_ns = IDLE_BACKOFF_MAX;
-		backoff_until = nvmefs_now_ns() + backoff_ns;
+		backoff_until = now + backoff_ns;
 		atomic_fetch_add_explicit(&q->idle_backoffs, 1, memory_order_relaxed);
 	} else {
 		backoff_ns = 0;
@@ -680,15 +678,20 @@ static bool lead_ring(struct queue *q)
 			(void)wait_policy(u, SCHED_OTHER);
 		idle = atomic_load_explicit(&u->idle_wait, memory_order_relaxed) &&
 		       !atomic_load(&q->serving) && !atomic_load(&q->ring_io) &&
-		       io_uring_sq_ready(&q->ring) <= 1 && idle_gate(u) && idle_allowed(u) &&
-		       wait_policy(u, SCHED_IDLE);
+		       io_uring_sq_ready(&q->ring) <= 1;
+		if (idle) { /* one clock reading for both checks */
+			uint64_t now = nvmefs_now_ns();
+
+			idle = idle_gate(u, now) && idle_allowed(u, now) &&
+			       wait_policy(u, SCHED_IDLE);
+		}
 		if (idle)
 			atomic_fetch_add_explicit(&q->idle_waits, 1, memory_order_relaxed);
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (idle) {
 			(void)wait_policy(u, SCHED_OTHER);
 			last_idle_ns = nvmefs_now_ns();
-			idle_probe(q);
+			idle_probe(q, last_idle_ns);
 		}
 		if (ret == -EINTR)
 			continue;
