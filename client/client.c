@@ -17,6 +17,7 @@
  * they share.
  */
 #include "client_i.h"
+#include "sys_i.h"
 #include "nvmefs/spin.h"
 
 #include <errno.h>
@@ -403,7 +404,7 @@ static int connect_door(const char *name, pid_t pid, int *out)
 	*out = fd;
 	return 0;
 err:
-	close(fd);
+	sys_close(fd);
 	return ret;
 }
 
@@ -539,7 +540,7 @@ int nvmefs_attach(const char *path, struct nvmefs_client **out)
 	return 0;
 err:
 	if (c && c->sock >= 0)
-		close(c->sock);
+		sys_close(c->sock);
 	if (c) {
 		free(c->rbuf);
 		free(c->slots);
@@ -596,7 +597,7 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 
 	if (h)
 		return (int)h;
-	if (fcntl(fd, F_GETFD) < 0)
+	if (sys_fcntl(fd, F_GETFD, 0) < 0)
 		return nvmefs_cl_fail(c, -EBADF, "fd %d: not an open descriptor", fd);
 	h = nvmefs_cl_control(c, NVMEFS_WIRE_REG_FD, 0, fd);
 	if (h == -EXDEV)
@@ -722,11 +723,11 @@ void nvmefs_detach(struct nvmefs_client *c)
 	/* Closing the connection gives back, in the daemon, every file and
 	 * region it holds for us: no message per registration. */
 	c->dead = true;
-	close(c->sock);
+	sys_close(c->sock);
 	for (size_t i = 0; i < c->nregions; i++) {
 		if (c->regions[i]->bounce) {
 			munmap(c->regions[i]->base, c->regions[i]->size);
-			close(c->regions[i]->memfd);
+			sys_close(c->regions[i]->memfd);
 		}
 		free(c->regions[i]);
 	}

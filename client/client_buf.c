@@ -8,6 +8,7 @@
  * is copied through, up to BOUNCE_CAP per client.
  */
 #include "client_i.h"
+#include "sys_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,12 +70,12 @@ static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **
 	void *p;
 	int ret;
 
-	if (fd < 0 || ftruncate(fd, (off_t)size) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+	if (fd < 0 || sys_ftruncate(fd, (off_t)size) ||
+	    sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		ret = -errno;
 		goto err;
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		ret = -errno;
 		goto err;
@@ -89,7 +90,7 @@ static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **
 			       "cannot lock %zu bytes in RAM (RLIMIT_MEMLOCK, ulimit -l): %s", size,
 			       strerror(-ret));
 		if (fd >= 0)
-			close(fd);
+			sys_close(fd);
 		return ret;
 	}
 	*base = p;
@@ -98,7 +99,7 @@ static int shm_create(struct nvmefs_client *c, size_t size, int node, uint8_t **
 err:
 	nvmefs_cl_fail(c, ret, "cannot make %zu bytes of shared memory: %s", size, strerror(-ret));
 	if (fd >= 0)
-		close(fd);
+		sys_close(fd);
 	return ret;
 }
 
@@ -143,7 +144,7 @@ static void region_drop(struct nvmefs_client *c, size_t i)
 		nvmefs_cl_control(c, NVMEFS_WIRE_UNREG_MEM, r->id, -1);
 	if (r->bounce) {
 		munmap(r->base, r->size);
-		close(r->memfd);
+		sys_close(r->memfd);
 		c->bounce_held -= r->size;
 	}
 	c->st.shared_bytes -= r->size;
@@ -256,7 +257,7 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 	if (!b)
 		return nvmefs_cl_fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
 	munmap(b->base, b->size);
-	close(b->memfd);
+	sys_close(b->memfd);
 	free(b);
 	return 0;
 }
@@ -283,7 +284,7 @@ struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, siz
 	for (struct shbuf *b = g_bufs; b; b = b->next) {
 		if (p >= b->base && len <= b->size && (size_t)(p - b->base) <= b->size - len) {
 			/* Another thread may free it meanwhile: our own descriptor. */
-			memfd = fcntl(b->memfd, F_DUPFD_CLOEXEC, 3);
+			memfd = sys_fcntl(b->memfd, F_DUPFD_CLOEXEC, 3);
 			base = b->base;
 			size = b->size;
 			serial = b->serial;
@@ -295,7 +296,7 @@ struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, siz
 		return NULL;
 	if (region_add(c, base, size, memfd, serial, &r))
 		r = NULL;
-	close(memfd);
+	sys_close(memfd);
 	return r;
 }
 
@@ -311,7 +312,7 @@ static int bounce_new(struct nvmefs_client *c, size_t size, struct region **out)
 	ret = region_add(c, base, size, memfd, 0, out);
 	if (ret) {
 		munmap(base, size);
-		close(memfd);
+		sys_close(memfd);
 		return ret;
 	}
 	(*out)->memfd = memfd;

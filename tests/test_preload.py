@@ -378,5 +378,34 @@ check(content(os.path.join(d, "childnew.bin")) == b"C" and content(lost + ".away
       "nothing written into the wrong file: %r %r" % (content(os.path.join(d, "childnew.bin")),
                                                       content(lost + ".away")))
 
+# A door descriptor closed with a raw system call stays in the door's table
+# until it is looked up again. A memfd the library then makes for a bigger
+# bounce region takes its number: the library's own calls on it (ftruncate,
+# fcntl, mmap) must not reach the door, which would wait for the lock its
+# thread holds during the write (it did: the write hung).
+libc = ctypes.CDLL(None, use_errno=True)
+b = os.open(os.path.join(d, "raw_b.bin"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+os.write(b, b"b" * 4096)
+a = os.open(os.path.join(d, "raw_a.bin"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+fillers = []  # every free number below a's, so that a's is the lowest free
+while True:
+    x = os.open("/dev/null", os.O_RDONLY)
+    if x > a:
+        os.close(x)
+        break
+    fillers.append(x)
+big = 48 << 20  # more than any bounce region made so far: a new memfd
+watchdog = threading.Timer(60, lambda: (print("FAIL: a write after a raw close of a door "
+                                              "descriptor hung", flush=True), os._exit(1)))
+watchdog.start()
+check(libc.syscall(3, a) == 0, "a raw close system call of a door descriptor")
+check(os.write(b, b"B" * big) == big, "a write that needs a new bounce region after it")
+os.close(b)
+watchdog.cancel()
+for x in fillers:
+    os.close(x)
+check(content(os.path.join(d, "raw_b.bin")) == b"b" * 4096 + b"B" * big,
+      "its bytes read back through the mount")
+
 print("%d failed checks" % fails if fails else "all checks passed", flush=True)
 sys.exit(1 if fails else 0)
