@@ -617,7 +617,7 @@ int nvmefs_reg_fd(struct nvmefs_client *c, int fd)
 }
 
 int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flags, mode_t mode,
-		  mode_t umask, int fd, struct stat *st)
+		  mode_t cmask, int fd, struct stat *st)
 {
 	size_t len = strlen(name);
 	struct nvmefs_wire_stat *w = &c->reply_stat;
@@ -628,7 +628,7 @@ int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flag
 	if (!nvmefs_wire_name_ok(name, len))
 		return nvmefs_cl_fail(c, -EINVAL, "\"%s\": not a name a file may have", name);
 	h = nvmefs_cl_call(c, NVMEFS_WIRE_CREATE, flags,
-			   (int64_t)(mode & 07777) | (int64_t)(umask & 0777) << 32, name,
+			   (int64_t)(mode & 07777) | (int64_t)(cmask & 0777) << 32, name,
 			   (uint32_t)len, dirfd);
 	if (h < 0)
 		return h == -EEXIST ? (int)h
@@ -673,31 +673,6 @@ int nvmefs_close_fd(struct nvmefs_client *c, int fd)
 		c->unanswered++;
 	*r = c->regs[--c->nregs];
 	return 0;
-}
-
-int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
-			 const void *word, int64_t *arg2)
-{
-	const uint8_t *lo = (const uint8_t *)(blob < word ? blob : word);
-	const uint8_t *hi = (const uint8_t *)blob + cap > (const uint8_t *)word + 8
-				    ? (const uint8_t *)blob + cap
-				    : (const uint8_t *)word + 8;
-	struct reg *g = nvmefs_cl_reg_of(c, fd);
-	struct region *r = g ? nvmefs_cl_region_of(c, lo, (size_t)(hi - lo)) : NULL;
-	struct nvmefs_wire_layout_req q;
-	int64_t ret;
-
-	if (!r)
-		return g ? -EFAULT : -EBADF;
-	q = (struct nvmefs_wire_layout_req){.handle = g->handle,
-					    .region = r->id,
-					    .mem_off = (uint64_t)((const uint8_t *)blob - r->base),
-					    .cap = cap,
-					    .word_off =
-						    (uint64_t)((const uint8_t *)word - r->base)};
-	ret = nvmefs_cl_call_n(c, NVMEFS_WIRE_LAYOUT, 0, 0, &q, 1, sizeof(q), -1);
-	*arg2 = c->reply_arg2;
-	return ret;
 }
 
 int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)

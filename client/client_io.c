@@ -4,7 +4,8 @@
  * shared memory; client_i.h what they share): a request's slot and wire
  * entry, SUBMIT in batches, the wait for completions
  * (nvmefs_submit, nvmefs_wait), and the synchronous calls made of them
- * (nvmefs_pread, nvmefs_pwrite, nvmefs_fsync).
+ * (nvmefs_pread, nvmefs_pwrite, nvmefs_fsync); and the read door's LAYOUT,
+ * which names a region too (nvmefs_cl_layout).
  */
 #include "client_i.h"
 
@@ -261,4 +262,29 @@ int nvmefs_fsync(struct nvmefs_client *c, int fd)
 {
 	c->err[0] = '\0';
 	return (int)sync_io(c, NVMEFS_OP_FSYNC, fd, NULL, 0, 0);
+}
+
+int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
+			 const void *word, int64_t *arg2)
+{
+	const uint8_t *lo = (const uint8_t *)(blob < word ? blob : word);
+	const uint8_t *hi = (const uint8_t *)blob + cap > (const uint8_t *)word + 8
+				    ? (const uint8_t *)blob + cap
+				    : (const uint8_t *)word + 8;
+	struct reg *g = nvmefs_cl_reg_of(c, fd);
+	struct region *r = g ? nvmefs_cl_region_of(c, lo, (size_t)(hi - lo)) : NULL;
+	struct nvmefs_wire_layout_req q;
+	int64_t ret;
+
+	if (!r)
+		return g ? -EFAULT : -EBADF;
+	q = (struct nvmefs_wire_layout_req){.handle = g->handle,
+					    .region = r->id,
+					    .mem_off = (uint64_t)((const uint8_t *)blob - r->base),
+					    .cap = cap,
+					    .word_off =
+						    (uint64_t)((const uint8_t *)word - r->base)};
+	ret = nvmefs_cl_call_n(c, NVMEFS_WIRE_LAYOUT, 0, 0, &q, 1, sizeof(q), -1);
+	*arg2 = c->reply_arg2;
+	return ret;
 }

@@ -127,11 +127,12 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd);
  * descriptor number the caller holds for the file (any open descriptor:
  * the library only names the file by it in later calls). flags: access
  * mode O_WRONLY or O_RDWR, O_CREAT, and of the rest only O_EXCL, O_TRUNC,
- * O_CLOEXEC, O_NOCTTY, O_NONBLOCK, O_NOFOLLOW. mode loses umask unless the
- * directory has a default ACL. The daemon checks write and search on the
- * directory for the caller's real user and group ids (which the process
- * can always act as) by the mode bits alone, root included (it cannot see
- * capabilities). *st: the new file's attributes. Returns 0, or
+ * O_CLOEXEC, O_NOCTTY, O_NONBLOCK, O_NOFOLLOW. mode loses the bits of
+ * cmask (the caller's umask) unless the directory has a default ACL. The
+ * daemon checks write and search on the directory for the caller's real
+ * user and group ids (which the process can always act as) by the mode
+ * bits alone, root included (it cannot see capabilities). *st: the new
+ * file's attributes. Returns 0, or
  * -EEXIST (the name exists; nothing changed: open it through the mount),
  * -EOPNOTSUPP (flags the door does not serve, a directory with an access
  * ACL, a mount with -o writeback: create through the mount), -EACCES,
@@ -140,7 +141,7 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd);
  * allow an open(2) through the mount (root's capabilities): try it there.
  */
 int nvmefs_create(struct nvmefs_client *c, int dirfd, const char *name, int flags, mode_t mode,
-		  mode_t umask, int fd, struct stat *st);
+		  mode_t cmask, int fd, struct stat *st);
 
 /* Forget fd's registration as nvmefs_unreg_fd does, once its requests in
  * flight completed (it waits for them), without waiting for the daemon's
