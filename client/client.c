@@ -700,10 +700,8 @@ void nvmefs_detach(struct nvmefs_client *c)
 	c->dead = true;
 	sys_close(c->sock);
 	for (size_t i = 0; i < c->nregions; i++) {
-		if (c->regions[i]->bounce) {
+		if (c->regions[i]->bounce)
 			munmap(c->regions[i]->base, c->regions[i]->size);
-			sys_close(c->regions[i]->memfd);
-		}
 		free(c->regions[i]);
 	}
 	free(c->regions);

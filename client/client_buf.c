@@ -144,7 +144,6 @@ static void region_drop(struct nvmefs_client *c, size_t i)
 		nvmefs_cl_control(c, NVMEFS_WIRE_UNREG_MEM, r->id, -1);
 	if (r->bounce) {
 		munmap(r->base, r->size);
-		sys_close(r->memfd);
 		c->bounce_held -= r->size;
 	}
 	c->st.shared_bytes -= r->size;
@@ -310,12 +309,15 @@ static int bounce_new(struct nvmefs_client *c, size_t size, struct region **out)
 	if (ret)
 		return ret;
 	ret = region_add(c, base, size, memfd, 0, out);
+	/* The daemon holds its own copy, and the mapping the memory: a
+	 * descriptor kept open would sit at a low number, which a program's
+	 * closefrom or dup2 can take, and a later close of ours would then
+	 * close the program's file. */
+	sys_close(memfd);
 	if (ret) {
 		munmap(base, size);
-		sys_close(memfd);
 		return ret;
 	}
-	(*out)->memfd = memfd;
 	c->bounce_held += size;
 	return 0;
 }

@@ -33,7 +33,6 @@ struct region {
 	size_t size;
 	uint32_t id;	   /* the daemon's */
 	uint64_t serial;   /* the process's buffer (struct shbuf, client_buf.c); 0: bounce */
-	int memfd;	   /* bounce: the client's own */
 	bool stale;	   /* its buffer was freed */
 	bool bounce;	   /* the library's own */
 	bool busy;	   /* bounce: lent to a request */

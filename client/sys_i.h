@@ -23,29 +23,40 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+/* Each argument one register wide, as the kernel takes it: written for
+ * 64-bit Linux (a 32-bit ABI splits a 64-bit length in two). */
+#if !defined(__linux__) || __SIZEOF_LONG__ != 8
+#error "client/sys_i.h: libnvmefs's own system calls are written for 64-bit Linux"
+#endif
+
 static inline int sys_close(int fd)
 {
-	return (int)syscall(SYS_close, fd);
+	return (int)syscall(SYS_close, (long)fd);
 }
 
 /* fcntl with an integer argument (F_GETFD, F_ADD_SEALS, F_DUPFD_CLOEXEC). */
 static inline int sys_fcntl(int fd, int cmd, long arg)
 {
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	return (int)syscall(SYS_fcntl, (long)fd, (long)cmd, arg);
 }
 
 static inline int sys_ftruncate(int fd, off_t len)
 {
-	return (int)syscall(SYS_ftruncate, fd, len);
+	return (int)syscall(SYS_ftruncate, (long)fd, (long)len);
 }
 
-/* MAP_FAILED with errno, as mmap(2). off is a page multiple. */
+/* MAP_FAILED with errno, as mmap(2). */
 static inline void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-#ifdef SYS_mmap2
-	return (void *)syscall(SYS_mmap2, addr, len, prot, flags, fd, off / 4096);
+#if defined(__s390x__)
+	/* s390x's mmap takes its six arguments in a block. */
+	unsigned long args[6] = {(unsigned long)addr, len,
+				 (unsigned long)prot, (unsigned long)flags,
+				 (unsigned long)fd,   (unsigned long)off};
+
+	return (void *)syscall(SYS_mmap, args);
 #else
-	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	return (void *)syscall(SYS_mmap, addr, len, (long)prot, (long)flags, (long)fd, (long)off);
 #endif
 }
 
