@@ -46,9 +46,22 @@ struct shbuf {
 	struct shbuf *next;
 	uint8_t *base;
 	size_t size;
-	int memfd;
+	int memfd; /* kept to register it with each client: see memfd_ours */
+	dev_t dev; /* what memfd was made as */
+	ino_t ino;
 	uint64_t serial;
 };
+
+/* Whether b's memfd is still ours. The number is an ordinary descriptor of
+ * the process's, which the program may close behind us (closefrom,
+ * close_range, dup2 over it) and the kernel give to another file: that
+ * file is never sent to a daemon or closed here. */
+static bool memfd_ours(const struct shbuf *b)
+{
+	struct stat st;
+
+	return !sys_fstat(b->memfd, &st) && st.st_dev == b->dev && st.st_ino == b->ino;
+}
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct shbuf *g_bufs;   /* g_mu */
@@ -209,6 +222,19 @@ int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void *
 		free(b);
 		return ret;
 	}
+	{
+		struct stat st;
+
+		if (sys_fstat(b->memfd, &st)) {
+			ret = -errno;
+			munmap(b->base, b->size);
+			sys_close(b->memfd);
+			free(b);
+			return nvmefs_cl_fail(c, ret, "fstat of a new memfd: %s", strerror(-ret));
+		}
+		b->dev = st.st_dev;
+		b->ino = st.st_ino;
+	}
 	pthread_mutex_lock(&g_mu);
 	b->serial = ++g_serial;
 	b->next = g_bufs;
@@ -256,7 +282,8 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 	if (!b)
 		return nvmefs_cl_fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
 	munmap(b->base, b->size);
-	sys_close(b->memfd);
+	if (memfd_ours(b))
+		sys_close(b->memfd);
 	free(b);
 	return 0;
 }
@@ -282,8 +309,9 @@ struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, siz
 	pthread_mutex_lock(&g_mu);
 	for (struct shbuf *b = g_bufs; b; b = b->next) {
 		if (p >= b->base && len <= b->size && (size_t)(p - b->base) <= b->size - len) {
-			/* Another thread may free it meanwhile: our own descriptor. */
-			memfd = sys_fcntl(b->memfd, F_DUPFD_CLOEXEC, 3);
+			/* Another thread may free it meanwhile: our own descriptor.
+			 * One the program closed leaves the buffer to bounces. */
+			memfd = memfd_ours(b) ? sys_fcntl(b->memfd, F_DUPFD_CLOEXEC, 3) : -1;
 			base = b->base;
 			size = b->size;
 			serial = b->serial;

@@ -3,7 +3,7 @@
  * sys_i.h: the system calls libnvmefs makes on descriptors of its own (its
  * connection, its shared-memory regions), made past any interposer.
  *
- * Inside libnvmefs-preload.so the names close, fcntl, ftruncate and mmap are
+ * Inside libnvmefs-preload.so the names close, fcntl, fstat, ftruncate and mmap are
  * the create door's own (client/preload.c): they look the descriptor up in
  * the door's table and, for an entry there, take the door's lock. The
  * client runs under that lock (a door write that needs a bounce region),
@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -43,6 +44,11 @@ static inline int sys_fcntl(int fd, int cmd, long arg)
 static inline int sys_ftruncate(int fd, off_t len)
 {
 	return (int)syscall(SYS_ftruncate, (long)fd, (long)len);
+}
+
+static inline int sys_fstat(int fd, struct stat *st)
+{
+	return (int)syscall(SYS_fstat, (long)fd, st);
 }
 
 /* MAP_FAILED with errno, as mmap(2). */

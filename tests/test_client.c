@@ -803,6 +803,68 @@ static void test_buf(void)
 	      vmlck_kb());
 }
 
+/* The highest descriptor of the process that is a buffer's memfd, or -1. */
+static int newest_memfd(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	char t[64];
+	int best = -1;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		ssize_t n = readlinkat(dirfd(d), de->d_name, t, sizeof(t) - 1);
+
+		if (n > 0 && (t[n] = '\0', !strncmp(t, "/memfd:nvmefs-buf", 17)) && fd > best)
+			best = fd;
+	}
+	closedir(d);
+	return best;
+}
+
+/*
+ * A buffer whose memfd the program closed behind the library (closefrom,
+ * dup2 over its number): the file the program then has at that number is
+ * neither sent to a daemon nor closed by nvmefs_buf_free, and requests on
+ * the buffer are bounced, and right.
+ */
+static void test_buf_fd_taken(void)
+{
+	struct nvmefs_client *c = attach();
+	struct nvmefs_client_stats st;
+	struct stat sb;
+	void *b = NULL;
+	int fd, mfd, other;
+
+	CHECK_EQ(nvmefs_buf_alloc(NULL, 4 * BLK, -1, &b), 0, "a buffer, no client yet");
+	if (!b)
+		die("no buffer");
+	mfd = newest_memfd();
+	CHECK(mfd >= 0, "its memfd in /proc/self/fd");
+	other = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK(other >= 0 && dup2(other, mfd) == mfd, "/dev/null put on the memfd's number %d", mfd);
+	close(other);
+	make_file("fdtaken", 4 * BLK, 5);
+	fd = mopen("fdtaken", O_RDWR);
+	reg(c, fd);
+	fill(b, 4 * BLK, 6, 0);
+	CHECK_EQ(nvmefs_pwrite(c, fd, b, 4 * BLK, 0), 4 * BLK, "a write from the buffer: %s",
+		 nvmefs_client_error(c));
+	memset(b, 0, 4 * BLK);
+	CHECK_EQ(nvmefs_pread(c, fd, b, 4 * BLK, 0), 4 * BLK, "a read into it");
+	CHECK_EQ(mismatch(b, 4 * BLK, 6, 0), -1, "its bytes");
+	nvmefs_client_stats(c, &st);
+	CHECK_EQ(st.bounced, 2, "both through a bounce region, the buffer not registered");
+	CHECK_EQ(nvmefs_buf_free(c, b), 0, "free it");
+	CHECK(!fstat(mfd, &sb) && S_ISCHR(sb.st_mode),
+	      "the program's /dev/null at number %d is still open after the free", mfd);
+	close(mfd);
+	nvmefs_detach(c);
+	close(fd);
+}
+
 static int tmp_file(const char *dir)
 {
 	char p[PATH_MAX];
@@ -2433,6 +2495,7 @@ struct test {
 static const struct test tests[] = {
 	{"api", "attach", test_attach},
 	{"api", "buf", test_buf},
+	{"api", "buf_fd_taken", test_buf_fd_taken},
 	{"api", "reg_fd", test_reg_fd},
 	{"api", "modes", test_modes},
 	{"api", "submit_wait", test_submit_wait},
