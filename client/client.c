@@ -526,6 +526,8 @@ int nvmefs_attach(const char *path, struct nvmefs_client **out)
 		goto err;
 	}
 	ret = connect_door(sock, pid, &c->sock);
+	if (!ret && sys_ident(c->sock, &c->sock_dev, &c->sock_ino))
+		ret = -errno;
 	if (ret) {
 		nvmefs_cl_fail(NULL, ret, "%s: cannot reach its daemon (pid %d) at %s: %s", root,
 			       (int)pid, sock, strerror(-ret));
@@ -691,6 +693,8 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 
 void nvmefs_detach(struct nvmefs_client *c)
 {
+	uint64_t dev, ino;
+
 	if (!c)
 		return;
 	while ((c->sent || c->unanswered) && nvmefs_cl_pump(c, -1) >= 0)
@@ -698,7 +702,10 @@ void nvmefs_detach(struct nvmefs_client *c)
 	/* Closing the connection gives back, in the daemon, every file and
 	 * region it holds for us: no message per registration. */
 	c->dead = true;
-	sys_close(c->sock);
+	/* A program may have closed it behind us and the number be another
+	 * file's now: not ours to close then. */
+	if (!sys_ident(c->sock, &dev, &ino) && dev == c->sock_dev && ino == c->sock_ino)
+		sys_close(c->sock);
 	for (size_t i = 0; i < c->nregions; i++) {
 		if (c->regions[i]->bounce)
 			munmap(c->regions[i]->base, c->regions[i]->size);

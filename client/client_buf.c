@@ -46,21 +46,21 @@ struct shbuf {
 	struct shbuf *next;
 	uint8_t *base;
 	size_t size;
-	int memfd; /* kept to register it with each client: see memfd_ours */
-	dev_t dev; /* what memfd was made as */
-	ino_t ino;
+	int memfd;    /* kept to register it with each client: see fd_is_memfd */
+	uint64_t dev; /* what memfd was made as (sys_ident) */
+	uint64_t ino;
 	uint64_t serial;
 };
 
-/* Whether b's memfd is still ours. The number is an ordinary descriptor of
- * the process's, which the program may close behind us (closefrom,
+/* Whether fd is b's memfd. The number b keeps is an ordinary descriptor
+ * of the process's, which the program may close behind us (closefrom,
  * close_range, dup2 over it) and the kernel give to another file: that
  * file is never sent to a daemon or closed here. */
-static bool memfd_ours(const struct shbuf *b)
+static bool fd_is_memfd(const struct shbuf *b, int fd)
 {
-	struct stat st;
+	uint64_t dev, ino;
 
-	return !sys_fstat(b->memfd, &st) && st.st_dev == b->dev && st.st_ino == b->ino;
+	return !sys_ident(fd, &dev, &ino) && dev == b->dev && ino == b->ino;
 }
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -222,18 +222,12 @@ int nvmefs_buf_alloc(struct nvmefs_client *c, size_t size, int numa_node, void *
 		free(b);
 		return ret;
 	}
-	{
-		struct stat st;
-
-		if (sys_fstat(b->memfd, &st)) {
-			ret = -errno;
-			munmap(b->base, b->size);
-			sys_close(b->memfd);
-			free(b);
-			return nvmefs_cl_fail(c, ret, "fstat of a new memfd: %s", strerror(-ret));
-		}
-		b->dev = st.st_dev;
-		b->ino = st.st_ino;
+	if (sys_ident(b->memfd, &b->dev, &b->ino)) {
+		ret = -errno;
+		munmap(b->base, b->size);
+		sys_close(b->memfd);
+		free(b);
+		return nvmefs_cl_fail(c, ret, "statx of a new memfd: %s", strerror(-ret));
 	}
 	pthread_mutex_lock(&g_mu);
 	b->serial = ++g_serial;
@@ -281,9 +275,10 @@ int nvmefs_buf_free(struct nvmefs_client *c, void *buf)
 	pthread_mutex_unlock(&g_mu);
 	if (!b)
 		return nvmefs_cl_fail(c, -EINVAL, "%p: not a buffer of nvmefs_buf_alloc", buf);
-	munmap(b->base, b->size);
-	if (memfd_ours(b))
+	/* Checked while the mapping still holds the memfd's inode. */
+	if (fd_is_memfd(b, b->memfd))
 		sys_close(b->memfd);
+	munmap(b->base, b->size);
 	free(b);
 	return 0;
 }
@@ -309,9 +304,14 @@ struct region *nvmefs_cl_region_of(struct nvmefs_client *c, const void *buf, siz
 	pthread_mutex_lock(&g_mu);
 	for (struct shbuf *b = g_bufs; b; b = b->next) {
 		if (p >= b->base && len <= b->size && (size_t)(p - b->base) <= b->size - len) {
-			/* Another thread may free it meanwhile: our own descriptor.
-			 * One the program closed leaves the buffer to bounces. */
-			memfd = memfd_ours(b) ? sys_fcntl(b->memfd, F_DUPFD_CLOEXEC, 3) : -1;
+			/* Another thread may free it meanwhile: our own descriptor,
+			 * checked once it is ours. One the program closed leaves the
+			 * buffer to bounces. */
+			memfd = sys_fcntl(b->memfd, F_DUPFD_CLOEXEC, 3);
+			if (memfd >= 0 && !fd_is_memfd(b, memfd)) {
+				sys_close(memfd);
+				memfd = -1;
+			}
 			base = b->base;
 			size = b->size;
 			serial = b->serial;

@@ -62,6 +62,7 @@ struct slot {
 /* A client: one connection to one daemon (nvmefs_attach to nvmefs_detach). */
 struct nvmefs_client {
 	int sock;
+	uint64_t sock_dev, sock_ino; /* what sock was made as (sys_ident): closed only while so */
 	bool dead;
 	dev_t dev;
 	struct nvmefs_wire_hello hello;

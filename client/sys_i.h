@@ -3,7 +3,7 @@
  * sys_i.h: the system calls libnvmefs makes on descriptors of its own (its
  * connection, its shared-memory regions), made past any interposer.
  *
- * Inside libnvmefs-preload.so the names close, fcntl, fstat, ftruncate and mmap are
+ * Inside libnvmefs-preload.so the names close, fcntl, ftruncate, mmap and statx are
  * the create door's own (client/preload.c): they look the descriptor up in
  * the door's table and, for an entry there, take the door's lock. The
  * client runs under that lock (a door write that needs a bounce region),
@@ -17,7 +17,9 @@
 #ifndef NVMEFS_CLIENT_SYS_I_H
 #define NVMEFS_CLIENT_SYS_I_H
 
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -46,9 +48,17 @@ static inline int sys_ftruncate(int fd, off_t len)
 	return (int)syscall(SYS_ftruncate, (long)fd, (long)len);
 }
 
-static inline int sys_fstat(int fd, struct stat *st)
+/* What fd refers to, as a device and inode number: 0, or -1 with errno.
+ * statx, whose layout is the same on every architecture. */
+static inline int sys_ident(int fd, uint64_t *dev, uint64_t *ino)
 {
-	return (int)syscall(SYS_fstat, (long)fd, st);
+	struct statx sx;
+
+	if (syscall(SYS_statx, (long)fd, "", (long)AT_EMPTY_PATH, (long)STATX_INO, &sx))
+		return -1;
+	*dev = (uint64_t)sx.stx_dev_major << 32 | sx.stx_dev_minor;
+	*ino = sx.stx_ino;
+	return 0;
 }
 
 /* MAP_FAILED with errno, as mmap(2). */
