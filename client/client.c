@@ -693,7 +693,8 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 
 void nvmefs_detach(struct nvmefs_client *c)
 {
-	uint64_t dev, ino;
+	dev_t dev;
+	ino_t ino;
 
 	if (!c)
 		return;

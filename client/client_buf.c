@@ -46,9 +46,9 @@ struct shbuf {
 	struct shbuf *next;
 	uint8_t *base;
 	size_t size;
-	int memfd;    /* kept to register it with each client: see fd_is_memfd */
-	uint64_t dev; /* what memfd was made as (sys_ident) */
-	uint64_t ino;
+	int memfd; /* kept to register it with each client: see fd_is_memfd */
+	dev_t dev; /* what memfd was made as (sys_ident) */
+	ino_t ino;
 	uint64_t serial;
 };
 
@@ -58,7 +58,8 @@ struct shbuf {
  * file is never sent to a daemon or closed here. */
 static bool fd_is_memfd(const struct shbuf *b, int fd)
 {
-	uint64_t dev, ino;
+	dev_t dev;
+	ino_t ino;
 
 	return !sys_ident(fd, &dev, &ino) && dev == b->dev && ino == b->ino;
 }

@@ -62,7 +62,8 @@ struct slot {
 /* A client: one connection to one daemon (nvmefs_attach to nvmefs_detach). */
 struct nvmefs_client {
 	int sock;
-	uint64_t sock_dev, sock_ino; /* what sock was made as (sys_ident): closed only while so */
+	dev_t sock_dev; /* what sock was made as (sys_ident): closed only while so */
+	ino_t sock_ino;
 	bool dead;
 	dev_t dev;
 	struct nvmefs_wire_hello hello;

@@ -61,6 +61,7 @@
 
 #include "client_i.h"
 #include "preload_i.h"
+#include "sys_i.h"
 
 #define MAX_MOUNTS 16
 
@@ -185,19 +186,6 @@ __attribute__((constructor)) static void preload_init(void)
 
 /* ---- the table ---- */
 
-/* fstat of a directory the door just changed would cost a GETATTR round
- * trip (its attributes were dropped at the create). */
-int preload_ident(int fd, dev_t *dev, ino_t *ino)
-{
-	struct statx sx;
-
-	if (REAL(statx)(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &sx))
-		return -1;
-	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	*ino = sx.stx_ino;
-	return 0;
-}
-
 /* fd's entry (mu held), if fd is still the placeholder it was. */
 static struct dfile *lookup(int fd)
 {
@@ -210,7 +198,7 @@ static struct dfile *lookup(int fd)
 	f = files[fd];
 	/* A number closed behind our back (a raw close system call) and
 	 * reused by the kernel is not ours any more. */
-	if (preload_ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
+	if (sys_ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
 		nvmefs_close_fd(f->c, fd);
 		free(f);
 		__atomic_store_n(&files[fd], NULL, __ATOMIC_RELAXED);
@@ -431,7 +419,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 	d = REAL(openat)(at, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0)
 		return -2; /* libc says why */
-	if (preload_ident(d, &dev, &ino)) {
+	if (sys_ident(d, &dev, &ino)) {
 		REAL(close)(d);
 		return -2;
 	}

@@ -45,10 +45,6 @@ int preload_at_dir(int at, const char *path, int flags);
  * is never the doors'. */
 #define PRELOAD_MAX_FDS 65536
 
-/* The device and inode of what fd refers to, from what the kernel caches
- * (AT_STATX_DONT_SYNC: no GETATTR round trip): 0, or -1 with errno. */
-int preload_ident(int fd, dev_t *dev, ino_t *ino);
-
 /* The client of the mount whose st_dev is dev, attached on first use by
  * fd, a descriptor on it (the lock held); NULL when it is not nvmefs or
  * has no door. */

@@ -49,6 +49,7 @@
 
 #include "client_i.h"
 #include "preload_i.h"
+#include "sys_i.h"
 
 #define LOAN_BUF    (1u << 20)	 /* per connection: the words, then the loan's bytes */
 #define WORDS	    4096u	 /* files open through the door at once, per connection */
@@ -137,8 +138,7 @@ static void set_hidden(int fd, bool on)
  * System calls, not the interposed names: this runs under mu. */
 static int hide(int fd)
 {
-	long to = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)hide_min);
-	struct stat st;
+	long to = sys_fcntl(fd, F_DUPFD_CLOEXEC, (long)hide_min);
 
 	if (to < 0 || to >= MAX_FDS) {
 		/* No high number: marked where it is. */
@@ -148,12 +148,10 @@ static int hide(int fd)
 	} else {
 		REAL(close)(fd);
 	}
-	if (to >= MAX_FDS || syscall(SYS_fstat, to, &st)) {
+	if (to >= MAX_FDS || sys_ident((int)to, &hids[to].dev, &hids[to].ino)) {
 		REAL(close)((int)to);
 		return -1;
 	}
-	hids[to].dev = st.st_dev;
-	hids[to].ino = st.st_ino;
 	set_hidden((int)to, true);
 	return (int)to;
 }
@@ -162,11 +160,12 @@ static int hide(int fd)
  * the bit is set); a number that is not any more loses its mark. */
 static bool still_ours(int fd)
 {
-	struct stat st;
+	dev_t dev;
+	ino_t ino;
 
 	if (!is_hidden(fd))
 		return false;
-	if (!syscall(SYS_fstat, fd, &st) && st.st_dev == hids[fd].dev && st.st_ino == hids[fd].ino)
+	if (!sys_ident(fd, &dev, &ino) && dev == hids[fd].dev && ino == hids[fd].ino)
 		return true;
 	set_hidden(fd, false);
 	__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
@@ -442,7 +441,7 @@ static bool same_file(int fd, const struct rfile *f)
 	dev_t dev;
 	ino_t ino;
 
-	return !preload_ident(fd, &dev, &ino) && dev == f->dev && ino == f->ino;
+	return !sys_ident(fd, &dev, &ino) && dev == f->dev && ino == f->ino;
 }
 
 void preload_read_open(int fd, int flags)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sys_i.h: the system calls libnvmefs makes on descriptors of its own (its
- * connection, its shared-memory regions), made past any interposer.
+ * connection, its shared-memory regions), made past any interposer; and
+ * sys_ident, which the preload's doors use too.
  *
  * Inside libnvmefs-preload.so the names close, fcntl, ftruncate, mmap and statx are
  * the create door's own (client/preload.c): they look the descriptor up in
@@ -23,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -48,15 +50,19 @@ static inline int sys_ftruncate(int fd, off_t len)
 	return (int)syscall(SYS_ftruncate, (long)fd, (long)len);
 }
 
-/* What fd refers to, as a device and inode number: 0, or -1 with errno.
- * statx, whose layout is the same on every architecture. */
-static inline int sys_ident(int fd, uint64_t *dev, uint64_t *ino)
+/* What fd refers to, as stat's st_dev and st_ino: 0, or -1 with errno.
+ * statx, whose layout is the same on every architecture, from what the
+ * kernel caches (AT_STATX_DONT_SYNC: no GETATTR round trip on a mount).
+ * The library's and the preload's one test of "is this number still the
+ * file it was". */
+static inline int sys_ident(int fd, dev_t *dev, ino_t *ino)
 {
 	struct statx sx;
 
-	if (syscall(SYS_statx, (long)fd, "", (long)AT_EMPTY_PATH, (long)STATX_INO, &sx))
+	if (syscall(SYS_statx, (long)fd, "", (long)(AT_EMPTY_PATH | AT_STATX_DONT_SYNC),
+		    (long)STATX_INO, &sx))
 		return -1;
-	*dev = (uint64_t)sx.stx_dev_major << 32 | sx.stx_dev_minor;
+	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	*ino = sx.stx_ino;
 	return 0;
 }
