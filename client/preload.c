@@ -63,8 +63,6 @@
 #include "preload_i.h"
 #include "sys_i.h"
 
-#define MAX_MOUNTS 16
-
 /* A descriptor the door serves. */
 struct dfile {
 	struct nvmefs_client *c;
@@ -76,21 +74,12 @@ struct dfile {
 	char name[256]; /* in the placeholder's directory, for materializing */
 };
 
-/* A mount seen: its st_dev, and its client (NULL: not nvmefs, or no door). */
-struct mnt {
-	dev_t dev;
-	struct nvmefs_client *c;
-};
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* By descriptor number: allocated whole at the first create and never
  * moved, so that a check without the lock reads no freed memory. A
  * descriptor above it is never the door's. */
 #define MAX_FDS PRELOAD_MAX_FDS
 static struct dfile **files;
 static int nfiles;
-static struct mnt mounts[MAX_MOUNTS];
-static int nmounts;
 static unsigned cur_umask;
 static bool disabled; /* NVMEFS_PRELOAD=0 */
 
@@ -171,8 +160,7 @@ __attribute__((constructor)) static void preload_init(void)
 	RESOLVE(posix_spawn);
 	RESOLVE(posix_spawnp);
 	RESOLVE(umask);
-	preload_at_init();
-	preload_read_init(&mu);
+	preload_read_init();
 	disabled = (e && !strcmp(e, "0")) || !real_openat || !real_umask;
 	if (!disabled) {
 		m = REAL(umask)(022);
@@ -186,7 +174,7 @@ __attribute__((constructor)) static void preload_init(void)
 
 /* ---- the table ---- */
 
-/* fd's entry (mu held), if fd is still the placeholder it was. */
+/* fd's entry (preload_mu held), if fd is still the placeholder it was. */
 static struct dfile *lookup(int fd)
 {
 	struct dfile *f;
@@ -214,9 +202,9 @@ bool preload_door(int fd)
 
 	if (!preload_has(fd))
 		return false;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	door = lookup(fd) != NULL;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	return door;
 }
 
@@ -228,7 +216,7 @@ bool preload_has(int fd)
 	       __atomic_load_n(&files[fd], __ATOMIC_RELAXED);
 }
 
-/* The table, allocated on first use (mu held); NULL without memory. */
+/* The table, allocated on first use (preload_mu held); NULL without memory. */
 static struct dfile **table(void)
 {
 	if (!files) {
@@ -249,7 +237,7 @@ static void drop(int fd)
 }
 
 /*
- * Put the file in the kernel's hands at fd (mu held): opened through the
+ * Put the file in the kernel's hands at fd (preload_mu held): opened through the
  * mount by name in its directory, checked to be the same file, moved onto
  * fd's number with the offset kept. 0 or -errno (the file was renamed or
  * removed, or may not be opened for writing again: the descriptor stays
@@ -283,22 +271,22 @@ static void materialize_locked(void)
 
 static void materialize_all(void)
 {
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	materialize_locked();
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 /* fork: every door descriptor to the kernel, and the lock held across, so
  * that the child finds it free and the table empty. */
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	materialize_locked();
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 /* The child's copies of the connections are the parent's: it forgets
@@ -311,16 +299,9 @@ static void fork_child(void)
 		free(files[fd]);
 		files[fd] = NULL;
 	}
-	for (int i = 0; i < nmounts; i++) {
-		if (mounts[i].c) {
-			REAL(close)(mounts[i].c->sock);
-			mounts[i].c->sock = -1;
-			mounts[i].c->dead = true;
-		}
-	}
-	nmounts = 0;
+	preload_mounts_fork_child();
 	preload_read_fork_child();
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 /* Before a call the kernel must serve: fd in the kernel's hands. -1 with
@@ -329,15 +310,38 @@ int preload_need_kernel(int fd)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	if (preload_has(fd) && lookup(fd))
 		ret = materialize(fd);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	if (ret) {
 		errno = -ret;
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * The *at calls start a relative path at a descriptor. A door descriptor is
+ * an O_PATH descriptor of the file's directory inside, so the kernel would
+ * resolve the path there: unlinkat(fd, "x", 0) on a file's descriptor
+ * removed the directory's x, where without the door the answer is
+ * ENOTDIR. 0: let the call through (not the door's, an absolute path, no
+ * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
+ * is in the kernel's hands now); -1 with errno otherwise.
+ */
+__attribute__((noinline)) int preload_at_dir(int at, const char *path, int flags)
+{
+	if ((path && path[0] == '/') || !preload_door(at))
+		return 0;
+	/* No name (AT_EMPTY_PATH; NULL too since Linux 6.11): the file. */
+	if ((!path || !path[0]) && (flags & AT_EMPTY_PATH))
+		return preload_need_kernel(at);
+	/* NULL: the call's own error (EFAULT; EINVAL for utimensat in glibc). */
+	if (!path)
+		return 0;
+	errno = path[0] ? ENOTDIR : ENOENT;
+	return -1;
 }
 
 /* ---- the create ---- */
@@ -350,36 +354,11 @@ static struct dfile *enter(int fd)
 
 	if (!preload_has(fd))
 		return NULL;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	f = lookup(fd);
 	if (!f)
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 	return f;
-}
-
-/* The client of the mount whose st_dev is dev, attached on first use by
- * dir (mu held); NULL when it is not nvmefs or has no door. */
-struct nvmefs_client *preload_client(dev_t dev, int dirfd)
-{
-	struct statfs sf;
-	struct nvmefs_client *c = NULL;
-	char path[64];
-
-	for (int i = 0; i < nmounts; i++)
-		if (mounts[i].dev == dev)
-			return mounts[i].c;
-	if (nmounts == MAX_MOUNTS)
-		return NULL;
-	if (!fstatfs(dirfd, &sf) && sf.f_type == PRELOAD_FUSE_MAGIC) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
-		if (nvmefs_attach(path, &c))
-			c = NULL;
-		/* The connection: high, kept from the program's closes. */
-		if (c && (c->sock = preload_rd_hide(c->sock)) < 0)
-			c->dead = true;
-	}
-	mounts[nmounts++] = (struct mnt){.dev = dev, .c = c};
-	return c;
 }
 
 #define DOOR_FLAGS (O_ACCMODE | O_CREAT | O_CLOEXEC)
@@ -424,11 +403,11 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 		return -2;
 	}
 	f = calloc(1, sizeof(*f));
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	if (f && d < MAX_FDS && table())
 		f->c = preload_client(dev, d);
 	if (!f || !f->c) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 		free(f);
 		REAL(close)(d);
 		return -2;
@@ -445,7 +424,7 @@ static int door_create(int at, const char *path, int flags, mode_t mode)
 		strcpy(f->name, name);
 		__atomic_store_n(&files[d], f, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	/* Whatever the door refuses the kernel answers, with its own errno
 	 * and its own order of checks: an existing name (EEXIST from the door,
 	 * opened or refused there), a directory only root's capabilities let
@@ -528,7 +507,7 @@ EXPORT mode_t umask(mode_t mask)
 
 /* ---- data ---- */
 
-/* Write len bytes at off (mu held): the bytes written or -1 with errno. */
+/* Write len bytes at off (preload_mu held): the bytes written or -1 with errno. */
 static ssize_t door_pwrite(int fd, struct dfile *f, const void *buf, size_t len, uint64_t off)
 {
 	ssize_t n;
@@ -557,7 +536,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	n = door_pwrite(fd, f, buf, len, f->pos);
 	if (n > 0)
 		f->pos += (uint64_t)n;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	return n;
 }
 
@@ -570,12 +549,12 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 	if (!f)
 		return REAL(pwrite)(fd, buf, len, off);
 	if (off < 0) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 		errno = EINVAL;
 		return -1;
 	}
 	n = door_pwrite(fd, f, buf, len, (uint64_t)off);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	return n;
 }
 
@@ -603,13 +582,21 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	struct dfile *f = enter(fd);
+	off_t pos;
+	ssize_t n;
 
 	if (f) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 		errno = EBADF; /* opened for writing only */
 		return -1;
 	}
-	return preload_read_read(fd, buf, len);
+	/* The read door's file: a pread at the file offset, which then moves. */
+	if (!preload_rd_fd(fd) || (pos = REAL(lseek)(fd, 0, SEEK_CUR)) < 0 ||
+	    (n = preload_rd_pread(fd, buf, len, pos)) == -2)
+		return REAL(read)(fd, buf, len);
+	if (n > 0 && REAL(lseek)(fd, pos + n, SEEK_SET) < 0)
+		return -1;
+	return n;
 }
 
 EXPORT off_t lseek(int fd, off_t off, int whence)
@@ -633,7 +620,7 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 	case SEEK_DATA:
 	case SEEK_HOLE:
 		if (off < 0 || off >= f->st.st_size) {
-			pthread_mutex_unlock(&mu);
+			pthread_mutex_unlock(&preload_mu);
 			errno = ENXIO;
 			return -1;
 		}
@@ -643,23 +630,23 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 			off = f->st.st_size;
 		break;
 	default:
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 		errno = EINVAL;
 		return -1;
 	}
 	if (base + off < 0) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 		errno = EINVAL;
 		return -1;
 	}
 	f->pos = (uint64_t)(base + off);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	return (off_t)f->pos;
 }
 
 EXPORT off_t lseek64(int fd, off_t off, int whence) __attribute__((alias("lseek")));
 
-/* The file's attributes (mu held): from CREATE while nothing changed its
+/* The file's attributes (preload_mu held): from CREATE while nothing changed its
  * times, else through the mount by name (the kernel then holds the file,
  * and later writes tell it). */
 static int door_stat(int fd, struct dfile *f, struct stat *st)
@@ -687,10 +674,10 @@ EXPORT int fstat(int fd, struct stat *st)
 
 	if (!preload_has(fd))
 		return REAL(fstat)(fd, st);
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	f = lookup(fd);
 	ret = f ? door_stat(fd, f, st) : REAL(fstat)(fd, st);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	return ret;
 }
 
@@ -748,10 +735,10 @@ static int door_fsync(int fd, int (*libc)(int))
 
 	if (!preload_has(fd))
 		return libc(fd);
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	f = lookup(fd);
 	ret = f ? nvmefs_fsync(f->c, fd) : 1;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	if (ret == 1)
 		return libc(fd);
 	if (ret) {
@@ -773,15 +760,15 @@ EXPORT int fdatasync(int fd)
 
 EXPORT int close(int fd)
 {
-	if (preload_rd_hidden(fd)) {
-		errno = EBADF; /* the read door's, never the program's */
+	if (preload_fd_ours(fd)) {
+		errno = EBADF; /* the library's, never the program's */
 		return -1;
 	}
 	if (preload_has(fd)) {
-		pthread_mutex_lock(&mu);
+		pthread_mutex_lock(&preload_mu);
 		if (preload_has(fd))
 			drop(fd);
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&preload_mu);
 	}
 	preload_read_close(fd);
 	return REAL(close)(fd);
@@ -793,14 +780,26 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 	 * thread's own: the others' stay (a stale entry is found later). */
 	bool closes = !(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE));
 
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	for (unsigned fd = first; closes && fd <= last && fd < (unsigned)nfiles; fd++)
 		if (files[fd])
 			drop((int)fd);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	for (unsigned fd = first; closes && fd <= last && fd < MAX_FDS; fd++)
 		preload_read_close((int)fd);
-	return preload_rd_close_range(first, last, flags, real_close_range);
+	return preload_fd_close_range(first, last, flags, real_close_range);
+}
+
+/* glibc's closefrom closes with its own system call: our close_range
+ * instead, which goes around the library's descriptors. */
+EXPORT void closefrom(int low)
+{
+	long max = sysconf(_SC_OPEN_MAX);
+
+	if (low < 0 || !close_range((unsigned)low, ~0u, 0))
+		return;
+	for (long fd = low; fd < (max > 0 ? max : MAX_FDS); fd++)
+		close((int)fd);
 }
 
 EXPORT int isatty(int fd)
@@ -892,18 +891,13 @@ static int dup_onto(int fd, int to, int flags, bool three)
 	if (fd == to)
 		return three ? REAL(dup3)(fd, to, flags) : REAL(dup2)(fd, to);
 	preload_read_close(to);
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&preload_mu);
 	moved = preload_rd_evict_locked(to);
-	for (int i = 0; moved != to && i < nmounts; i++) {
-		if (mounts[i].c && mounts[i].c->sock == to) {
-			mounts[i].c->sock = moved;
-			mounts[i].c->dead |= moved < 0;
-		}
-	}
+	preload_mounts_renumber(to, moved);
 	ret = three ? REAL(dup3)(fd, to, flags) : REAL(dup2)(fd, to);
 	if (ret >= 0 && preload_has(to) && files[to])
 		drop(to);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&preload_mu);
 	if (ret >= 0)
 		preload_read_dup(fd, to);
 	return ret;

@@ -393,16 +393,18 @@ EXPORT int io_destroy(aio_context_t ctx)
 	return ret;
 }
 
-void preload_aio_init(void)
+/* The child of fork has none of the parent's contexts. */
+static void fork_child(void)
+{
+	pthread_mutex_init(&pmu, NULL);
+	nactx = 0;
+}
+
+/* Its own constructor: REAL() resolves a call made before it ran. */
+__attribute__((constructor)) static void aio_init(void)
 {
 	RESOLVE(io_submit);
 	RESOLVE(io_getevents);
 	RESOLVE(io_destroy);
-}
-
-/* The child of fork has none of the parent's contexts. */
-void preload_aio_fork_child(void)
-{
-	pthread_mutex_init(&pmu, NULL);
-	nactx = 0;
+	pthread_atfork(NULL, NULL, fork_child);
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * libnvmefs-preload.so, continued (client/preload.c has the door's
- * descriptors): the calls that take a descriptor as a directory (the *at
- * family), and the other calls on a door descriptor that the kernel must
- * serve (futimens, the f*xattr calls), which hand the file to it first.
+ * descriptors, and preload_at_dir, the check of one as a directory): the
+ * calls that take a descriptor as a directory (the *at family), and the
+ * other calls on a door descriptor that the kernel must serve (futimens,
+ * the f*xattr calls), which hand the file to it first.
  */
 #undef _FILE_OFFSET_BITS
 #define _GNU_SOURCE
@@ -43,7 +44,8 @@ static int (*real_fremovexattr)(int, const char *);
 static int (*real_futimes)(int, const struct timeval *);
 static ssize_t (*real___readlinkat_chk)(int, const char *, char *, size_t, size_t);
 
-void preload_at_init(void)
+/* Its own constructor: REAL() resolves a call made before it ran. */
+__attribute__((constructor)) static void at_init(void)
 {
 	RESOLVE(mkdirat);
 	RESOLVE(mknodat);
@@ -68,39 +70,6 @@ void preload_at_init(void)
 	RESOLVE(fremovexattr);
 	RESOLVE(futimes);
 	RESOLVE(__readlinkat_chk);
-}
-
-__attribute__((noinline)) bool preload_null_path(const char *path)
-{
-	return !path;
-}
-
-__attribute__((noinline)) bool preload_empty_path(const char *path)
-{
-	return !path || !path[0];
-}
-
-/*
- * The *at calls start a relative path at a descriptor. A door descriptor is
- * an O_PATH descriptor of the file's directory inside, so the kernel would
- * resolve the path there: unlinkat(fd, "x", 0) on a file's descriptor
- * removed the directory's x, where without the door the answer is
- * ENOTDIR. 0: let the call through (not the door's, an absolute path, no
- * path, or the file itself: an empty path with AT_EMPTY_PATH, and the file
- * is in the kernel's hands now); -1 with errno otherwise.
- */
-__attribute__((noinline)) int preload_at_dir(int at, const char *path, int flags)
-{
-	if ((path && path[0] == '/') || !preload_door(at))
-		return 0;
-	/* No name (AT_EMPTY_PATH; NULL too since Linux 6.11): the file. */
-	if ((!path || !path[0]) && (flags & AT_EMPTY_PATH))
-		return preload_need_kernel(at);
-	/* NULL: the call's own error (EFAULT; EINVAL for utimensat in glibc). */
-	if (!path)
-		return 0;
-	errno = path[0] ? ENOTDIR : ENOENT;
-	return -1;
 }
 
 KERNEL_CALL(int, futimens, (int fd, const struct timespec t[2]), (fd, t))

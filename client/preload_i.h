@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside libnvmefs-preload.so: what client/preload.c (the door's
- * descriptors) and client/preload_at.c (the *at calls and the other calls
- * it hands to the kernel) share. Not exported (preload.map).
+ * Inside libnvmefs-preload.so: what its files share. Not exported
+ * (preload.map). Each calls only the files below it:
+ *   preload_at.c    the *at calls, and the other calls it hands to the kernel
+ *   preload_aio.c   libaio's calls, through the read door
+ *   preload.c       the create door, and the calls on descriptors
+ *   preload_read.c  the read door
+ *   preload_conn.c  the lock, the mounts, our own descriptors
  */
 #ifndef NVMEFS_PRELOAD_I_H
 #define NVMEFS_PRELOAD_I_H
@@ -21,6 +25,42 @@
  * library's constructor, or a sanitizer's interceptors, may call in first. */
 #define REAL(name) (real_##name ? real_##name : (RESOLVE(name), real_##name))
 
+/* ---- preload_conn.c ---- */
+
+/* The doors' tables' lock (preload.c's and preload_read.c's). */
+extern pthread_mutex_t preload_mu;
+/* The client of the mount whose st_dev is dev, attached on first use by
+ * fd, a descriptor on it (preload_mu held); NULL when it is not nvmefs or
+ * has no door. */
+struct nvmefs_client *preload_client(dev_t dev, int fd);
+/* (preload_mu held) A connection's socket moved from fd to to (-1: none
+ * could be had); in the child of fork, every connection forgotten. */
+void preload_mounts_renumber(int fd, int to);
+void preload_mounts_fork_child(void);
+/* Our own descriptors. fd made one of ours, high: its new number (fd
+ * closed), or -1 (fd closed). Whether fd is one of ours still (no lock:
+ * a number that is not any more loses its mark, and counts as a move);
+ * whether it is marked so; mark it or not; close it when it is ours. */
+int preload_fd_hide(int fd);
+bool preload_fd_ours(int fd);
+bool preload_fd_marked(int fd);
+void preload_fd_mark(int fd, bool on);
+void preload_fd_close_ours(int fd);
+/* Moves of our descriptors (moved, or found gone) so far; one more. */
+unsigned long preload_fd_moves(void);
+void preload_fd_moved(void);
+/* close_range around our descriptors (real is libc's). */
+int preload_fd_close_range(unsigned first, unsigned last, int flags,
+			   int (*real)(unsigned, unsigned, int));
+/* Whether path is NULL; whether it names nothing (NULL or ""). Asked of
+ * functions that are never inlined: glibc declares the path of most calls
+ * wrapped here nonnull, which lets the compiler drop a test for NULL made
+ * inside their wrappers. */
+bool preload_null_path(const char *path);
+bool preload_empty_path(const char *path);
+
+/* ---- preload.c ---- */
+
 /* Whether fd may be the door's (no lock taken). */
 bool preload_has(int fd);
 /* Whether fd is the door's (checked under the lock). */
@@ -28,16 +68,8 @@ bool preload_door(int fd);
 /* Before a call the kernel must serve: fd in the kernel's hands. -1 with
  * errno when it cannot be. */
 int preload_need_kernel(int fd);
-/* Whether path is NULL; whether it names nothing (NULL or ""). Asked of
- * functions that are never inlined: glibc declares the path of most calls
- * wrapped here nonnull, which lets the compiler drop a test for NULL made
- * inside their wrappers. */
-bool preload_null_path(const char *path);
-bool preload_empty_path(const char *path);
-/* Resolve the libc calls preload_at.c wraps (the constructor's). */
-void preload_at_init(void);
 /* The door's descriptor as the directory of an *at call: 0 (let it
- * through) or -1 with errno (preload_at.c; never inlined either). */
+ * through) or -1 with errno (never inlined either). */
 int preload_at_dir(int at, const char *path, int flags);
 
 #define PRELOAD_FUSE_MAGIC 0x65735546 /* statfs's f_type of a FUSE mount */
@@ -45,13 +77,9 @@ int preload_at_dir(int at, const char *path, int flags);
  * is never the doors'. */
 #define PRELOAD_MAX_FDS 65536
 
-/* The client of the mount whose st_dev is dev, attached on first use by
- * fd, a descriptor on it (the lock held); NULL when it is not nvmefs or
- * has no door. */
-struct nvmefs_client *preload_client(dev_t dev, int fd);
+/* ---- preload_read.c, the read door ---- */
 
-/* preload_read.c, the read door: its calls and the lock it shares. */
-void preload_read_init(pthread_mutex_t *lock);
+void preload_read_init(void);
 /* After an open of fd with flags succeeded: borrow the file when the door
  * serves it. */
 void preload_read_open(int fd, int flags);
@@ -59,20 +87,14 @@ void preload_read_open(int fd, int flags);
 void preload_read_dup(int fd, int to);
 /* Before fd is closed (or replaced by dup2, dup3). */
 void preload_read_close(int fd);
-/* read(2) of fd, through the door when it is the door's. */
-ssize_t preload_read_read(int fd, void *buf, size_t len);
-/* The read door's own descriptors: a close of one is EBADF (the program
- * never had it), close_range goes around them (real is libc's), and one
- * that dup2 or dup3 will replace moves first. */
-bool preload_rd_hidden(int fd);
-int preload_rd_close_range(unsigned first, unsigned last, int flags,
-			   int (*real)(unsigned, unsigned, int));
-/* (the lock held) fd moved out of the way when it is ours: its new
- * number (-1: none could be had), or fd. */
+/* A pread of fd at pos through the door: bytes, or -1 with errno, or
+ * -2: not the door's (the caller's libc call then). */
+ssize_t preload_rd_pread(int fd, void *buf, size_t len, off_t pos);
+/* (preload_mu held) fd, one of ours that dup2 or dup3 will replace,
+ * moved out of the way, the read door's tables told: its new number (-1:
+ * none could be had), or fd when it is not ours. */
 int preload_rd_evict_locked(int fd);
-/* (the lock held) fd made one of ours, high: its new number, or -1. */
-int preload_rd_hide(int fd);
-/* In the child of fork, the lock held: forget everything. */
+/* In the child of fork, preload_mu held: forget everything. */
 void preload_read_fork_child(void);
 
 /* One read through the read door: its pieces, each a read of one member
@@ -107,9 +129,6 @@ void preload_rd_pieces_sync(struct preload_rd *d, unsigned from);
 /* Every piece in: the read's result, the mount's when a piece failed or
  * the file changed meanwhile. */
 int64_t preload_rd_result(const struct preload_rd *d);
-/* preload_aio.c: libaio's calls, interposed. */
-void preload_aio_init(void);
-void preload_aio_fork_child(void);
 
 /* A call the kernel must serve: the file goes to it first. */
 #define KERNEL_CALL(ret_t, name, params, args)                                                     \

@@ -40,7 +40,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -78,7 +77,7 @@ struct loan {
 	uint32_t shift, count; /* chunk = 1 << shift */
 	struct rconn *rc;
 	uint8_t mem[NDEV]; /* by slot: the member (rc->devfd) */
-	unsigned users;	   /* reads in flight that use it (mu) */
+	unsigned users;	   /* reads in flight that use it (preload_mu) */
 	struct nvmefs_wire_extent *ext[NDEV];
 	uint32_t next[NDEV];
 };
@@ -90,95 +89,15 @@ struct rfile {
 	ino_t ino;
 	unsigned word;	  /* its index in rc->buf */
 	unsigned loans;	  /* kept (cur and its prev chain) */
-	unsigned refs;	  /* the table's entries, and one per read in flight (mu) */
+	unsigned refs;	  /* the table's entries, and one per read in flight (preload_mu) */
 	struct loan *cur; /* atomic: the newest; NULL: none holds */
-	bool failed;	  /* a loan was refused: the mount's from now on (mu) */
+	bool failed;	  /* a loan was refused: the mount's from now on (preload_mu) */
 };
 
-static pthread_mutex_t *mu;
 static struct rconn *conns;
 static struct rfile **rfiles; /* by descriptor number, like preload.c's table */
 static bool door_off;	      /* NVMEFS_PRELOAD_READ=0 */
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
-static ssize_t (*real_read)(int, void *, size_t);
-static off_t (*real_lseek)(int, off_t, int);
-static int (*real_close)(int);
-/* Our own descriptors (the files' kfd, the members', the connections'),
- * by number, with what each is (its st_dev and st_ino): the program's
- * close, close_range, closefrom, dup2 and dup3 leave them alone, and one
- * the program closed behind our back (a raw system call) and got again
- * is known not to be ours any more (still_ours). */
-static uint8_t hidden[MAX_FDS / 8];
-static struct {
-	dev_t dev;
-	ino_t ino;
-} hids[MAX_FDS];
-static unsigned hide_min; /* where they go: high, out of the program's way */
-/* Bumped whenever one of ours moved or was found gone: a read whose
- * pieces were made before reads through the mount. */
-static unsigned long moves;
-
-static bool is_hidden(int fd)
-{
-	return fd >= 0 && fd < MAX_FDS &&
-	       (__atomic_load_n(&hidden[fd / 8], __ATOMIC_RELAXED) >> (fd % 8) & 1);
-}
-
-static void set_hidden(int fd, bool on)
-{
-	if (fd < 0 || fd >= MAX_FDS)
-		return;
-	if (on)
-		__atomic_fetch_or(&hidden[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
-	else
-		__atomic_fetch_and(&hidden[fd / 8], (uint8_t) ~(1u << (fd % 8)), __ATOMIC_RELAXED);
-}
-
-/* fd moved to a high number of our own (fd closed), or -1 (fd closed).
- * System calls, not the interposed names: this runs under mu. */
-static int hide(int fd)
-{
-	long to = sys_fcntl(fd, F_DUPFD_CLOEXEC, (long)hide_min);
-
-	if (to < 0 || to >= MAX_FDS) {
-		/* No high number: marked where it is. */
-		if (to >= 0)
-			REAL(close)((int)to);
-		to = fd;
-	} else {
-		REAL(close)(fd);
-	}
-	if (to >= MAX_FDS || sys_ident((int)to, &hids[to].dev, &hids[to].ino)) {
-		REAL(close)((int)to);
-		return -1;
-	}
-	set_hidden((int)to, true);
-	return (int)to;
-}
-
-/* Whether fd is one of ours still (no lock: the record is written before
- * the bit is set); a number that is not any more loses its mark. */
-static bool still_ours(int fd)
-{
-	dev_t dev;
-	ino_t ino;
-
-	if (!is_hidden(fd))
-		return false;
-	if (!sys_ident(fd, &dev, &ino) && dev == hids[fd].dev && ino == hids[fd].ino)
-		return true;
-	set_hidden(fd, false);
-	__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
-	return false;
-}
-
-static void unhide_close(int fd)
-{
-	if (still_ours(fd)) {
-		set_hidden(fd, false);
-		REAL(close)(fd);
-	}
-}
 
 /* Whether fd is what the daemon said of member m: the same device or
  * image, not what the path names in another namespace, or names now. */
@@ -218,7 +137,7 @@ static void loan_free(struct loan *l)
 	}
 }
 
-/* Our descriptor of member i of rc (mu held), or -1. Checked at every
+/* Our descriptor of member i of rc (preload_mu held), or -1. Checked at every
  * loan: a number the program closed behind our back (a raw system call)
  * and the kernel gave out again is not the member any more. */
 static int member_fd(struct rconn *rc, unsigned i)
@@ -226,9 +145,10 @@ static int member_fd(struct rconn *rc, unsigned i)
 	const struct nvmefs_wire_member *m = &rc->mem[i];
 	long fd;
 
-	if (rc->devfd[i] >= 0 && (!still_ours(rc->devfd[i]) || !same_member(rc->devfd[i], m))) {
-		set_hidden(rc->devfd[i], false); /* not ours: not to close */
-		__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
+	if (rc->devfd[i] >= 0 &&
+	    (!preload_fd_ours(rc->devfd[i]) || !same_member(rc->devfd[i], m))) {
+		preload_fd_mark(rc->devfd[i], false); /* not ours: not to close */
+		preload_fd_moved();
 		rc->devfd[i] = -1;
 	}
 	if (rc->devfd[i] != -1)
@@ -240,10 +160,10 @@ static int member_fd(struct rconn *rc, unsigned i)
 	if (fd < 0)
 		return -1; /* no read access to the devices: the mount serves */
 	if (!same_member((int)fd, m)) {
-		REAL(close)((int)fd);
+		sys_close((int)fd);
 		return -1;
 	}
-	rc->devfd[i] = hide((int)fd);
+	rc->devfd[i] = preload_fd_hide((int)fd);
 	return rc->devfd[i] >= 0 ? rc->devfd[i] : -1;
 }
 
@@ -310,7 +230,7 @@ bad:
 	return NULL;
 }
 
-/* Borrow f's extents anew (mu held): 0, or -1: the mount serves the
+/* Borrow f's extents anew (preload_mu held): 0, or -1: the mount serves the
  * file from now on (a refused loan would be refused again: a full
  * volume's worth of extents, a file lent 64 times, a member fenced). */
 static int borrow(struct rfile *f)
@@ -350,7 +270,7 @@ static int borrow(struct rfile *f)
 
 /* Whether rc's daemon is gone (its connection closed): its loans' words
  * will never move again, whatever happens to the files. Asked of the
- * socket at most once a millisecond (mu held): not a system call per
+ * socket at most once a millisecond (preload_mu held): not a system call per
  * read, and no daemon is restarted and writing within a millisecond of
  * its death. */
 #define ALIVE_NS 1000000ull
@@ -374,7 +294,7 @@ static bool gone(struct rconn *rc)
 	return c->dead;
 }
 
-/* rc of client c, made on first use (mu held). */
+/* rc of client c, made on first use (preload_mu held). */
 static struct rconn *conn_of(struct nvmefs_client *c)
 {
 	struct rconn *rc;
@@ -397,14 +317,14 @@ static struct rconn *conn_of(struct nvmefs_client *c)
 	return rc;
 }
 
-/* Let f go (mu held, no reference left). */
+/* Let f go (preload_mu held, no reference left). */
 static void rfile_free(struct rfile *f)
 {
 	/* A word the daemon may still store into is never lent again. */
 	if (f->rc->c->dead || !nvmefs_unreg_fd(f->rc->c, f->kfd))
 		f->rc->used[f->word] = 0;
 	if (f->kfd >= 0)
-		unhide_close(f->kfd);
+		preload_fd_close_ours(f->kfd);
 	loan_free(f->cur);
 	free(f);
 }
@@ -423,7 +343,7 @@ static struct rfile *rfile_at(int fd)
 						 : NULL;
 }
 
-/* fd's entry taken from the table (mu held). */
+/* fd's entry taken from the table (preload_mu held). */
 static void unlist(int fd)
 {
 	struct rfile *f = rfile_at(fd);
@@ -448,22 +368,22 @@ void preload_read_open(int fd, int flags)
 {
 	struct nvmefs_client *c;
 	struct statfs sf;
-	struct statx sx;
 	struct rconn *rc;
 	struct rfile *f;
+	mode_t mode;
+	dev_t dev;
+	ino_t ino;
 	unsigned w;
 
 	if (door_off || (flags & O_ACCMODE) != O_RDONLY || !(flags & O_DIRECT) || fd < 0 ||
 	    fd >= MAX_FDS || fstatfs(fd, &sf) || sf.f_type != PRELOAD_FUSE_MAGIC ||
-	    syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_TYPE,
-		    &sx) ||
-	    !S_ISREG(sx.stx_mode))
+	    sys_ident_mode(fd, &dev, &ino, &mode) || !S_ISREG(mode))
 		return;
-	pthread_mutex_lock(mu);
+	pthread_mutex_lock(&preload_mu);
 	unlist(fd); /* a number closed behind our back */
 	if (!rfiles)
 		__atomic_store_n(&rfiles, calloc(MAX_FDS, sizeof(*rfiles)), __ATOMIC_RELEASE);
-	c = rfiles ? preload_client(makedev(sx.stx_dev_major, sx.stx_dev_minor), fd) : NULL;
+	c = rfiles ? preload_client(dev, fd) : NULL;
 	rc = c ? conn_of(c) : NULL;
 	f = rc ? calloc(1, sizeof(*f)) : NULL;
 	if (!f)
@@ -472,18 +392,18 @@ void preload_read_open(int fd, int flags)
 		;
 	f->kfd = w < WORDS ? (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3l) : -1;
 	if (f->kfd >= 0)
-		f->kfd = hide(f->kfd);
+		f->kfd = preload_fd_hide(f->kfd);
 	if (f->kfd < 0 || nvmefs_reg_fd(c, f->kfd)) {
 		if (f->kfd >= 0)
-			unhide_close(f->kfd);
+			preload_fd_close_ours(f->kfd);
 		free(f);
 		goto out;
 	}
 	rc->used[w] = 1;
 	f->rc = rc;
 	f->word = w;
-	f->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	f->ino = sx.stx_ino;
+	f->dev = dev;
+	f->ino = ino;
 	f->refs = 1;
 	if (borrow(f)) {
 		rfile_free(f);
@@ -491,7 +411,7 @@ void preload_read_open(int fd, int flags)
 	}
 	__atomic_store_n(&rfiles[fd], f, __ATOMIC_RELEASE);
 out:
-	pthread_mutex_unlock(mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 void preload_read_dup(int fd, int to)
@@ -500,35 +420,25 @@ void preload_read_dup(int fd, int to)
 
 	if (!rfile_at(fd) || to < 0 || to >= MAX_FDS)
 		return;
-	pthread_mutex_lock(mu);
+	pthread_mutex_lock(&preload_mu);
 	unlist(to);
 	f = rfile_at(fd);
 	if (f && same_file(to, f)) {
 		f->refs++;
 		__atomic_store_n(&rfiles[to], f, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(mu);
-}
-
-bool preload_rd_hidden(int fd)
-{
-	return still_ours(fd);
-}
-
-int preload_rd_hide(int fd)
-{
-	return hide(fd);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 int preload_rd_evict_locked(int fd)
 {
 	int to;
 
-	if (!still_ours(fd))
+	if (!preload_fd_ours(fd))
 		return fd;
-	set_hidden(fd, false);
-	to = hide(fd); /* closes fd */
-	__atomic_fetch_add(&moves, 1, __ATOMIC_SEQ_CST);
+	preload_fd_mark(fd, false);
+	to = preload_fd_hide(fd); /* closes fd */
+	preload_fd_moved();
 	for (struct rconn *rc = conns; rc; rc = rc->next)
 		for (unsigned i = 0; i < NDEV; i++)
 			if (rc->devfd[i] == fd)
@@ -546,50 +456,18 @@ int preload_rd_evict_locked(int fd)
 	return to;
 }
 
-int preload_rd_close_range(unsigned first, unsigned last, int flags,
-			   int (*real)(unsigned, unsigned, int))
-{
-	unsigned from = first;
-	int ret = 0;
-
-	if (first > last || (flags & CLOSE_RANGE_CLOEXEC))
-		return real(first, last, flags); /* EINVAL, or nothing closed */
-	for (unsigned fd = first; fd <= last && fd < MAX_FDS; fd++) {
-		if (!still_ours((int)fd))
-			continue;
-		if (from < fd && real(from, fd - 1, flags) && !ret)
-			ret = -1;
-		from = fd + 1;
-	}
-	if (from <= last && from >= first && real(from, last, flags) && !ret)
-		ret = -1;
-	return ret;
-}
-
-/* glibc's closefrom closes with its own system call: our close_range
- * instead, which goes around the library's descriptors. */
-EXPORT void closefrom(int low)
-{
-	long max = sysconf(_SC_OPEN_MAX);
-
-	if (low < 0 || !close_range((unsigned)low, ~0u, 0))
-		return;
-	for (long fd = low; fd < (max > 0 ? max : MAX_FDS); fd++)
-		close((int)fd);
-}
-
 void preload_read_close(int fd)
 {
 	if (!rfile_at(fd))
 		return;
-	pthread_mutex_lock(mu);
+	pthread_mutex_lock(&preload_mu);
 	unlist(fd);
-	pthread_mutex_unlock(mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 /* The child of a fork has none of our connections, reads or rings: every
- * entry goes, its descriptors closed (they are ours), nothing sent (mu
- * held). */
+ * entry goes, its descriptors closed (they are ours), nothing sent
+ * (preload_mu held). */
 void preload_read_fork_child(void)
 {
 	for (int fd = 0; rfiles && fd < MAX_FDS; fd++) {
@@ -598,16 +476,15 @@ void preload_read_fork_child(void)
 		if (f) {
 			rfiles[fd] = NULL;
 			/* A number the table holds twice (dup) is closed once. */
-			if (is_hidden(f->kfd))
-				unhide_close(f->kfd);
+			if (preload_fd_marked(f->kfd))
+				preload_fd_close_ours(f->kfd);
 		}
 	}
 	for (struct rconn *rc = conns; rc; rc = rc->next)
 		for (unsigned i = 0; i < NDEV; i++)
-			if (rc->devfd[i] >= 0 && is_hidden(rc->devfd[i]))
-				unhide_close(rc->devfd[i]);
+			if (rc->devfd[i] >= 0 && preload_fd_marked(rc->devfd[i]))
+				preload_fd_close_ours(rc->devfd[i]);
 	conns = NULL; /* their memory stays: the parent's loans were in it */
-	preload_aio_fork_child();
 }
 
 /* ---- mapping ---- */
@@ -686,7 +563,7 @@ static struct rfile *get(int fd, struct loan **lp)
 
 	if (!f)
 		return NULL;
-	pthread_mutex_lock(mu);
+	pthread_mutex_lock(&preload_mu);
 	f = rfile_at(fd);
 	if (f && !same_file(fd, f)) {
 		unlist(fd);
@@ -703,17 +580,17 @@ static struct rfile *get(int fd, struct loan **lp)
 			l->users++;
 		}
 	}
-	pthread_mutex_unlock(mu);
+	pthread_mutex_unlock(&preload_mu);
 	*lp = l;
 	return f;
 }
 
 static void put(struct rfile *f, struct loan *l)
 {
-	pthread_mutex_lock(mu);
+	pthread_mutex_lock(&preload_mu);
 	l->users--;
 	rfile_put(f);
-	pthread_mutex_unlock(mu);
+	pthread_mutex_unlock(&preload_mu);
 }
 
 /* ---- one read through the door ---- */
@@ -763,7 +640,7 @@ void preload_rd_pieces_sync(struct preload_rd *d, unsigned i)
 struct preload_rd *preload_rd_new(int fd, uint64_t pos, uint64_t len, uint64_t buf)
 {
 	/* Before the members' numbers are read: a move of one after it is seen. */
-	unsigned long mv = __atomic_load_n(&moves, __ATOMIC_SEQ_CST);
+	unsigned long mv = preload_fd_moves();
 	struct piece p[MAX_PIECES];
 	struct preload_rd *d = NULL;
 	struct loan *l;
@@ -806,10 +683,9 @@ int64_t preload_rd_result(const struct preload_rd *d)
 	int fd = same_file(d->pfd, d->f) ? d->pfd : d->f->kfd;
 	ssize_t n;
 
-	if (!d->failed && holds(d->f, d->l) &&
-	    __atomic_load_n(&moves, __ATOMIC_SEQ_CST) == d->moves)
+	if (!d->failed && holds(d->f, d->l) && preload_fd_moves() == d->moves)
 		return (int64_t)d->len;
-	if (fd != d->pfd && (fd < 0 || !still_ours(fd) || !same_file(fd, d->f)))
+	if (fd != d->pfd && (fd < 0 || !preload_fd_ours(fd) || !same_file(fd, d->f)))
 		return -EBADF;
 	n = REAL(pread)(fd, (void *)(uintptr_t)d->buf, d->len, (off_t)d->pos);
 	return n < 0 ? -errno : n;
@@ -874,48 +750,25 @@ static ssize_t door_pread(int fd, void *buf, size_t len, uint64_t pos)
 	return res;
 }
 
+ssize_t preload_rd_pread(int fd, void *buf, size_t len, off_t pos)
+{
+	return pos >= 0 && rfile_at(fd) ? door_pread(fd, buf, len, (uint64_t)pos) : -2;
+}
+
 EXPORT ssize_t pread(int fd, void *buf, size_t len, off_t pos)
 {
-	ssize_t n = pos >= 0 && rfile_at(fd) ? door_pread(fd, buf, len, (uint64_t)pos) : -2;
+	ssize_t n = preload_rd_pread(fd, buf, len, pos);
 
 	return n != -2 ? n : REAL(pread)(fd, buf, len, pos);
 }
 
 EXPORT ssize_t pread64(int fd, void *buf, size_t len, off_t pos) __attribute__((alias("pread")));
 
-ssize_t preload_read_read(int fd, void *buf, size_t len)
-{
-	off_t pos;
-	ssize_t n;
-
-	if (!rfile_at(fd))
-		return REAL(read)(fd, buf, len);
-	pos = REAL(lseek)(fd, 0, SEEK_CUR);
-	n = pos < 0 ? -2 : door_pread(fd, buf, len, (uint64_t)pos);
-	if (n == -2)
-		return REAL(read)(fd, buf, len);
-	if (n > 0 && REAL(lseek)(fd, pos + n, SEEK_SET) < 0)
-		return -1;
-	return n;
-}
-
-void preload_read_init(pthread_mutex_t *lock)
+void preload_read_init(void)
 {
 	const char *e = getenv("NVMEFS_PRELOAD_READ");
 
-	struct rlimit rl;
-
-	mu = lock;
-	/* Our descriptors go high (a program's closefrom-style loops and its
-	 * own numbers stay below), within the soft limit. */
-	hide_min = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur > 512
-			   ? (unsigned)(rl.rlim_cur < MAX_FDS ? rl.rlim_cur : MAX_FDS) - 256
-			   : 3;
 	door_off = e && !strcmp(e, "0");
 	RESOLVE(pread);
-	RESOLVE(read);
-	RESOLVE(lseek);
-	RESOLVE(close);
-	preload_aio_init();
 	pthread_key_create(&tctx_key, tctx_free);
 }

@@ -52,21 +52,29 @@ static inline int sys_ftruncate(int fd, off_t len)
 	return (int)syscall(SYS_ftruncate, (long)fd, (long)len);
 }
 
-/* What fd refers to, as stat's st_dev and st_ino: 0, or -1 with errno.
- * statx, whose layout is the same on every architecture, from what the
- * kernel caches (AT_STATX_DONT_SYNC: no GETATTR round trip on a mount).
- * The library's and the preload's one test of "is this number still the
- * file it was". */
-static inline int sys_ident(int fd, dev_t *dev, ino_t *ino)
+/* What fd refers to, as stat's st_dev, st_ino and st_mode (mode may be
+ * NULL): 0, or -1 with errno. statx, whose layout is the same on every
+ * architecture, from what the kernel caches (AT_STATX_DONT_SYNC: no
+ * GETATTR round trip on a mount). */
+static inline int sys_ident_mode(int fd, dev_t *dev, ino_t *ino, mode_t *mode)
 {
 	struct statx sx;
 
 	if (syscall(SYS_statx, (long)fd, "", (long)(AT_EMPTY_PATH | AT_STATX_DONT_SYNC),
-		    (long)STATX_INO, &sx))
+		    (long)(STATX_INO | (mode ? STATX_TYPE : 0)), &sx))
 		return -1;
 	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	*ino = sx.stx_ino;
+	if (mode)
+		*mode = sx.stx_mode;
 	return 0;
+}
+
+/* The library's and the preload's one test of "is this number still the
+ * file it was". */
+static inline int sys_ident(int fd, dev_t *dev, ino_t *ino)
+{
+	return sys_ident_mode(fd, dev, ino, NULL);
 }
 
 /* MAP_FAILED with errno, as mmap(2). */
