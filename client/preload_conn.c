@@ -64,10 +64,12 @@ static unsigned low_mark(void)
 	return m;
 }
 
+/* A mark is read before its record (preload_fd_ours, without the lock):
+ * set with release after the record is written, read with acquire. */
 bool preload_fd_marked(int fd)
 {
 	return fd >= 0 && fd < MAX_FDS &&
-	       (__atomic_load_n(&hidden[fd / 8], __ATOMIC_RELAXED) >> (fd % 8) & 1);
+	       (__atomic_load_n(&hidden[fd / 8], __ATOMIC_ACQUIRE) >> (fd % 8) & 1);
 }
 
 void preload_fd_mark(int fd, bool on)
@@ -75,7 +77,7 @@ void preload_fd_mark(int fd, bool on)
 	if (fd < 0 || fd >= MAX_FDS)
 		return;
 	if (on)
-		__atomic_fetch_or(&hidden[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
+		__atomic_fetch_or(&hidden[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELEASE);
 	else
 		__atomic_fetch_and(&hidden[fd / 8], (uint8_t) ~(1u << (fd % 8)), __ATOMIC_RELAXED);
 }

@@ -10,8 +10,9 @@
  * daemon and its extents are borrowed (LAYOUT, include/nvmefs/wire.h). A
  * read that lies in written extents inside the file's size is then split
  * into pieces, one a member and stripe unit (contiguous ones merged), read
- * at once from the members by the calls the program made: pread and read
- * here (on a ring of the thread's), libaio's io_submit in preload_aio.c.
+ * at once from the members by the calls the program made: pread here (on
+ * a ring of the thread's), read through preload_rd_pread (preload.c's
+ * read, at the file offset), libaio's io_submit in preload_aio.c.
  * Everything else goes to the mount unchanged: reads of holes or of the
  * tail, reads of more than PRELOAD_MAX_PIECES pieces, writes.
  *
