@@ -693,9 +693,6 @@ int nvmefs_unreg_fd(struct nvmefs_client *c, int fd)
 
 void nvmefs_detach(struct nvmefs_client *c)
 {
-	dev_t dev;
-	ino_t ino;
-
 	if (!c)
 		return;
 	while ((c->sent || c->unanswered) && nvmefs_cl_pump(c, -1) >= 0)
@@ -705,7 +702,7 @@ void nvmefs_detach(struct nvmefs_client *c)
 	c->dead = true;
 	/* A program may have closed it behind us and the number be another
 	 * file's now: not ours to close then. */
-	if (!sys_ident(c->sock, &dev, &ino) && dev == c->sock_dev && ino == c->sock_ino)
+	if (sys_ident_is(c->sock, c->sock_dev, c->sock_ino))
 		sys_close(c->sock);
 	for (size_t i = 0; i < c->nregions; i++) {
 		if (c->regions[i]->bounce)

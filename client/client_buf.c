@@ -58,10 +58,7 @@ struct shbuf {
  * file is never sent to a daemon or closed here. */
 static bool fd_is_memfd(const struct shbuf *b, int fd)
 {
-	dev_t dev;
-	ino_t ino;
-
-	return !sys_ident(fd, &dev, &ino) && dev == b->dev && ino == b->ino;
+	return sys_ident_is(fd, b->dev, b->ino);
 }
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -178,15 +178,13 @@ __attribute__((constructor)) static void preload_init(void)
 static struct dfile *lookup(int fd)
 {
 	struct dfile *f;
-	dev_t dev;
-	ino_t ino;
 
 	if (fd < 0 || fd >= nfiles || !files[fd])
 		return NULL;
 	f = files[fd];
 	/* A number closed behind our back (a raw close system call) and
 	 * reused by the kernel is not ours any more. */
-	if (sys_ident(fd, &dev, &ino) || dev != f->pdev || ino != f->pino) {
+	if (!sys_ident_is(fd, f->pdev, f->pino)) {
 		nvmefs_close_fd(f->c, fd);
 		free(f);
 		__atomic_store_n(&files[fd], NULL, __ATOMIC_RELAXED);

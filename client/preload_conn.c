@@ -104,12 +104,9 @@ int preload_fd_hide(int fd)
 
 bool preload_fd_ours(int fd)
 {
-	dev_t dev;
-	ino_t ino;
-
 	if (!preload_fd_marked(fd))
 		return false;
-	if (!sys_ident(fd, &dev, &ino) && dev == hids[fd].dev && ino == hids[fd].ino)
+	if (sys_ident_is(fd, hids[fd].dev, hids[fd].ino))
 		return true;
 	preload_fd_mark(fd, false);
 	preload_fd_moved();
@@ -190,7 +187,9 @@ struct nvmefs_client *preload_client(dev_t dev, int dirfd)
 
 void preload_mounts_renumber(int fd, int to)
 {
-	for (int i = 0; to != fd && i < nmounts; i++) {
+	if (to == fd)
+		return;
+	for (int i = 0; i < nmounts; i++) {
 		if (mounts[i].c && mounts[i].c->sock == fd) {
 			mounts[i].c->sock = to;
 			mounts[i].c->dead |= to < 0;

@@ -359,10 +359,7 @@ static void unlist(int fd)
  * system call) and given out again is not. */
 static bool same_file(int fd, const struct rfile *f)
 {
-	dev_t dev;
-	ino_t ino;
-
-	return !sys_ident(fd, &dev, &ino) && dev == f->dev && ino == f->ino;
+	return sys_ident_is(fd, f->dev, f->ino);
 }
 
 void preload_read_open(int fd, int flags)

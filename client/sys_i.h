@@ -21,6 +21,7 @@
 #define NVMEFS_CLIENT_SYS_I_H
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -70,11 +71,21 @@ static inline int sys_ident_mode(int fd, dev_t *dev, ino_t *ino, mode_t *mode)
 	return 0;
 }
 
-/* The library's and the preload's one test of "is this number still the
- * file it was". */
 static inline int sys_ident(int fd, dev_t *dev, ino_t *ino)
 {
 	return sys_ident_mode(fd, dev, ino, NULL);
+}
+
+/* Whether fd still is the file recorded as dev and ino (sys_ident): the
+ * library's and the preload's one test of a number the program may have
+ * closed behind them (a raw system call, closefrom, dup2) and the kernel
+ * given to another file. */
+static inline bool sys_ident_is(int fd, dev_t dev, ino_t ino)
+{
+	dev_t d;
+	ino_t i;
+
+	return !sys_ident(fd, &d, &i) && d == dev && i == ino;
 }
 
 /* MAP_FAILED with errno, as mmap(2). */
