@@ -269,7 +269,7 @@ size_t nvmefs_run_peek_len(const void *hdr)
 }
 
 /* Every entry within used bytes, keys valid and increasing; the count. */
-static int check_entries(const uint8_t *b, const struct nvmefs_run_hdr *h)
+static int check_run_entries(const uint8_t *b, const struct nvmefs_run_hdr *h)
 {
 	const uint8_t *prev = NULL;
 	size_t pos = NVMEFS_RUN_HDR, end = NVMEFS_RUN_HDR + h->used, plen = 0;
@@ -328,7 +328,7 @@ int nvmefs_run_decode(const void *buf, size_t len, const uint8_t uuid[16], uint6
 	for (size_t i = NVMEFS_RUN_HDR + h->used; i < blen; i++)
 		if (b[i])
 			return -EINVAL;
-	return check_entries(b, h);
+	return check_run_entries(b, h);
 }
 
 bool nvmefs_run_next(const void *buf, const struct nvmefs_run_hdr *h, size_t *pos,
