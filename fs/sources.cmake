@@ -27,6 +27,7 @@ set(FS_CORE_SOURCES
     core/rangelock.c
     core/data.c
     core/data_io.c
+    core/behind.c
     core/prefetch.c
     core/namei.c
     core/namei_attr.c

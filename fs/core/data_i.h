@@ -56,44 +56,22 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 /*
  * Answer done(ctx, len) once the write is planned (its space allocated)
  * and sent, before the devices complete it, when no commit is gathering
- * its records and fewer than NVMEFS_BEHIND_MAX such writes are in flight;
- * otherwise, or when edge blocks must be read first, at completion as
- * usual. Until it completes, its range stays locked (a read of it waits),
+ * its records and fewer than NVMEFS_BEHIND_MAX such writes are in flight
+ * (behind.c keeps the count); otherwise, or when edge blocks must be read
+ * first, at completion as usual. Until it completes, its range stays locked (a read of it waits),
  * the file shows its new size and times, and a commit waits for it (so no
  * durable size covers data that is not). A failure then goes to the
- * file's next fsync (nvmefs_data_behind_error), as the page cache's
+ * file's next fsync (nvmefs_behind_error), as the page cache's
  * write-back errors do.
  */
 #define NVMEFS_WRITE_BEHIND (1u << 2)
-#define NVMEFS_BEHIND_MAX   16u
 
-/* A commit, before it gathers records: new writes are not answered early,
- * and those in flight are waited for; undone by nvmefs_data_behind_release.
- * False, nothing done, on an engine completion thread while some are in
- * flight: it may be the one that must complete them (the commit is then
- * not made: reclaim_pending's, after ENOSPC, which is rare, as no write is
- * answered early while free space is low; such a thread also never waits
- * for commit_lock, journal.c). */
-bool nvmefs_data_behind_hold(struct nvmefs_vol *vol);
-void nvmefs_data_behind_release(struct nvmefs_vol *vol);
-/* Is an early-answered write of in in flight? (meta may be held.) */
-bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *in);
 /* Free the unlinked, no longer open in (log INODE_FREE), or, while an
  * early-answered write of it is in flight (whose extents are logged at
  * its completion, and must not come after the free), leave that to the
  * next commit, logging in as an orphan first unless it is one (orphan
  * false: it was unlinked while open). meta held. */
 int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool orphan);
-/* A commit, meta held, after nvmefs_data_behind_hold: free what waited. */
-void nvmefs_data_free_deferred(struct nvmefs_vol *vol);
-/* Unmount without a last commit (shut down, read-only, an error): let
- * the waiting inodes go unfreed; their orphan records free them at the
- * next mount. meta held. */
-void nvmefs_data_drop_deferred(struct nvmefs_vol *vol);
-/* The first failure of an early-answered write of in since the last
- * call (-errno), or 0; cleared. Call after a commit (which waits for them). */
-int nvmefs_data_behind_error(struct nvmefs_inode *in);
-
 /*
  * Write len bytes of data at off (NVMEFS_WRITE_* flags). buf is a pool buffer the call takes over;
  * when data lies in it (the request was received there) and the write is block-aligned, the devices

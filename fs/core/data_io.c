@@ -16,6 +16,7 @@
  */
 #include "fs_i.h"
 #include "data_i.h"
+#include "behind_i.h"
 #include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
@@ -111,90 +112,7 @@ static struct dio *dio_new(struct nvmefs_vol *vol, struct nvmefs_inode *in, void
 	return d;
 }
 
-/* ---- writes answered before the devices complete them ---- */
-
-/* Free space below which no write is answered early (behind_begin). */
-#define BEHIND_FREE_MIN (64ull << 20)
-
-/*
- * May one more write of in be answered early? Counted in flight if so.
- * Not when free space is low: a write that finds none then commits to
- * reclaim what was released (reclaim_pending, data.c), and that commit
- * waits for these writes, which an engine completion thread cannot do
- * (nvmefs_data_behind_hold): it then gets ENOSPC, rarer this way (a
- * member or the metadata area may still fill first).
- */
-static bool behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	bool ok;
-
-	pthread_mutex_lock(&vol->lock);
-	ok = vol->free_bytes >= BEHIND_FREE_MIN;
-	pthread_mutex_unlock(&vol->lock);
-	if (!ok)
-		return false;
-	pthread_mutex_lock(&vol->behind_lock);
-	ok = !vol->behind_gate && vol->behind_n < NVMEFS_BEHIND_MAX;
-	if (ok) {
-		vol->behind_n++;
-		in->behind_n++;
-	}
-	pthread_mutex_unlock(&vol->behind_lock);
-	return ok;
-}
-
-/* An early-answered write ended (res: its outcome): its failure is kept
- * for the file's next fsync, then a waiting commit may go on. */
-static void behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize_t res)
-{
-	int none = 0;
-
-	if (res < 0) {
-		atomic_compare_exchange_strong(&in->behind_err, &none, (int)res);
-		atomic_fetch_add_explicit(&vol->stats.behind_errors, 1, memory_order_relaxed);
-	}
-	pthread_mutex_lock(&vol->behind_lock);
-	vol->behind_n--;
-	in->behind_n--;
-	if (!vol->behind_n && vol->behind_waiters)
-		pthread_cond_broadcast(&vol->behind_cond);
-	pthread_mutex_unlock(&vol->behind_lock);
-}
-
-bool nvmefs_data_behind_hold(struct nvmefs_vol *vol)
-{
-	pthread_mutex_lock(&vol->behind_lock);
-	if (vol->behind_n && nvmefs_engine_reaping()) {
-		/* Some of them may be its own device's, which only it completes. */
-		pthread_mutex_unlock(&vol->behind_lock);
-		return false;
-	}
-	vol->behind_gate = true;
-	while (vol->behind_n) {
-		/* An io_uring queue's leader hands its ring on first: the
-		 * writes' completions may be waiting on it. */
-		pthread_mutex_unlock(&vol->behind_lock);
-		nvmefs_before_wait();
-		pthread_mutex_lock(&vol->behind_lock);
-		if (!vol->behind_n)
-			break;
-		vol->behind_waiters++;
-		pthread_cond_wait(&vol->behind_cond, &vol->behind_lock);
-		vol->behind_waiters--;
-	}
-	pthread_mutex_unlock(&vol->behind_lock);
-	return true;
-}
-
-bool nvmefs_data_behind_busy(struct nvmefs_vol *vol, const struct nvmefs_inode *in)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&vol->behind_lock); /* after meta, never before */
-	n = in->behind_n;
-	pthread_mutex_unlock(&vol->behind_lock);
-	return n;
-}
+/* ---- a file's space, after its writes answered early ---- */
 
 int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool orphan)
 {
@@ -202,7 +120,7 @@ int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool
 	int ret;
 
 	r.ino.ino = in->ino;
-	if (!nvmefs_data_behind_busy(vol, in))
+	if (!nvmefs_behind_busy(vol, in))
 		return nvmefs_journal_log(vol, &r);
 	/* An orphan until the commit that frees it: a crash before that
 	 * reclaims it at the next mount. */
@@ -214,51 +132,7 @@ int nvmefs_data_free_inode(struct nvmefs_vol *vol, struct nvmefs_inode *in, bool
 			return ret;
 	}
 	/* No new one can start: no handle is left to send it. */
-	if (nvmefs_grow(&vol->deferred, &vol->deferred_cap, vol->ndeferred + 1,
-			sizeof(*vol->deferred)))
-		return -ENOMEM;
-	in->refs++;
-	vol->deferred[vol->ndeferred++] = in;
-	return 0;
-}
-
-void nvmefs_data_free_deferred(struct nvmefs_vol *vol)
-{
-	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
-
-	for (size_t i = 0; i < vol->ndeferred; i++) {
-		struct nvmefs_inode *in = vol->deferred[i];
-
-		/* Opened again by a file handle meanwhile: its last close frees it. */
-		if (!in->dead && !in->nlink && !in->opens) {
-			r.ino.ino = in->ino;
-			if (nvmefs_journal_log(vol, &r))
-				nvmefs_warn("inode %llu: could not free; it is reclaimed at the "
-					    "next mount",
-					    (unsigned long long)in->ino);
-		}
-		nvmefs_inode_put(vol, in);
-	}
-	vol->ndeferred = 0;
-}
-
-void nvmefs_data_drop_deferred(struct nvmefs_vol *vol)
-{
-	for (size_t i = 0; i < vol->ndeferred; i++)
-		nvmefs_inode_put(vol, vol->deferred[i]);
-	vol->ndeferred = 0;
-}
-
-void nvmefs_data_behind_release(struct nvmefs_vol *vol)
-{
-	pthread_mutex_lock(&vol->behind_lock);
-	vol->behind_gate = false;
-	pthread_mutex_unlock(&vol->behind_lock);
-}
-
-int nvmefs_data_behind_error(struct nvmefs_inode *in)
-{
-	return atomic_exchange(&in->behind_err, 0);
+	return nvmefs_behind_defer_free(vol, in);
 }
 
 /* Unlock, answer, and free everything the dio holds. */
@@ -272,14 +146,14 @@ static void dio_finish(struct dio *d, ssize_t res)
 		nvmefs_rl_unlock(&d->in->io_lock, &d->rl);
 	/* The last use of d->in: once answered, the caller may close the
 	 * file, whose handle kept the inode until then. An early-answered
-	 * write's last use is behind_finish, after ios is down: the inode is
+	 * write's last use is nvmefs_behind_finish, after ios is down: the inode is
 	 * kept by the dirt the write left (it waits for a commit, which waits
 	 * for behind_n) or, unlinked, by its deferred free's reference; and
 	 * once behind_n is 0 an unlink may free it at once, which must then
 	 * not find it still counted in ios (nobody would drop it after). */
 	atomic_fetch_sub_explicit(&d->in->ios, 1, memory_order_release);
 	if (d->behind)
-		behind_finish(vol, d->in, res);
+		nvmefs_behind_finish(vol, d->in, res);
 	else
 		d->done(d->ctx, res, res > 0 ? d->data : NULL);
 	if (!d->keep_buf)
@@ -737,7 +611,7 @@ static void write_continue(struct dio *d)
 		dio_finish(d, ret);
 		return;
 	}
-	d->behind = d->want_behind && behind_begin(vol, in);
+	d->behind = d->want_behind && nvmefs_behind_begin(vol, in);
 	if (!d->behind) {
 		ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
 		if (ret)
@@ -794,7 +668,7 @@ static void write_behind(struct dio *d)
 		 * above stays, over a hole, as after a failure at the devices:
 		 * putting it back could cut off a write beyond the range lock
 		 * that completed meanwhile. */
-		behind_finish(vol, in, 0);
+		nvmefs_behind_finish(vol, in, 0);
 		d->behind = false;
 		write_unsent(d, ret);
 		return;

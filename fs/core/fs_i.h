@@ -382,14 +382,14 @@ struct nvmefs_vol {
 	/* Writes answered before the devices completed them
 	 * (NVMEFS_WRITE_BEHIND): how many are in flight, and a commit's gate,
 	 * which sends new ones the usual way while the commit waits for those
-	 * to end (nvmefs_data_behind_hold). */
+	 * to end (nvmefs_behind_hold). */
 	pthread_mutex_t behind_lock;
 	pthread_cond_t behind_cond;
 	unsigned behind_n;
 	unsigned behind_waiters; /* commits waiting */
 	/* meta: unlinked inodes, no longer open, whose space waits for their
 	 * early-answered writes in flight: freed by the next commit, which
-	 * waits for those writes first (nvmefs_data_free_deferred). Each holds
+	 * waits for those writes first (journal.c). Each holds
 	 * a reference. */
 	struct nvmefs_inode **deferred;
 	size_t ndeferred, deferred_cap;

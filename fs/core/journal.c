@@ -20,7 +20,7 @@
  */
 #include "fs_i.h"
 #include "alloc_i.h"
-#include "data_i.h"
+#include "behind_i.h"
 #include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
@@ -321,6 +321,29 @@ static void set_error(struct nvmefs_vol *vol, int err)
 	pthread_mutex_unlock(&j->state_lock);
 }
 
+/* The unlinked inodes whose free waited for the writes answered early
+ * (nvmefs_data_free_inode, nvmefs_behind_defer_free): a commit that holds
+ * the gate frees them. meta held. */
+static void free_deferred(struct nvmefs_vol *vol)
+{
+	struct nvmefs_rec r = {.type = NVMEFS_REC_INODE_FREE};
+
+	for (size_t i = 0; i < vol->ndeferred; i++) {
+		struct nvmefs_inode *in = vol->deferred[i];
+
+		/* Opened again by a file handle meanwhile: its last close frees it. */
+		if (!in->dead && !in->nlink && !in->opens) {
+			r.ino.ino = in->ino;
+			if (nvmefs_journal_log(vol, &r))
+				nvmefs_warn("inode %llu: could not free; it is reclaimed at the "
+					    "next mount",
+					    (unsigned long long)in->ino);
+		}
+		nvmefs_inode_put(vol, in);
+	}
+	vol->ndeferred = 0;
+}
+
 /* Flush the memtable past this much memory, whatever the ring says: it is
  * what the store holds in memory beside the maps. */
 #define FLUSH_MEM_BYTES (16u << 20)
@@ -349,24 +372,24 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		return ret;
 	/* What is gathered below holds no size whose data is still on its
 	 * way to the devices: writes answered early end first (data_i.h). */
-	if (!nvmefs_data_behind_hold(vol))
+	if (!nvmefs_behind_hold(vol))
 		return -EAGAIN;
 	pthread_mutex_lock(&vol->lock);
 	if (vol->kv_err) { /* the store misses a record: it must not be flushed */
 		ret = vol->kv_err;
 		pthread_mutex_unlock(&vol->lock);
-		nvmefs_data_behind_release(vol);
+		nvmefs_behind_release(vol);
 		set_error(vol, ret);
 		return ret;
 	}
 	/* The writes answered early have ended: the space of the files that
 	 * were unlinked meanwhile can go. */
-	nvmefs_data_free_deferred(vol);
+	free_deferred(vol);
 	/* The committer's periodic call has nothing to do on an idle volume:
 	 * skip even the flushes (an fsync always flushes, for its data). */
 	if (idle_skip && !flush && !j->len && !vol->dirty && !j->npf) {
 		pthread_mutex_unlock(&vol->lock);
-		nvmefs_data_behind_release(vol);
+		nvmefs_behind_release(vol);
 		return 0;
 	}
 	emit_dirty(vol);
@@ -397,7 +420,7 @@ static int commit_locked(struct nvmefs_vol *vol, bool flush, bool clean, bool id
 		ret = nvmefs_store_freeze(vol->store, &mark);
 	}
 	pthread_mutex_unlock(&vol->lock);
-	nvmefs_data_behind_release(vol);
+	nvmefs_behind_release(vol);
 	if (!ret)
 		ret = flush_data(vol);
 	if (!ret && plen)
@@ -440,7 +463,7 @@ static int commit(struct nvmefs_vol *vol, bool idle_skip)
 	pthread_mutex_unlock(&vol->lock);
 	/* An engine completion thread (reclaim_pending's commit, after an
 	 * edge read) must not wait for a commit that may be waiting for
-	 * writes only it completes (nvmefs_data_behind_hold): it commits only
+	 * writes only it completes (nvmefs_behind_hold): it commits only
 	 * when nobody else does. */
 	if (nvmefs_engine_reaping()) {
 		if (pthread_mutex_trylock(&j->commit_lock))

@@ -9,6 +9,7 @@
  */
 #include "fs_i.h"
 #include "alloc_i.h"
+#include "behind_i.h"
 #include "holder_i.h"
 #include "icache_i.h"
 #include "journal_i.h"
@@ -376,7 +377,7 @@ int nvmefs_vol_close(struct nvmefs_vol *vol)
 	 * umount (NVMEFS_BUSY_QUIET_MS). */
 	nvmefs_devset_release(vol->set);
 	pthread_mutex_lock(&vol->lock);
-	nvmefs_data_drop_deferred(vol); /* left by a shutdown: orphans now */
+	nvmefs_behind_drop_deferred(vol); /* left by a shutdown: orphans now */
 	pthread_mutex_unlock(&vol->lock);
 	check_idle(vol);
 	nvmefs_engine_destroy(vol->eng);

@@ -14,6 +14,7 @@
 
 #include "ops_i.h"
 #include "journal_i.h"
+#include "behind_i.h"
 #include "data_i.h"
 #include "prefetch_i.h"
 #include "reply_open_i.h"
@@ -570,7 +571,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	/* The commit waited for the writes answered early: a failure of
 	 * this file's is its fsync's, once (as the page cache's errors). */
 	if (!nvmefs_ctl_ino(ino) && fh_of(fi)) {
-		int err = nvmefs_data_behind_error(fh_of(fi)->in);
+		int err = nvmefs_behind_error(fh_of(fi)->in);
 
 		if (!ret)
 			ret = err;
