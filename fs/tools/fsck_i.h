@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fsck_i.h: what fsck.nvmefs's files share: the checker's state, its
- * reporting and its inode table (fsck.c, which also holds pass 1 and the
- * program), the passes over the namespace (fsck_tree.c: 3 to 7) and over
- * the space and the store (fsck_space.c: 8 and 9). fsck.c's comment lists
- * the passes.
+ * reporting and its inode table (fsck_base.c), the passes over the
+ * namespace (fsck_tree.c: 3 to 7) and over the space and the store
+ * (fsck_space.c: 8 and 9); fsck.c holds pass 1 and the program, and its
+ * comment lists the passes.
  */
 #ifndef NVMEFS_FSCK_I_H
 #define NVMEFS_FSCK_I_H
@@ -33,7 +33,7 @@ struct fsck {
 	const char *pass;
 };
 
-/* ---- fsck.c: reporting ---- */
+/* ---- fsck_base.c: reporting ---- */
 /* One problem: say what it is and whether it was fixed. fixable: -y can
  * repair it (and the caller does when f->repair). */
 __attribute__((format(printf, 3, 4))) void problem(struct fsck *f, bool fixable, const char *fmt,
@@ -47,7 +47,7 @@ void progress(struct fsck *f, size_t done, size_t total);
 /* The end of a pass's progress line. */
 void progress_end(struct fsck *f);
 
-/* ---- fsck.c: the inode table ---- */
+/* ---- fsck_base.c: the inode table ---- */
 /* (Re)build the sorted inode array and zero the per-inode counters. */
 int index_inodes(struct fsck *f);
 /* The index of inode ino in f->in, or SIZE_MAX. */
