@@ -441,6 +441,29 @@ def config_transport(text):
     return m.group(1) if m else None
 
 
+def cpu_idle(sysfs="/sys"):
+    """How an idle CPU waits, as sysfs under SYSFS tells: the cpuidle driver
+    and, where it is haltpoll (a KVM guest), guest_halt_poll_ns. With 0 an
+    idle vCPU halts at once, and every wake-up of a task on it goes through
+    the host: a FUSE round trip then costs much more (docs/PERFORMANCE.md,
+    "Halted vCPUs"), a kernel filesystem's calls hardly. A string for the
+    report's header, "" when sysfs says nothing."""
+    def read(path):
+        try:
+            with open(os.path.join(sysfs, path)) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    driver = read("devices/system/cpu/cpuidle/current_driver")
+    if not driver:
+        return ""
+    note = "cpuidle %s" % driver
+    poll = read("module/haltpoll/parameters/guest_halt_poll_ns") if driver == "haltpoll" else None
+    if poll is not None:
+        note += ", guest_halt_poll_ns %s" % poll
+    return note
+
+
 def fio_rand_args(f, size, secs):
     """fio's arguments for the 4 KiB random O_DIRECT reads at QD32 of F
     (its first SIZE bytes) for SECS seconds (rows rand4k_read, door_rand4k_read)."""
@@ -2002,9 +2025,10 @@ class Bench:
         return [
             "# nvmefs vs btrfs raid0 vs fio raw (scripts/bench.sh)",
             "",
-            "%s; nproc %d, %.0f GiB RAM, kernel %s; %s, %s, torch %s" % (
+            "%s; nproc %d, %.0f GiB RAM, kernel %s%s; %s, %s, torch %s" % (
                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(os.sched_getaffinity(0)),
-                emu.meminfo_kib("MemTotal") / 1048576, os.uname().release, fio, btrfs, torch),
+                emu.meminfo_kib("MemTotal") / 1048576, os.uname().release,
+                (" (%s)" % cpu_idle()) if cpu_idle() else "", fio, btrfs, torch),
             "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s,%s; this script from %s at HEAD %s%s"
             % (a.build, nvmefs_id, a.pool, "uring|nouring" if a.only == "transport" else "nouring", TOP, repo_head,
                "; --quick sizes" if a.quick else ""),

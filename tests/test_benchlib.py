@@ -469,6 +469,19 @@ class BenchFigures(unittest.TestCase):
                          "io_uring")
         self.assertEqual(bench.config_transport("transport = /dev/fuse\n"), "/dev/fuse")
         self.assertIsNone(bench.config_transport("mode = direct\n"))
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(bench.cpu_idle(d), "")
+            os.makedirs(d + "/devices/system/cpu/cpuidle")
+            with open(d + "/devices/system/cpu/cpuidle/current_driver", "w") as f:
+                f.write("haltpoll\n")
+            self.assertEqual(bench.cpu_idle(d), "cpuidle haltpoll")
+            os.makedirs(d + "/module/haltpoll/parameters")
+            with open(d + "/module/haltpoll/parameters/guest_halt_poll_ns", "w") as f:
+                f.write("0\n")
+            self.assertEqual(bench.cpu_idle(d), "cpuidle haltpoll, guest_halt_poll_ns 0")
+            with open(d + "/devices/system/cpu/cpuidle/current_driver", "w") as f:
+                f.write("intel_idle\n")
+            self.assertEqual(bench.cpu_idle(d), "cpuidle intel_idle")
         self.assertEqual(bench.lookup_rate(json.dumps({"lookups": 50000, "seconds": 1.25})), "40000")
         for bad in ("", "nothing", json.dumps({"lookups": 0, "seconds": 1.0}),
                     json.dumps({"lookups": 10, "seconds": 0}), json.dumps({"seconds": 1.0})):
