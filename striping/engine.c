@@ -628,9 +628,16 @@ static int submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
 	if (req->nr_segs == 0 || !req->segs || !req->done)
 		return -EINVAL;
 	for (unsigned i = 0; i < req->nr_segs; i++) {
-		err = check_seg(eng, &req->segs[i]);
+		const struct nvmefs_io_seg *s = &req->segs[i];
+
+		err = check_seg(eng, s);
 		if (err)
 			return err;
+		if (fi_refuse_request(&eng->set->devs[s->dev],
+				      req->op == NVMEFS_IO_WRITE ? NVMEFS_FAULT_WRITES
+								 : NVMEFS_FAULT_READS,
+				      s->off, s->len))
+			return -ENOMEM; /* test builds: the NOMEM fault */
 	}
 	for (unsigned di = 0; di < ndev; di++)
 		per_dev[di] = cut_blocks(eng, req, di, NULL, NULL, NULL);

@@ -141,8 +141,9 @@ enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint6
 		return FI_GO;
 	pthread_mutex_lock(&fi->lock);
 	f = &fi->fault;
-	if (f->kind != NVMEFS_FAULT_NONE && fault_matches(f, op, off, len) &&
-	    fi->seen++ >= f->after && (!f->count || fi->hits < f->count)) {
+	if (f->kind != NVMEFS_FAULT_NONE && f->kind != NVMEFS_FAULT_NOMEM &&
+	    fault_matches(f, op, off, len) && fi->seen++ >= f->after &&
+	    (!f->count || fi->hits < f->count)) {
 		fi->hits++;
 		act = f->kind == NVMEFS_FAULT_SHORT && op != NVMEFS_FAULT_FLUSHES ? FI_SHORT
 										  : FI_FAIL;
@@ -161,6 +162,25 @@ unsigned fi_latency_us(struct nvmefs_dev *dev)
 	us = dev->fi->fault.latency_us;
 	pthread_mutex_unlock(&dev->fi->lock);
 	return us;
+}
+
+bool fi_refuse_request(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len)
+{
+	struct nvmefs_devfi *fi = dev->fi;
+	struct nvmefs_fault *f;
+	bool refuse = false;
+
+	if (!fi)
+		return false;
+	pthread_mutex_lock(&fi->lock);
+	f = &fi->fault;
+	if (f->kind == NVMEFS_FAULT_NOMEM && fault_matches(f, op, off, len) &&
+	    fi->seen++ >= f->after && (!f->count || fi->hits < f->count)) {
+		fi->hits++;
+		refuse = true;
+	}
+	pthread_mutex_unlock(&fi->lock);
+	return refuse;
 }
 
 bool fi_refuse_submit(struct nvmefs_dev *dev)

@@ -17,6 +17,10 @@
  *  - NVMEFS_FAULT_SHORT: matching blocks are sent one device block shorter
  *    than asked, so the kernel really returns a short transfer, which the
  *    caller must turn into -EIO;
+ *  - NVMEFS_FAULT_NOMEM: the engine refuses a whole request with a
+ *    matching segment at submission, -ENOMEM and nothing sent (as when it
+ *    cannot allocate its blocks), so that its caller's path for a request
+ *    never sent is exercised; not for flushes or synchronous I/O;
  *  - latency_us: the member's engine reaper sleeps that long before each
  *    reap;
  *  - eagain_ms: io_submit on the member is refused with -EAGAIN (nothing
@@ -46,6 +50,7 @@ enum nvmefs_fault_kind {
 	NVMEFS_FAULT_NONE = 0,
 	NVMEFS_FAULT_EIO,
 	NVMEFS_FAULT_SHORT,
+	NVMEFS_FAULT_NOMEM,
 };
 
 #define NVMEFS_FAULT_READS   (1u << 0)

@@ -45,6 +45,10 @@ uint64_t fi_flush_begin(struct nvmefs_dev *dev);
 void fi_flush_end(struct nvmefs_dev *dev, uint64_t mark);
 unsigned fi_latency_us(struct nvmefs_dev *dev);
 bool fi_refuse_submit(struct nvmefs_dev *dev);
+/* A request with a segment of op (one NVMEFS_FAULT_* bit) on dev at [off,
+ * off + len) is about to be submitted: true when the member's NOMEM fault
+ * refuses it (the engine then fails the submission, nothing sent). */
+bool fi_refuse_request(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len);
 #else
 static inline int fi_dev_init(struct nvmefs_dev *dev)
 {
@@ -91,6 +95,12 @@ static inline unsigned fi_latency_us(struct nvmefs_dev *dev)
 static inline bool fi_refuse_submit(struct nvmefs_dev *dev)
 {
 	(void)dev;
+	return false;
+}
+static inline bool fi_refuse_request(struct nvmefs_dev *dev, unsigned op, uint64_t off,
+				     uint64_t len)
+{
+	(void)dev, (void)op, (void)off, (void)len;
 	return false;
 }
 #endif

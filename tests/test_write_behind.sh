@@ -9,7 +9,8 @@
 # failing: an early-answered write whose device write failed fails its
 # fsync with EIO, and every file whose write and fsync succeeded reads back
 # exactly; an unaligned overwrite whose edge read fails fails with EIO
-# (it hung once); and temporary files unlinked at once while the members are slow
+# (it hung once); a write answered early that the engine refuses to send
+# fails the file's next fsync; and temporary files unlinked at once while the members are slow
 # leave fsck clean (a file's space goes after its writes). Exit 77 (skip) without root, /dev/fuse, the nvmefs binaries or
 # Debian's python3.
 # usage: test_write_behind.sh BUILD_DIR [MODE]
@@ -53,6 +54,7 @@ if [ -x "$build/tests/nvmefs-fi" ]; then
 	mnt_remount "mode=$mode"
 	check "write_behind.py failcheck ($mode)" "$py" "$here/write_behind.py" "$MNT" failcheck "$MNT_TMP/ref2"
 	check "write_behind.py edgefail ($mode)" "$py" "$here/write_behind.py" "$MNT" edgefail "$MNT_TMP/ref3"
+	check "write_behind.py nosend ($mode)" "$py" "$here/write_behind.py" "$MNT" nosend "$MNT_TMP/ref3"
 	for d in 0 1 2 3; do
 		setfattr -n trusted.nvmefs.fault -v "latency dev=$d us=20000" "$MNT"
 	done

@@ -15,7 +15,8 @@ PHASE "fail" (the test daemon, with writes to one member failing): each
 small file is written and fsync'ed; a write answered early whose device
 write failed must fail its fsync (EIO), and every file whose write and
 fsync both succeeded must read back exactly once the fault is cleared
-(PHASE "failcheck").
+(PHASE "failcheck"). PHASE "nosend": a write answered early that the
+engine refuses to send fails the file's next fsync (phase_nosend).
 """
 import errno
 import json
@@ -229,6 +230,54 @@ def phase_fail():
     check("the files on the other members were fine", ok >= 1)
 
 
+def phase_nosend():
+    """A write answered early that the engine then refuses to send (the
+    test daemon's "nomem" fault on every member: the submission fails,
+    nothing reaches a device). On /dev/fuse the answer goes before the
+    submission (data_io.c write_behind): the write returns, and the file's
+    next fsync must fail with EIO, once. On an io_uring queue the blocks go
+    first, and the write itself fails. Either way the refused bytes are not
+    read back (the size stays, over a hole: zeros), and the file takes the
+    next write and fsync."""
+    with open(os.path.join(MNT, ".nvmefs/config")) as f:
+        uring = "transport = io_uring" in f.read().splitlines()
+    p = os.path.join(MNT, "nosend")
+    data = payload(6000, 4096)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.fsync(fd)
+    s0 = data_stats()
+    for dev in range(4):
+        fault("nomem dev=%d ops=w count=1" % dev)
+    try:
+        n, err = os.write(fd, data), None
+    except OSError as e:
+        n, err = 0, e
+    fault("clear")
+    s1 = data_stats()
+    if uring:
+        check("io_uring: the refused write fails (%s)" % err, err is not None)
+    else:
+        check("/dev/fuse: the write answered early (%s)" % err, n == 4096 and
+              s1["behind_writes"] == s0["behind_writes"] + 1)
+        try:
+            os.fsync(fd)
+            check("fsync after a write the engine refused fails", False)
+        except OSError as e:
+            check("fsync after a refused write: EIO, not %s" % e, e.errno == errno.EIO)
+        check("counted once as a failure",
+              data_stats()["behind_errors"] == s0["behind_errors"] + 1)
+        os.fsync(fd)  # the error was reported once
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1\n")  # cached mode: the kernel's copy of the page goes
+    got = os.pread(fd, 8192, 0)
+    check("the refused bytes are not read back (%d bytes)" % len(got),
+          got != data and not got.strip(b"\0"))
+    check("then a write works", os.pwrite(fd, data, 0) == 4096)
+    os.fsync(fd)
+    check("and reads back", os.pread(fd, 8192, 0) == data)
+    os.close(fd)
+
+
 def phase_failcheck():
     for name in sorted(os.listdir(REF)):
         with open(os.path.join(REF, name), "rb") as f:
@@ -238,5 +287,5 @@ def phase_failcheck():
 
 
 {"write": phase_write, "check": phase_check, "tmp": phase_tmp, "edgefail": phase_edgefail, "fail": phase_fail,
- "failcheck": phase_failcheck}[PHASE]()
+ "failcheck": phase_failcheck, "nosend": phase_nosend}[PHASE]()
 sys.exit(1 if fails else 0)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Writes answered before the devices complete them (NVMEFS_WRITE_BEHIND,
- * data_i.h; docs/DATAPATH.md, "Writes answered once sent"): the count in
+ * data_i.h; docs/DATAPATH.md, "Writes answered early"): the count in
  * flight, volume-wide and per inode, under vol->behind_lock; the gate a
  * commit closes while it gathers its records, so that no durable size
  * covers data still on its way; a failure kept for the file's next fsync;

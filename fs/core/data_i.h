@@ -54,8 +54,8 @@ void nvmefs_data_prefetch_async(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 #define NVMEFS_WRITE_APPEND	(1u << 0) /* at EOF, decided under a whole-file lock */
 #define NVMEFS_WRITE_KEEP_TIMES (1u << 1) /* leave mtime and ctime (the kernel's) */
 /*
- * Answer done(ctx, len) once the write is planned (its space allocated)
- * and sent, before the devices complete it, when no commit is gathering
+ * Answer done(ctx, len) once the write is planned (its space allocated),
+ * as it is sent, before the devices complete it, when no commit is gathering
  * its records and fewer than NVMEFS_BEHIND_MAX such writes are in flight
  * (behind.c keeps the count); otherwise, or when edge blocks must be read
  * first, at completion as usual. Until it completes, its range stays locked (a read of it waits),

@@ -17,7 +17,6 @@
 #include "fs_i.h"
 #include "data_i.h"
 #include "behind_i.h"
-#include "icache_i.h"
 #include "journal_i.h"
 #include "meta_i.h"
 #include "util_i.h"
@@ -56,7 +55,7 @@ struct dio {
 	bool keep_times;	  /* write: the kernel owns mtime and ctime */
 	bool keep_buf;		  /* the buffer is done's to keep (prefetch) */
 	bool want_behind;	  /* write: NVMEFS_WRITE_BEHIND asked, may still be */
-	bool behind;		  /* write: counted in behind_n, answered once sent */
+	bool behind;		  /* write: counted in behind_n, answered early */
 	nvmefs_data_done_fn held; /* read: called before the unlock (or NULL) */
 	nvmefs_data_done_fn done;
 	void *ctx;
@@ -644,11 +643,12 @@ static void write_unsent(struct dio *d, int err)
  * thread submits (a small file's write answered 3-5 us sooner on
  * /dev/fuse, docs/PERFORMANCE.md "Halted vCPUs"); a write the engine then
  * refuses fails as one the devices fail, its error kept for the file's
- * next fsync (dio_finish, as d->behind). On an io_uring queue's ring
- * (nvmefs_engine_ring) both are only queued, and go in its next
- * io_uring_enter: the device's blocks first there, as the commit's
- * wake-up would find the leader still busy and move the caller to the
- * other CPU (measured: 8.1-8.4k files/s against 11.1-11.3k). Once sent,
+ * next fsync (dio_finish, as d->behind, with EIO). On an io_uring
+ * queue's thread (nvmefs_engine_ring) both are only queued while it
+ * leads, and go in its next io_uring_enter: the device's blocks first
+ * there, as the commit's wake-up would find the leader still busy and
+ * move the caller to the other CPU (measured: 8.1-8.4k files/s against
+ * 11.1-11.3k). Once sent,
  * d may complete and be freed on any thread: only copies are used after.
  */
 static void write_behind(struct dio *d)
@@ -673,27 +673,32 @@ static void write_behind(struct dio *d)
 	} else {
 		note_overwrite(vol, in);
 	}
-	atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
-	if (reply_first)
+	if (reply_first) {
+		atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
 		done(ctx, (ssize_t)len, NULL);
+	}
 	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
 	if (ret) {
 		/* Nothing was sent. The size set above stays, over a hole,
 		 * as after a failure at the devices: putting it back could
 		 * cut off a write beyond the range lock that completed
-		 * meanwhile. */
+		 * meanwhile. Answered already, the write fails the next
+		 * fsync with EIO, as a device failure does (the engine's
+		 * own error is logged here); else it is answered with it. */
 		nvmefs_err("inode %llu: write of %zu bytes at %llu not sent: %s",
 			   (unsigned long long)in->ino, len, (unsigned long long)d->off,
 			   strerror(-ret));
-		if (!reply_first) { /* answered now, with the error */
+		if (!reply_first) {
 			nvmefs_behind_finish(vol, in, 0);
 			d->behind = false;
 		}
-		write_unsent(d, ret);
+		write_unsent(d, reply_first ? -EIO : ret);
 		return;
 	}
-	if (!reply_first)
+	if (!reply_first) {
+		atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
 		done(ctx, (ssize_t)len, NULL);
+	}
 }
 
 /* ---- into and from the caller's buffers ---- */

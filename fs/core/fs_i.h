@@ -253,8 +253,8 @@ struct nvmefs_vol_opts {
 	/* A queue's leader with nothing in flight waits as SCHED_IDLE
 	 * (fs/fuse/uring.c, "Where the caller wakes"; -o uring_idle_wait). */
 	unsigned uring_idle_wait;
-	/* A WRITE of at most this many bytes is answered once it is planned
-	 * and sent, before the devices complete it (NVMEFS_WRITE_BEHIND,
+	/* A WRITE of at most this many bytes is answered once it is planned,
+	 * as it is sent, before the devices complete it (NVMEFS_WRITE_BEHIND,
 	 * fs/core/data_io.c; -o write_behind; 0: never). */
 	uint64_t write_behind;
 };
@@ -405,8 +405,8 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t prefetch_hits;    /* READs answered from one */
 		atomic_uint_fast64_t prefetch_wasted;  /* windows dropped unused */
 		atomic_uint_fast64_t open_pushes;      /* opens that stored the data (ops_file.c) */
-		atomic_uint_fast64_t behind_writes; /* answered once sent (NVMEFS_WRITE_BEHIND) */
-		atomic_uint_fast64_t behind_errors; /* of those, failed at the devices */
+		atomic_uint_fast64_t behind_writes;    /* answered early (NVMEFS_WRITE_BEHIND) */
+		atomic_uint_fast64_t behind_errors;    /* of those, failed at the devices */
 	} stats;
 	/* The native door's counters (fs/native/server.c; relaxed atomics). */
 	struct {

@@ -530,7 +530,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off
 		flags |= NVMEFS_WRITE_APPEND;
 	if (fi->writepage && vol->writeback)
 		flags |= NVMEFS_WRITE_KEEP_TIMES;
-	/* A small write that asks for no durability is answered once sent:
+	/* A small write that asks for no durability is answered early:
 	 * its caller does not wait for the devices (data_i.h). It needs a
 	 * buffer that outlives the reply: on an io_uring queue one free now
 	 * (no wait holds the queue), else the payload's own. */

@@ -51,7 +51,6 @@
 
 #include "fsck_i.h"
 #include "journal_i.h"
-#include "meta_i.h"
 #include "util_i.h"
 #include "volume_i.h"
 #include "nvmefs/util.h"

@@ -147,7 +147,7 @@ static void usage(FILE *f)
 		"  -o cache_small=SIZE  direct mode: read-only opens of files of at most\n"
 		"                       SIZE use the page cache (default 1M, 0: none)\n"
 		"  -o write_behind=SIZE a write of at most SIZE, without O_DIRECT or\n"
-		"                       O_SYNC, returns once sent to the devices; a\n"
+		"                       O_SYNC, returns before the devices have it; a\n"
 		"                       failure shows at fsync (default 64K, 0: none)\n"
 		"  -o uring             FUSE over io_uring (Linux 6.14+, the fuse module's\n"
 		"                       enable_uring on), or no mount; uring=auto: when\n"

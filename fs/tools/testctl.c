@@ -5,7 +5,9 @@
  * fault and knows it is in force when setfattr returns. docs/RELIABILITY.md
  * lists the commands:
  *
- *   eio|short dev=N [ops=r|w|f|rw|...] [off=LO-HI] [after=N] [count=N]
+ *   eio|short|nomem dev=N [ops=r|w|f|rw|...] [off=LO-HI] [after=N] [count=N]
+ *       (nomem: the engine refuses matching requests at submission with
+ *       ENOMEM, nothing sent; reads and writes only)
  *   latency dev=N us=N
  *   clear [dev=N]
  *   record
@@ -132,14 +134,17 @@ static void powerloss_exit(const struct nvmefs_powerloss_report *r)
 
 static int run(struct nvmefs_vol *vol, struct cmd *c)
 {
-	bool fault = !strcmp(c->verb, "eio") || !strcmp(c->verb, "short");
+	bool fault =
+		!strcmp(c->verb, "eio") || !strcmp(c->verb, "short") || !strcmp(c->verb, "nomem");
 
 	if (fault || !strcmp(c->verb, "latency")) {
 		if (!c->has_dev || c->dev >= vol->ndevs)
 			return -EINVAL;
 		if (fault)
-			c->f.kind = !strcmp(c->verb, "eio") ? NVMEFS_FAULT_EIO : NVMEFS_FAULT_SHORT;
-		if (c->f.kind == NVMEFS_FAULT_SHORT && (c->f.ops & NVMEFS_FAULT_FLUSHES))
+			c->f.kind = !strcmp(c->verb, "eio")	? NVMEFS_FAULT_EIO
+				    : !strcmp(c->verb, "short") ? NVMEFS_FAULT_SHORT
+								: NVMEFS_FAULT_NOMEM;
+		if (c->f.kind != NVMEFS_FAULT_EIO && (c->f.ops & NVMEFS_FAULT_FLUSHES))
 			return -EINVAL;
 		return nvmefs_dev_inject(&vol->set->devs[c->dev], &c->f);
 	}
