@@ -2022,13 +2022,14 @@ class Bench:
         btrfs = "btrfs-progs " + btrfs[0].split()[-1] if btrfs and btrfs[0].split() else ""
         rc, torch = self.runner.output(120, [PY, "-c", "import torch; print(torch.__version__)"])
         torch = torch.strip() if rc == 0 else "?"
+        idle = cpu_idle()
         return [
             "# nvmefs vs btrfs raid0 vs fio raw (scripts/bench.sh)",
             "",
             "%s; nproc %d, %.0f GiB RAM, kernel %s%s; %s, %s, torch %s" % (
                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), len(os.sched_getaffinity(0)),
                 emu.meminfo_kib("MemTotal") / 1048576, os.uname().release,
-                (" (%s)" % cpu_idle()) if cpu_idle() else "", fio, btrfs, torch),
+                (" (%s)" % idle) if idle else "", fio, btrfs, torch),
             "nvmefs: %s/nvmefs (%s), mkfs.nvmefs -f -K, -o mode=cached|direct,pool=%s,%s; this script from %s at HEAD %s%s"
             % (a.build, nvmefs_id, a.pool, "uring|nouring" if a.only == "transport" else "nouring", TOP, repo_head,
                "; --quick sizes" if a.quick else ""),

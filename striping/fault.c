@@ -131,23 +131,33 @@ static bool fault_matches(const struct nvmefs_fault *f, unsigned op, uint64_t of
 	return f->off_hi == 0 || off < f->off_hi;
 }
 
+/* Whether the member's fault fires for this operation; called under
+ * fi->lock. nomem: the fault asked for is the refusal at submission
+ * (NVMEFS_FAULT_NOMEM), else any other kind. Counts what it matched. */
+static bool fault_fires(struct nvmefs_devfi *fi, bool nomem, unsigned op, uint64_t off,
+			uint64_t len)
+{
+	const struct nvmefs_fault *f = &fi->fault;
+
+	if (f->kind == NVMEFS_FAULT_NONE || (f->kind == NVMEFS_FAULT_NOMEM) != nomem ||
+	    !fault_matches(f, op, off, len) || fi->seen++ < f->after ||
+	    (f->count && fi->hits >= f->count))
+		return false;
+	fi->hits++;
+	return true;
+}
+
 enum fi_action fi_check(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len)
 {
 	struct nvmefs_devfi *fi = dev->fi;
 	enum fi_action act = FI_GO;
-	struct nvmefs_fault *f;
 
 	if (!fi)
 		return FI_GO;
 	pthread_mutex_lock(&fi->lock);
-	f = &fi->fault;
-	if (f->kind != NVMEFS_FAULT_NONE && f->kind != NVMEFS_FAULT_NOMEM &&
-	    fault_matches(f, op, off, len) && fi->seen++ >= f->after &&
-	    (!f->count || fi->hits < f->count)) {
-		fi->hits++;
-		act = f->kind == NVMEFS_FAULT_SHORT && op != NVMEFS_FAULT_FLUSHES ? FI_SHORT
-										  : FI_FAIL;
-	}
+	if (fault_fires(fi, false, op, off, len))
+		act = fi->fault.kind == NVMEFS_FAULT_SHORT && op != NVMEFS_FAULT_FLUSHES ? FI_SHORT
+											 : FI_FAIL;
 	pthread_mutex_unlock(&fi->lock);
 	return act;
 }
@@ -167,18 +177,12 @@ unsigned fi_latency_us(struct nvmefs_dev *dev)
 bool fi_refuse_request(struct nvmefs_dev *dev, unsigned op, uint64_t off, uint64_t len)
 {
 	struct nvmefs_devfi *fi = dev->fi;
-	struct nvmefs_fault *f;
-	bool refuse = false;
+	bool refuse;
 
 	if (!fi)
 		return false;
 	pthread_mutex_lock(&fi->lock);
-	f = &fi->fault;
-	if (f->kind == NVMEFS_FAULT_NOMEM && fault_matches(f, op, off, len) &&
-	    fi->seen++ >= f->after && (!f->count || fi->hits < f->count)) {
-		fi->hits++;
-		refuse = true;
-	}
+	refuse = fault_fires(fi, true, op, off, len);
 	pthread_mutex_unlock(&fi->lock);
 	return refuse;
 }

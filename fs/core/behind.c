@@ -26,7 +26,6 @@
 #define BEHIND_FREE_MIN (64ull << 20)
 
 /*
- * May one more write of in be answered early? Counted in flight if so.
  * Not when free space is low: a write that finds none then commits to
  * reclaim what was released (reclaim_pending, data.c), and that commit
  * waits for these writes, which an engine completion thread cannot do
@@ -52,8 +51,8 @@ bool nvmefs_behind_begin(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 	return ok;
 }
 
-/* An early-answered write ended (res: its outcome): its failure is kept
- * for the file's next fsync, then a waiting commit may go on. */
+/* Its failure is kept for the file's next fsync, then a waiting commit
+ * may go on. */
 void nvmefs_behind_finish(struct nvmefs_vol *vol, struct nvmefs_inode *in, ssize_t res)
 {
 	int none = 0;

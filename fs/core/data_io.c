@@ -629,6 +629,13 @@ static void write_unsent(struct dio *d, int err)
 	dio_finish(d, err);
 }
 
+/* Answer a write of len bytes before its device write completes. */
+static void answer_early(struct nvmefs_vol *vol, nvmefs_data_done_fn done, void *ctx, size_t len)
+{
+	atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
+	done(ctx, (ssize_t)len, NULL);
+}
+
 /*
  * Send a planned write counted in behind_n and answer it at once
  * (NVMEFS_WRITE_BEHIND). The file's new size and times are set first,
@@ -673,10 +680,8 @@ static void write_behind(struct dio *d)
 	} else {
 		note_overwrite(vol, in);
 	}
-	if (reply_first) {
-		atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
-		done(ctx, (ssize_t)len, NULL);
-	}
+	if (reply_first)
+		answer_early(vol, done, ctx, len);
 	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
 	if (ret) {
 		/* Nothing was sent. The size set above stays, over a hole,
@@ -695,10 +700,8 @@ static void write_behind(struct dio *d)
 		write_unsent(d, reply_first ? -EIO : ret);
 		return;
 	}
-	if (!reply_first) {
-		atomic_fetch_add_explicit(&vol->stats.behind_writes, 1, memory_order_relaxed);
-		done(ctx, (ssize_t)len, NULL);
-	}
+	if (!reply_first)
+		answer_early(vol, done, ctx, len);
 }
 
 /* ---- into and from the caller's buffers ---- */
