@@ -106,6 +106,27 @@ if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -g
 	lone
 	check "a lone caller again: the queue is back on its CPU" test "$(spread)" = 0
 fi
+# Read-ahead (fs/core/prefetch.c) on io_uring: a READ is read in place,
+# into the payload it is answered from, and a window's bytes would be
+# copied there. A reader with READs of its own in flight (fio at QD16)
+# keeps the devices busy without windows and gets none but at its start;
+# a lone sequential reader (dd) is still read ahead.
+if command -v fio >/dev/null; then
+	reads() { jq .requests.READ "$MNT/.nvmefs/stats"; }
+	windows() { jq ".data.prefetch_$1" "$MNT/.nvmefs/stats"; }
+	head -c $((32 << 20)) /dev/urandom >"$MNT/seq"
+	r0=$(reads) w0=$(windows reads)
+	fio --filename="$MNT/seq" --size=32M --name=q --rw=read --bs=1M --ioengine=libaio \
+		--iodepth=16 --direct=1 --loops=4 --output=/dev/null
+	r=$(($(reads) - r0)) w=$(($(windows reads) - w0))
+	echo "fio at QD16: $r READs, $w windows read ahead"
+	check "a reader with READs in flight is not read ahead" test $((w * 4)) -lt "$r"
+	r0=$(reads) h0=$(windows hits)
+	dd if="$MNT/seq" of=/dev/null bs=1M status=none
+	r=$(($(reads) - r0)) h=$(($(windows hits) - h0))
+	echo "dd: $r READs, $h answered from windows"
+	check "a lone sequential reader is read ahead" test $((h * 2)) -gt "$r"
+fi
 # Where the caller wakes (uring.c): a leader with nothing in flight waits
 # as SCHED_IDLE (ps: class IDL) and is back to SCHED_OTHER when it serves;
 # -o uring_idle_wait=0, never. Not while no CPU is idle (loadavg), nor,

@@ -28,6 +28,13 @@
  * before its own is not served once the file is longer than that, in or
  * still being read; the READ goes to the devices.
  *
+ * Not for a reader with a queue of its own, where a READ is read in place
+ * (into: the payload of an io_uring entry, which a window's bytes would be
+ * copied into). A reader that keeps READs in flight (fio at QD32, a libaio
+ * or io_uring program) keeps the devices busy without windows; each
+ * handle counts its READs not yet answered to tell (note_queue). On
+ * /dev/fuse a window's bytes are answered without a copy, and stay.
+ *
  * State is per open file handle (nvmefs_prefetch_open at OPEN and CREATE):
  * two readers of one file, each with its own descriptor, are each read
  * ahead, and one handle's close leaves the others' windows alone.
@@ -74,6 +81,9 @@ struct nvmefs_prefetch {
 	struct win *wins;	      /* in file order */
 	unsigned n;		      /* on the list */
 	unsigned busy;		      /* being read, orphans included */
+	atomic_uint reading;	      /* READs of the handle not yet answered */
+	bool queued;		      /* its reader keeps READs in flight (note_queue) */
+	unsigned alone;		      /* READs in a row that came with none in flight */
 	uint64_t expect;	      /* where a sequential reader reads next */
 	pthread_cond_t idle;	      /* busy fell to 0 */
 };
@@ -240,6 +250,40 @@ struct nvmefs_prefetch *nvmefs_prefetch_open(struct nvmefs_inode *in)
 	return pf;
 }
 
+/* A READ of a handle, counted in its reading until answered. */
+struct pf_read {
+	struct nvmefs_prefetch *pf;
+	nvmefs_data_done_fn done;
+	void *ctx;
+};
+
+/* Counted off before the answer: the handle, which the kernel releases
+ * only after its READs are answered, may go right after it. */
+static void read_answered(void *ctx, ssize_t res, const void *data)
+{
+	struct pf_read r = *(struct pf_read *)ctx;
+
+	free(ctx);
+	atomic_fetch_sub_explicit(&r.pf->reading, 1, memory_order_release);
+	r.done(r.ctx, res, data);
+}
+
+/* Before planning: does pf's reader keep READs of its own in flight? Yes
+ * once a READ came while another was unanswered; no again after
+ * QUEUE_ALONE READs in a row came alone, so that the end of a burst (fio
+ * draining its queue, then starting over) does not count. mu held. */
+#define QUEUE_ALONE 8
+static bool note_queue(struct nvmefs_prefetch *pf, bool alone)
+{
+	if (!alone) {
+		pf->queued = true;
+		pf->alone = 0;
+	} else if (pf->queued && ++pf->alone >= QUEUE_ALONE) {
+		pf->queued = false;
+	}
+	return pf->queued;
+}
+
 /* A READ no window answers: read from the devices. */
 static void read_miss(struct nvmefs_vol *vol, struct nvmefs_inode *in, void *buf, void *into,
 		      size_t len, uint64_t off, nvmefs_data_done_fn done, void *ctx)
@@ -255,19 +299,30 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 			  uint64_t off, nvmefs_data_done_fn done, void *ctx)
 {
 	struct win *hit = NULL, *drop = NULL, *todo[PF_MAX], **pp;
-	bool sequential, served = false;
+	bool sequential, alone, queued, served = false;
 	unsigned nfresh = 0;
+	struct pf_read *r;
 	uint64_t size;
 
 	if (!pf) {
 		read_miss(vol, in, buf, into, len, off, done, ctx);
 		return;
 	}
+	/* Counted until answered (out of memory: not counted). */
+	alone = atomic_fetch_add_explicit(&pf->reading, 1, memory_order_acquire) == 0;
+	if ((r = malloc(sizeof(*r)))) {
+		*r = (struct pf_read){.pf = pf, .done = done, .ctx = ctx};
+		done = read_answered;
+		ctx = r;
+	} else {
+		atomic_fetch_sub_explicit(&pf->reading, 1, memory_order_relaxed);
+	}
 	/* Read after the READ came, so it covers every write answered before
 	 * (see usable). */
 	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(pf->mu);
 	sequential = off == pf->expect;
+	queued = note_queue(pf, alone);
 	/* Find the window at off; drop those behind it, the unusable ones,
 	 * and all of them when the reader jumped. */
 	for (pp = &pf->wins; *pp;) {
@@ -301,7 +356,11 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		}
 	}
 	pf->expect = off + len;
-	if (hit || sequential)
+	/* A READ read in place (into) that a window answers costs a copy
+	 * from the window; a reader with READs of its own in flight keeps
+	 * the devices busy without windows, so none is planned for it
+	 * (docs/DATAPATH.md, "Read-ahead in direct mode"). */
+	if ((hit || sequential) && !(into && queued))
 		nfresh = plan_windows(vol, pf, off + len, len, size, todo);
 	pthread_mutex_unlock(pf->mu);
 
