@@ -12,7 +12,10 @@
 #    /dev/fuse with one line, and -o uring refused before the daemon forks
 #    (a failing exit status, the reason on stderr);
 #  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
-#    .nvmefs/stats, nvmefs-stat say so), files read back as written;
+#    .nvmefs/stats, nvmefs-stat say so), files read back as written; the
+#    queues' payloads may be huge pages (under the "madvise" policy);
+#  - read-ahead: none for a reader with READs of its own in flight, whose
+#    READs are read in place; a lone sequential reader still has it;
 #  - a ring that device blocks fill (8 SQEs, NVMEFS_TEST_URING_SMALL_RING):
 #    1 MiB O_DIRECT reads at QD32, whose blocks go on the queues' rings,
 #    beside unaligned reads, whose replies are handed over to the leader
@@ -74,6 +77,13 @@ mnt_umount
 echo Y >"$param"
 mnt_mount uring
 check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
+# The queues' payload areas ask for huge pages (uring_setup.c,
+# alloc_areas): under the kernel's "madvise" policy only a mapping that
+# asked may have them (under "always" every one may: nothing to check).
+if grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+	pid=$(sed -n 's/^pid = //p' "$MNT/.nvmefs/config")
+	check "the io_uring payloads may be huge pages" grep -q '^THPeligible: *1' "/proc/$pid/smaps"
+fi
 head -c $((3 << 20)) /dev/urandom >"$MNT_TMP/data"
 cp "$MNT_TMP/data" "$MNT/data"
 for i in $(seq 1 50); do echo "file $i" >"$MNT/small.$i"; done
@@ -108,16 +118,18 @@ if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -g
 fi
 # Read-ahead (fs/core/prefetch.c) on io_uring: a READ is read in place,
 # into the payload it is answered from, and a window's bytes would be
-# copied there. A reader with READs of its own in flight (fio at QD16)
-# keeps the devices busy without windows and gets none but at its start;
-# a lone sequential reader (dd) is still read ahead.
+# copied there. A reader with READs of its own in flight (fio sending 16
+# at a time, as DeepSpeed's aio handle sends a batch) keeps the devices
+# busy without windows and gets none but at its start; a lone sequential
+# reader (dd) is still read ahead.
 if command -v fio >/dev/null; then
 	reads() { jq .requests.READ "$MNT/.nvmefs/stats"; }
 	windows() { jq ".data.prefetch_$1" "$MNT/.nvmefs/stats"; }
 	head -c $((32 << 20)) /dev/urandom >"$MNT/seq"
 	r0=$(reads) w0=$(windows reads)
 	fio --filename="$MNT/seq" --size=32M --name=q --rw=read --bs=1M --ioengine=libaio \
-		--iodepth=16 --direct=1 --loops=4 --output=/dev/null
+		--iodepth=16 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16 \
+		--direct=1 --loops=4 --output=/dev/null
 	r=$(($(reads) - r0)) w=$(($(windows reads) - w0))
 	echo "fio at QD16: $r READs, $w windows read ahead"
 	check "a reader with READs in flight is not read ahead" test $((w * 4)) -lt "$r"

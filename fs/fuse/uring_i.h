@@ -82,7 +82,7 @@ struct queue;
 struct ent {
 	struct queue *q;
 	struct uring_req_header *hdr;
-	char *area;    /* a page for the request's headers, then the payload */
+	char *area;    /* a page for the request's headers, then the payload (in q->areas) */
 	char *payload; /* area + HEAD_ROOM: what the kernel fills */
 	struct iovec iov[2];
 	_Atomic uint64_t unique; /* the request being served (0: none) */
@@ -96,7 +96,9 @@ struct queue {
 	struct io_uring ring; /* submitted to by its leader alone */
 	bool ring_ok;
 	struct ent *ents;
-	unsigned live; /* entries the kernel holds (the leader) */
+	char *areas;	  /* the entries' areas, one mapping (uring_setup.c) */
+	size_t areas_len; /* its length */
+	unsigned live;	  /* entries the kernel holds (the leader) */
 	/* The device blocks of the READs and WRITEs its leaders serve go on
 	 * the ring too (nvmefs_engine_ring): their completions come back to
 	 * the leader, which answers at once, with no I/O thread's wake-up and
