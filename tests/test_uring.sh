@@ -79,10 +79,16 @@ mnt_mount uring
 check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
 # The queues' payload areas ask for huge pages (uring_setup.c,
 # alloc_areas): under the kernel's "madvise" policy only a mapping that
-# asked may have them (under "always" every one may: nothing to check).
-if grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+# asked may have them (under "always", for every size or for 2 MiB, every
+# one may: nothing to check). Whether the kernel had any to give is
+# printed, not checked.
+thp=/sys/kernel/mm/transparent_hugepage
+if grep -q '\[madvise\]' "$thp/enabled" 2>/dev/null &&
+	! grep -q '\[always\]' "$thp/hugepages-2048kB/enabled" 2>/dev/null; then
 	pid=$(sed -n 's/^pid = //p' "$MNT/.nvmefs/config")
 	check "the io_uring payloads may be huge pages" grep -q '^THPeligible: *1' "/proc/$pid/smaps"
+	echo "the daemon's huge pages: $(awk '/^AnonHugePages/ {k += $2} END {print k + 0}' \
+		"/proc/$pid/smaps") KiB"
 fi
 head -c $((3 << 20)) /dev/urandom >"$MNT_TMP/data"
 cp "$MNT_TMP/data" "$MNT/data"

@@ -32,8 +32,9 @@
  * (into: the payload of an io_uring entry, which a window's bytes would be
  * copied into). A reader that keeps READs in flight (fio at QD32, a libaio
  * or io_uring program) keeps the devices busy without windows; each
- * handle counts its READs not yet answered to tell (note_queue). On
- * /dev/fuse a window's bytes are answered without a copy, and stay.
+ * handle counts its READs read in place and not yet answered to tell
+ * (note_queue). On /dev/fuse a window's bytes are answered without a
+ * copy, and stay.
  *
  * State is per open file handle (nvmefs_prefetch_open at OPEN and CREATE):
  * two readers of one file, each with its own descriptor, are each read
@@ -81,7 +82,7 @@ struct nvmefs_prefetch {
 	struct win *wins;	      /* in file order */
 	unsigned n;		      /* on the list */
 	unsigned busy;		      /* being read, orphans included */
-	atomic_uint reading;	      /* READs of the handle not yet answered */
+	atomic_uint reading;	      /* READs read in place, not yet answered */
 	bool queued;		      /* its reader keeps READs in flight (note_queue) */
 	unsigned alone;		      /* READs in a row that came with none in flight */
 	uint64_t expect;	      /* where a sequential reader reads next */
@@ -164,7 +165,9 @@ static void win_done(void *ctx, ssize_t res, const void *data)
 	if (!--pf->busy)
 		pthread_cond_broadcast(&pf->idle);
 	pthread_mutex_unlock(pf->mu);
-	/* pf may be gone from here on (nvmefs_prefetch_close). */
+	/* pf may be gone from here on (nvmefs_prefetch_close), but for a
+	 * waiting READ's read_answered: the READ, unanswered until then,
+	 * keeps the handle open. */
 	if (waiter) {
 		w->done(w->ctx, serve_len(w, w->want), res > 0 ? data : NULL);
 		win_free(w);
@@ -264,7 +267,7 @@ static void read_answered(void *ctx, ssize_t res, const void *data)
 	struct pf_read r = *(struct pf_read *)ctx;
 
 	free(ctx);
-	atomic_fetch_sub_explicit(&r.pf->reading, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&r.pf->reading, 1, memory_order_relaxed);
 	r.done(r.ctx, res, data);
 }
 
@@ -308,21 +311,25 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 		read_miss(vol, in, buf, into, len, off, done, ctx);
 		return;
 	}
-	/* Counted until answered (out of memory: not counted). */
-	alone = atomic_fetch_add_explicit(&pf->reading, 1, memory_order_acquire) == 0;
-	if ((r = malloc(sizeof(*r)))) {
-		*r = (struct pf_read){.pf = pf, .done = done, .ctx = ctx};
-		done = read_answered;
-		ctx = r;
-	} else {
-		atomic_fetch_sub_explicit(&pf->reading, 1, memory_order_relaxed);
+	/* A READ read in place is counted until answered (out of memory: not
+	 * counted), to tell whether its reader keeps a queue of its own. */
+	alone = true;
+	if (into) {
+		alone = atomic_fetch_add_explicit(&pf->reading, 1, memory_order_relaxed) == 0;
+		if ((r = malloc(sizeof(*r)))) {
+			*r = (struct pf_read){.pf = pf, .done = done, .ctx = ctx};
+			done = read_answered;
+			ctx = r;
+		} else {
+			atomic_fetch_sub_explicit(&pf->reading, 1, memory_order_relaxed);
+		}
 	}
 	/* Read after the READ came, so it covers every write answered before
 	 * (see usable). */
 	size = __atomic_load_n(&in->size, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(pf->mu);
 	sequential = off == pf->expect;
-	queued = note_queue(pf, alone);
+	queued = into && note_queue(pf, alone);
 	/* Find the window at off; drop those behind it, the unusable ones,
 	 * and all of them when the reader jumped. */
 	for (pp = &pf->wins; *pp;) {
@@ -360,7 +367,7 @@ void nvmefs_prefetch_read(struct nvmefs_vol *vol, struct nvmefs_inode *in,
 	 * from the window; a reader with READs of its own in flight keeps
 	 * the devices busy without windows, so none is planned for it
 	 * (docs/DATAPATH.md, "Read-ahead in direct mode"). */
-	if ((hit || sequential) && !(into && queued))
+	if ((hit || sequential) && !queued)
 		nfresh = plan_windows(vol, pf, off + len, len, size, todo);
 	pthread_mutex_unlock(pf->mu);
 
