@@ -1,9 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pinned buffer pool. Buffers are allocated one at a time on first demand
- * (numa_alloc_onnode() when libnuma sees NUMA, else an anonymous mmap, both
- * page aligned), mlock'ed, and recycled through a LIFO stack so the hottest
+ * Pinned buffer pool. Buffers are carved on demand out of slabs, each one
+ * anonymous mapping (bound to the pool's NUMA node when libnuma sees
+ * NUMA), mlock'ed whole, and recycled through a LIFO stack so the hottest
  * buffer (most likely still in cache) is reused first.
+ *
+ * Slabs grow with the pool: the first holds one buffer, each next one as
+ * many as the pool already has (up to SLAB_MAX bytes), so an idle mount
+ * holds one buffer and a busy one gets slabs of SLAB_MAX. A slab of 2 MiB
+ * or more is aligned to 2 MiB and asked to be backed by transparent huge
+ * pages (MADV_HUGEPAGE): the kernel pins a buffer's pages for every
+ * O_DIRECT transfer into or out of it and for every FUSE reply copied
+ * from it, 256 page-table entries a MiB on 4 KiB pages, one or two on
+ * huge pages (docs/PERFORMANCE.md, "Huge pages for the pool"). It is
+ * locked in one call: a lock that ended inside a huge page would split
+ * the mapping there and leave that page small.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +32,13 @@
 #include "nvmefs/bufpool.h"
 #include "nvmefs/util.h"
 
+/* One mapping the buffers are carved from. */
+struct slab {
+	char *base;
+	size_t len;    /* mapped */
+	size_t locked; /* its buffers' bytes, from base (mlock'ed while pinned) */
+};
+
 struct nvmefs_bufpool {
 	size_t buf_size;
 	size_t max_bufs;
@@ -29,11 +47,15 @@ struct nvmefs_bufpool {
 	bool pinned; /* protected by lock */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
-	size_t allocated; /* protected by lock */
-	size_t nfree;	  /* protected by lock */
-	void **all;	  /* every buffer allocated, [0, allocated) */
-	void **free;	  /* stack of free buffers, [0, nfree) */
+	size_t allocated;   /* protected by lock: buffers carved */
+	size_t nfree;	    /* protected by lock */
+	size_t nslabs;	    /* protected by lock */
+	struct slab *slabs; /* [0, nslabs); at most max_bufs */
+	void **free;	    /* stack of free buffers, [0, nfree) */
 };
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define SLAB_MAX  ((size_t)16 << 20) /* bytes of buffers a slab holds at most */
 
 /*
  * mlock/munlock by system call: AddressSanitizer turns the libc calls into
@@ -50,31 +72,37 @@ static int sys_munlock(const void *addr, size_t len)
 	return (int)syscall(SYS_munlock, addr, len);
 }
 
-static void *alloc_buf(struct nvmefs_bufpool *p)
+/* Map a slab of n buffers (lock held); false when out of memory. */
+static bool map_slab(struct nvmefs_bufpool *p, size_t n, struct slab *sl)
 {
-	void *b;
+	size_t bytes = n * p->buf_size;
+	bool huge = bytes >= HUGE_PAGE;
+	size_t len = huge ? (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : bytes;
+	size_t extra = huge ? HUGE_PAGE : 0;
+	char *m =
+		mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *b;
 
+	if (m == MAP_FAILED)
+		return false;
+	b = m;
+	if (huge) { /* keep the aligned len bytes inside */
+		b = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+		if (b > m)
+			munmap(m, (size_t)(b - m));
+		munmap(b + len, (size_t)(m + len + extra - (b + len)));
+		(void)madvise(b, len, MADV_HUGEPAGE);
+	}
 	if (p->use_numa)
-		return numa_alloc_onnode(p->buf_size, p->numa_node);
-	b = mmap(NULL, p->buf_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return b == MAP_FAILED ? NULL : b;
+		numa_tonode_memory(b, len, p->numa_node);
+	*sl = (struct slab){.base = b, .len = len, .locked = bytes};
+	return true;
 }
-
-static void free_buf(struct nvmefs_bufpool *p, void *b)
-{
-	if (p->pinned)
-		sys_munlock(b, p->buf_size);
-	if (p->use_numa)
-		numa_free(b, p->buf_size);
-	else
-		munmap(b, p->buf_size);
-}
-
 /* The memlock warning is said once per process, however many pools. */
 static atomic_bool memlock_warned;
 
-/* Pin b; on the first refusal stop pinning this pool's buffers. */
-static void pin_buf(struct nvmefs_bufpool *p, void *b)
+/* Pin a new slab; on the first refusal stop pinning this pool's buffers. */
+static void pin_slab(struct nvmefs_bufpool *p, const struct slab *sl)
 {
 	struct rlimit rl = {0};
 	char lim[32], want[32];
@@ -82,13 +110,13 @@ static void pin_buf(struct nvmefs_bufpool *p, void *b)
 
 	if (!p->pinned)
 		return;
-	if (sys_mlock(b, p->buf_size) == 0)
+	if (sys_mlock(sl->base, sl->locked) == 0)
 		return;
 	err = errno;
 	p->pinned = false;
 	/* Unpin what was pinned so every buffer is in the same state. */
-	for (size_t i = 0; i < p->allocated; i++)
-		sys_munlock(p->all[i], p->buf_size);
+	for (size_t i = 0; i < p->nslabs; i++)
+		sys_munlock(p->slabs[i].base, p->slabs[i].locked);
 	if (atomic_exchange(&memlock_warned, true))
 		return;
 	getrlimit(RLIMIT_MEMLOCK, &rl);
@@ -119,10 +147,10 @@ int nvmefs_bufpool_create(struct nvmefs_bufpool **out, const struct nvmefs_bufpo
 	p->numa_node = o->numa_node;
 	p->use_numa = o->numa_node >= 0 && numa_available() >= 0 && o->numa_node <= numa_max_node();
 	p->pinned = !o->no_pin;
-	p->all = calloc(p->max_bufs, sizeof(void *));
+	p->slabs = calloc(p->max_bufs, sizeof(*p->slabs));
 	p->free = calloc(p->max_bufs, sizeof(void *));
-	if (!p->all || !p->free) {
-		free(p->all);
+	if (!p->slabs || !p->free) {
+		free(p->slabs);
 		free(p->free);
 		free(p);
 		return -ENOMEM;
@@ -141,11 +169,14 @@ void nvmefs_bufpool_destroy(struct nvmefs_bufpool *p)
 	if (p->nfree != p->allocated)
 		nvmefs_err("buffer pool destroyed with %zu buffers still in use",
 			   p->allocated - p->nfree);
-	for (size_t i = 0; i < p->allocated; i++)
-		free_buf(p, p->all[i]);
+	for (size_t i = 0; i < p->nslabs; i++) {
+		if (p->pinned)
+			sys_munlock(p->slabs[i].base, p->slabs[i].locked);
+		munmap(p->slabs[i].base, p->slabs[i].len);
+	}
 	pthread_cond_destroy(&p->freed);
 	pthread_mutex_destroy(&p->lock);
-	free(p->all);
+	free(p->slabs);
 	free(p->free);
 	free(p);
 }
@@ -153,18 +184,29 @@ void nvmefs_bufpool_destroy(struct nvmefs_bufpool *p)
 /* Pop a free buffer or allocate a new one; lock held. NULL: none to be had. */
 static void *take_locked(struct nvmefs_bufpool *p)
 {
-	void *b;
+	struct slab *sl;
+	size_t n;
 
 	if (p->nfree)
 		return p->free[--p->nfree];
 	if (p->allocated == p->max_bufs)
 		return NULL;
-	b = alloc_buf(p);
-	if (!b)
+	/* A new slab, as many buffers as the pool has (one at first). */
+	n = p->allocated ? p->allocated : 1;
+	if (n * p->buf_size > SLAB_MAX)
+		n = SLAB_MAX / p->buf_size ? SLAB_MAX / p->buf_size : 1;
+	if (n > p->max_bufs - p->allocated)
+		n = p->max_bufs - p->allocated;
+	sl = &p->slabs[p->nslabs];
+	if (!map_slab(p, n, sl))
 		return NULL;
-	pin_buf(p, b);
-	p->all[p->allocated++] = b;
-	return b;
+	pin_slab(p, sl);
+	p->nslabs++;
+	/* Pushed last first, so that they are handed out in address order. */
+	for (size_t i = n; i-- > 1;)
+		p->free[p->nfree++] = sl->base + i * p->buf_size;
+	p->allocated += n;
+	return sl->base;
 }
 
 void *nvmefs_bufpool_tryget(struct nvmefs_bufpool *p)

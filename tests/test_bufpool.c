@@ -2,7 +2,9 @@
 /*
  * Pinned buffer pool: alignment, the cap, reuse, blocking get, NUMA
  * placement (checked with get_mempolicy on hosts with 2+ nodes, reported
- * skipped on others), pinning (checked in VmLck), and the
+ * skipped on others), pinning (checked in VmLck), slabs of 2 MiB and more
+ * asked for huge pages (checked in smaps where the kernel's policy is
+ * "madvise"), and the
  * fallback to unpinned buffers when RLIMIT_MEMLOCK is too low, which must be
  * announced exactly once per process and never fail an allocation.
  */
@@ -14,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,6 +214,76 @@ static void test_numa_node(void)
 	numa_bitmask_free(mems);
 }
 
+/* Whether a file's first line has "[word]": the selected policy. */
+static bool policy_is(const char *path, const char *word)
+{
+	char line[256], want[32];
+	FILE *f = fopen(path, "r");
+	bool is = false;
+
+	if (!f)
+		return false;
+	snprintf(want, sizeof(want), "[%s]", word);
+	if (fgets(line, sizeof(line), f))
+		is = strstr(line, want) != NULL;
+	fclose(f);
+	return is;
+}
+
+/* The THPeligible line of the mapping of this process that holds addr:
+ * 1 or 0, -1 if not found. */
+static int thp_eligible(const void *addr)
+{
+	char line[256];
+	unsigned long lo, hi;
+	bool in = false;
+	int v = -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+		else if (in && sscanf(line, "THPeligible: %d", &v) == 1)
+			break;
+	}
+	fclose(f);
+	return v;
+}
+
+/* The pool's slabs double (1, 1, 2, 4 buffers of 1 MiB here); one of 2 MiB
+ * or more is aligned to 2 MiB and asked for huge pages. Only under the
+ * kernel's "madvise" policy does the ask show: under "always" every
+ * mapping is eligible, under "never" none. */
+static void test_huge_slabs(void)
+{
+	const char *thp = "/sys/kernel/mm/transparent_hugepage";
+	struct nvmefs_bufpool_opts o = {.buf_size = MiB, .max_bytes = 8 * MiB, .numa_node = -1};
+	struct nvmefs_bufpool *p;
+	void *bufs[8];
+
+	CHECK(nvmefs_bufpool_create(&p, &o) == 0);
+	for (int i = 0; i < 8; i++)
+		CHECKF((bufs[i] = nvmefs_bufpool_get(p)) != NULL, "buffer %d", i);
+	/* The third and fifth open slabs of 2 and 4 MiB. */
+	CHECKF(((uintptr_t)bufs[2] & (2 * MiB - 1)) == 0, "a 2 MiB slab at %p", bufs[2]);
+	CHECKF(((uintptr_t)bufs[4] & (2 * MiB - 1)) == 0, "a 4 MiB slab at %p", bufs[4]);
+	if (policy_is("/sys/kernel/mm/transparent_hugepage/enabled", "madvise") &&
+	    !policy_is("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled", "always")) {
+		CHECKF(thp_eligible(bufs[4]) == 1, "a 4 MiB slab may have huge pages (%d)",
+		       thp_eligible(bufs[4]));
+		CHECKF(thp_eligible(bufs[0]) == 0, "a slab of one buffer is left alone (%d)",
+		       thp_eligible(bufs[0]));
+	} else {
+		printf("SKIP: huge pages: %s/enabled is not \"madvise\"\n", thp);
+	}
+	for (int i = 0; i < 8; i++)
+		nvmefs_bufpool_put(p, bufs[i]);
+	nvmefs_bufpool_destroy(p);
+}
+
 static atomic_int memlock_warnings;
 
 static void count_sink(enum nvmefs_log_level level, const char *msg)
@@ -274,6 +348,7 @@ int main(void)
 	test_rounding();
 	test_blocking_get();
 	test_numa_node();
+	test_huge_slabs();
 	test_unpinned_fallback();
 	return test_result();
 }
