@@ -6,15 +6,19 @@
  * buffer (most likely still in cache) is reused first.
  *
  * Slabs grow with the pool: the first holds one buffer, each next one as
- * many as the pool already has (up to SLAB_MAX bytes), so an idle mount
- * holds one buffer and a busy one gets slabs of SLAB_MAX. A slab of 2 MiB
- * or more is aligned to 2 MiB and asked to be backed by transparent huge
- * pages (MADV_HUGEPAGE): the kernel pins a buffer's pages for every
- * O_DIRECT transfer into or out of it and for every FUSE reply copied
- * from it, 256 page-table entries a MiB on 4 KiB pages, one or two on
- * huge pages (docs/PERFORMANCE.md, "Huge pages for the pool"). It is
- * locked in one call: a lock that ended inside a huge page would split
- * the mapping there and leave that page small.
+ * many as the pool already has (up to SLAB_MAX bytes), so a pool that
+ * needs few buffers holds few, and a busy one gets slabs of SLAB_MAX. A
+ * slab of 2 MiB or more is aligned to 2 MiB and asked to be backed by
+ * transparent huge pages (MADV_HUGEPAGE) but for its last partial one:
+ * the kernel pins a buffer's pages for every O_DIRECT transfer into or
+ * out of it and for every FUSE reply copied from it, 256 page-table
+ * entries a MiB on 4 KiB pages, one or two on huge pages
+ * (docs/PERFORMANCE.md, "Huge pages for the pool"). Its buffers' bytes
+ * are locked in one call: a lock that ended inside a huge page would split
+ * the mapping there and leave that page small. Known cost: a slab is
+ * mapped and locked under the pool's lock, up to 16 MiB, which may
+ * compact memory for its huge pages; slabs are made only while the pool
+ * grows to what its users need.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,7 +95,10 @@ static bool map_slab(struct nvmefs_bufpool *p, size_t n, struct slab *sl)
 		if (b > m)
 			munmap(m, (size_t)(b - m));
 		munmap(b + len, (size_t)(m + len + extra - (b + len)));
-		(void)madvise(b, len, MADV_HUGEPAGE);
+		/* Not the last partial huge page: unlocked (no_pin, or after
+		 * the memlock fallback), it could be made huge past the
+		 * buffers' bytes, and the pool hold more than its cap. */
+		(void)madvise(b, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
 	}
 	if (p->use_numa)
 		numa_tonode_memory(b, len, p->numa_node);
@@ -113,6 +120,9 @@ static void pin_slab(struct nvmefs_bufpool *p, const struct slab *sl)
 	if (sys_mlock(sl->base, sl->locked) == 0)
 		return;
 	err = errno;
+	/* A lock that failed part way (EAGAIN, ENOMEM while faulting) may
+	 * have locked some of the slab. */
+	sys_munlock(sl->base, sl->locked);
 	p->pinned = false;
 	/* Unpin what was pinned so every buffer is in the same state. */
 	for (size_t i = 0; i < p->nslabs; i++)
@@ -198,7 +208,8 @@ static void *take_locked(struct nvmefs_bufpool *p)
 	if (n > p->max_bufs - p->allocated)
 		n = p->max_bufs - p->allocated;
 	sl = &p->slabs[p->nslabs];
-	if (!map_slab(p, n, sl))
+	/* Short of memory for a slab, one buffer may still fit. */
+	if (!map_slab(p, n, sl) && (n == 1 || !map_slab(p, n = 1, sl)))
 		return NULL;
 	pin_slab(p, sl);
 	p->nslabs++;
