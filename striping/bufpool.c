@@ -2,8 +2,8 @@
 /*
  * Pinned buffer pool. Buffers are carved on demand out of slabs, each one
  * anonymous mapping (bound to the pool's NUMA node when libnuma sees
- * NUMA), mlock'ed whole, and recycled through a LIFO stack so the hottest
- * buffer (most likely still in cache) is reused first.
+ * NUMA) whose buffers are mlock'ed, and recycled through a LIFO stack so
+ * the hottest buffer (most likely still in cache) is reused first.
  *
  * Slabs grow with the pool: the first holds one buffer, each next one as
  * many as the pool already has (up to SLAB_MAX bytes), so a pool that
@@ -105,6 +105,7 @@ static bool map_slab(struct nvmefs_bufpool *p, size_t n, struct slab *sl)
 	*sl = (struct slab){.base = b, .len = len, .locked = bytes};
 	return true;
 }
+
 /* The memlock warning is said once per process, however many pools. */
 static atomic_bool memlock_warned;
 

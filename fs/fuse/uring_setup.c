@@ -117,13 +117,15 @@ static void *alloc_locked(size_t len)
 /*
  * A queue's payload areas, in one mapping aligned to and rounded up to 2
  * MiB, asked to be backed by transparent huge pages (MADV_HUGEPAGE: under
- * the kernel's "madvise" policy it gives them only where asked). The kernel pins a payload's pages
- * for every request that moves data through it: the READ reply's copy into the program's pages, the
- * O_DIRECT device reads into it and writes from it. On 4 KiB pages that is 256 page-table entries a
- * MiB each time; on a huge page, one or two (fio's 1 MiB QD32 reads 9-12% faster:
- * docs/PERFORMANCE.md, "Huge pages for the io_uring payloads"). Where the kernel has none to give,
- * the same mapping on small pages, as before. Locked as the pool is,
- * best effort. *len: the bytes asked for in, the mapping's length out.
+ * the kernel's "madvise" policy it gives them only where asked). The
+ * kernel pins a payload's pages for every request that moves data through
+ * it: the READ reply's copy into the program's pages, the O_DIRECT device
+ * reads into it and writes from it. On 4 KiB pages that is 256 page-table
+ * entries a MiB each time; on a huge page, one or two (fio's 1 MiB QD32
+ * reads 9-12% faster: docs/PERFORMANCE.md, "Huge pages for the io_uring
+ * payloads"). Where the kernel has none to give, the same mapping on small
+ * pages, as before. Locked as the pool is, best effort. *len: the bytes
+ * asked for in, the mapping's length out.
  */
 #define HUGE_PAGE ((size_t)2 << 20)
 static char *alloc_areas(size_t *len)
