@@ -8,14 +8,10 @@
  * Slabs grow with the pool: the first holds one buffer, each next one as
  * many as the pool already has (up to SLAB_MAX bytes), so a pool that
  * needs few buffers holds few, and a busy one gets slabs of SLAB_MAX. A
- * slab of 2 MiB or more is aligned to 2 MiB and asked to be backed by
- * transparent huge pages (MADV_HUGEPAGE) but for its last partial one:
- * the kernel pins a buffer's pages for every O_DIRECT transfer into or
- * out of it and for every FUSE reply copied from it, 256 page-table
- * entries a MiB on 4 KiB pages, one or two on huge pages
- * (docs/PERFORMANCE.md, "Huge pages for the pool"). Its buffers' bytes
- * are locked in one call: a lock that ended inside a huge page would split
- * the mapping there and leave that page small. Known cost: a slab is
+ * slab is mapped by nvmefs_map_buffers: from 2 MiB on huge pages, which
+ * make the kernel's pinning of a buffer for each transfer cheap
+ * (docs/PERFORMANCE.md, "Huge pages for the pool"), its buffers' bytes
+ * locked in one call. Known cost: a slab is
  * mapped and locked under the pool's lock, up to 16 MiB, which may
  * compact memory for its huge pages; slabs are made only while the pool
  * grows to what its users need.
@@ -58,8 +54,7 @@ struct nvmefs_bufpool {
 	void **free;	    /* stack of free buffers, [0, nfree) */
 };
 
-#define HUGE_PAGE ((size_t)2 << 20)
-#define SLAB_MAX  ((size_t)16 << 20) /* bytes of buffers a slab holds at most */
+#define SLAB_MAX ((size_t)16 << 20) /* bytes of buffers a slab holds at most */
 
 /*
  * mlock/munlock by system call: AddressSanitizer turns the libc calls into
@@ -79,27 +74,11 @@ static int sys_munlock(const void *addr, size_t len)
 /* Map a slab of n buffers (lock held); false when out of memory. */
 static bool map_slab(struct nvmefs_bufpool *p, size_t n, struct slab *sl)
 {
-	size_t bytes = n * p->buf_size;
-	bool huge = bytes >= HUGE_PAGE;
-	size_t len = huge ? (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : bytes;
-	size_t extra = huge ? HUGE_PAGE : 0;
-	char *m =
-		mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *b;
+	size_t bytes = n * p->buf_size, len;
+	char *b = nvmefs_map_buffers(bytes, &len);
 
-	if (m == MAP_FAILED)
+	if (!b)
 		return false;
-	b = m;
-	if (huge) { /* keep the aligned len bytes inside */
-		b = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-		if (b > m)
-			munmap(m, (size_t)(b - m));
-		munmap(b + len, (size_t)(m + len + extra - (b + len)));
-		/* Not the last partial huge page: unlocked (no_pin, or after
-		 * the memlock fallback), it could be made huge past the
-		 * buffers' bytes, and the pool hold more than its cap. */
-		(void)madvise(b, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
-	}
 	if (p->use_numa)
 		numa_tonode_memory(b, len, p->numa_node);
 	*sl = (struct slab){.base = b, .len = len, .locked = bytes};

@@ -5,9 +5,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "nvmefs/util.h"
@@ -124,4 +127,29 @@ uint64_t nvmefs_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *nvmefs_map_buffers(size_t bytes, size_t *len)
+{
+	bool huge = bytes >= HUGE_PAGE;
+	size_t sz = huge ? (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : bytes;
+	size_t extra = huge ? HUGE_PAGE : 0;
+	char *m =
+		mmap(NULL, sz + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *b;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	b = m;
+	if (huge) { /* keep the aligned sz bytes inside */
+		b = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+		if (b > m)
+			munmap(m, (size_t)(b - m));
+		munmap(b + sz, (size_t)(m + sz + extra - (b + sz)));
+		(void)madvise(b, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+	}
+	*len = sz;
+	return b;
 }

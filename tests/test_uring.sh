@@ -77,10 +77,10 @@ mnt_umount
 echo Y >"$param"
 mnt_mount uring
 check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_uring
-# The queues' payload areas ask for huge pages (uring_setup.c,
-# alloc_areas): under the kernel's "madvise" policy only a mapping that
-# asked may have them (under "always", for every size or for 2 MiB, every
-# one may: nothing to check). Whether the kernel had any to give is
+# The queues' payload areas ask for huge pages (uring_setup.c's
+# make_queue, through nvmefs_map_buffers): under the kernel's "madvise"
+# policy only a mapping that asked may have them (under "always", for
+# every size or for 2 MiB, every one may: nothing to check). Whether the kernel had any to give is
 # printed, not checked.
 thp=/sys/kernel/mm/transparent_hugepage
 if grep -q '\[madvise\]' "$thp/enabled" 2>/dev/null &&

@@ -13,13 +13,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "nvmefs/util.h"
 
 int nvmefs_uring_offered(void)
 {
@@ -114,41 +115,6 @@ static void *alloc_locked(size_t len)
 	return p;
 }
 
-/*
- * A queue's payload areas, in one mapping aligned to and rounded up to 2
- * MiB, asked to be backed by transparent huge pages (MADV_HUGEPAGE: under
- * the kernel's "madvise" policy it gives them only where asked). The
- * kernel pins a payload's pages for every request that moves data through
- * it: the READ reply's copy into the program's pages, the O_DIRECT device
- * reads into it and writes from it. On 4 KiB pages that is 256 page-table
- * entries a MiB each time; on a huge page, one or two (fio's 1 MiB QD32
- * reads 9-12% faster: docs/PERFORMANCE.md, "Huge pages for the io_uring
- * payloads"). Where the kernel has none to give, the same mapping on small
- * pages, as before. Locked as the pool is, best effort. *len: the bytes
- * asked for in, the mapping's length out.
- */
-#define HUGE_PAGE ((size_t)2 << 20)
-static char *alloc_areas(size_t *len)
-{
-	size_t sz = (*len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-	char *m = mmap(NULL, sz + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
-	char *p;
-
-	if (m == MAP_FAILED)
-		return NULL;
-	p = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-	if (p > m)
-		munmap(m, (size_t)(p - m));
-	munmap(p + sz, (size_t)(m + sz + HUGE_PAGE - (p + sz)));
-	(void)madvise(p, sz, MADV_HUGEPAGE);
-	/* All of it: a lock ending inside a huge page would split the
-	 * mapping there, and that page would be made of small ones. */
-	(void)mlock(p, sz);
-	*len = sz;
-	return p;
-}
-
 static void free_queue(struct queue *q)
 {
 	if (!q->u)
@@ -175,6 +141,7 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 	bool short_payload = getenv("NVMEFS_TEST_URING_SHORT_PAYLOAD") != NULL;
 	/* tests/test_uring.sh: a ring of 8 SQEs, which device blocks fill. */
 	unsigned sqes = getenv("NVMEFS_TEST_URING_SMALL_RING") ? 8 : 2 * u->depth + 2;
+	size_t bytes;
 	int ret;
 
 	q->u = u;
@@ -197,10 +164,14 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 		return ret;
 	q->ring_ok = true;
 	q->ents = calloc(u->depth, sizeof(*q->ents));
-	q->areas_len = u->depth * (HEAD_ROOM + PAYLOAD_SZ);
-	q->areas = alloc_areas(&q->areas_len);
+	/* The payloads, one mapping on huge pages (the kernel pins them for
+	 * each reply and block read: nvmefs_map_buffers), locked as the
+	 * pool is, best effort. */
+	bytes = u->depth * (HEAD_ROOM + PAYLOAD_SZ);
+	q->areas = nvmefs_map_buffers(bytes, &q->areas_len);
 	if (!q->ents || !q->areas)
 		return -ENOMEM;
+	(void)mlock(q->areas, bytes);
 	for (unsigned i = 0; i < u->depth; i++) {
 		struct ent *e = &q->ents[i];
 

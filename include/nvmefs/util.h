@@ -7,6 +7,7 @@
 #define NVMEFS_UTIL_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum nvmefs_log_level {
@@ -50,5 +51,20 @@ const char *nvmefs_fmt_size(uint64_t bytes, char *buf, unsigned buflen);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t nvmefs_now_ns(void);
+
+/*
+ * Map bytes of anonymous memory for I/O buffers, on huge pages where the
+ * kernel gives them: at least 2 MiB is aligned to 2 MiB and asked for
+ * transparent huge pages (MADV_HUGEPAGE), but for the last partial huge
+ * page, which the buffers share with nothing and which would otherwise
+ * hold memory past them. The kernel pins a buffer's pages for every
+ * O_DIRECT transfer and every FUSE reply copied from it: one or two
+ * page-table leaves a MiB on huge pages, 256 entries on small ones
+ * (docs/PERFORMANCE.md, "Huge pages for the io_uring payloads"). Lock it,
+ * if at all, in one call over bytes: a lock ending inside a huge page
+ * splits the mapping and leaves that page small. Returns the mapping and
+ * its length in *len (munmap both), or NULL.
+ */
+void *nvmefs_map_buffers(size_t bytes, size_t *len);
 
 #endif
