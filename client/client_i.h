@@ -127,6 +127,14 @@ int64_t nvmefs_cl_call_n(struct nvmefs_client *c, uint16_t type, int64_t arg, in
  */
 int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,
 			 const void *word, int64_t *arg2);
+/*
+ * nvmefs_pwrite, but the write may complete once the daemon has its bytes,
+ * before the devices do (NVMEFS_WIRE_SQE_BEHIND, where HELLO offers it):
+ * what write(2) through the mount gets for a small write. A device failure
+ * then fails fd's next nvmefs_fsync with -EIO. For the preload's write(2).
+ */
+ssize_t nvmefs_cl_pwrite_behind(struct nvmefs_client *c, int fd, const void *buf, size_t len,
+				uint64_t off);
 /* fd's registration is under the number to from now on (the descriptor
  * moved with dup; the daemon's handle is the same). */
 void nvmefs_cl_reg_renumber(struct nvmefs_client *c, int fd, int to);

@@ -39,7 +39,7 @@
  * that is wrong (it completes with it), or -EAGAIN when it cannot be
  * taken now.
  */
-static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool sync,
+static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool sync, uint32_t flags,
 		   struct nvmefs_wire_sqe *e)
 {
 	struct reg *reg = nvmefs_cl_reg_of(c, io->fd);
@@ -93,14 +93,16 @@ static int prepare(struct nvmefs_client *c, const struct nvmefs_io *io, bool syn
 				      .mem_off = r ? (uint64_t)((uint8_t *)io->buf - r->base) : 0,
 				      .handle = reg->handle,
 				      .region = r ? r->id : 0,
-				      .op = (uint32_t)io->op};
+				      .op = (uint32_t)io->op,
+				      .flags = flags};
 	if (r && r->bounce)
 		e->mem_off = 0;
 	c->st.requests++;
 	return 0;
 }
 
-static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned n, bool sync)
+static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned n, bool sync,
+		  uint32_t flags)
 {
 	struct nvmefs_wire_sqe batch[NVMEFS_WIRE_MAX_BATCH];
 	unsigned nb = 0, taken = 0;
@@ -109,7 +111,7 @@ static int submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 	if (c->dead)
 		return nvmefs_cl_fail(c, -ENOTCONN, "the daemon is gone");
 	while (taken < n) {
-		ret = prepare(c, &ios[taken], sync, &batch[nb]);
+		ret = prepare(c, &ios[taken], sync, flags, &batch[nb]);
 		if (ret == -EAGAIN)
 			break;
 		if (ret && !taken) /* the first is wrong: nothing taken */
@@ -151,7 +153,7 @@ int nvmefs_submit(struct nvmefs_client *c, const struct nvmefs_io *ios, unsigned
 	c->err[0] = '\0';
 	if (!n)
 		return 0;
-	return submit(c, ios, n, false);
+	return submit(c, ios, n, false, 0);
 }
 
 int nvmefs_wait(struct nvmefs_client *c, struct nvmefs_cqe *cqes, unsigned max, unsigned min,
@@ -192,15 +194,16 @@ int nvmefs_wait(struct nvmefs_client *c, struct nvmefs_cqe *cqes, unsigned max, 
 	return (int)n;
 }
 
-/* One synchronous request: its result. */
-static int64_t sync_io(struct nvmefs_client *c, int op, int fd, void *buf, size_t len, uint64_t off)
+/* One synchronous request (flags: its entry's NVMEFS_WIRE_SQE_*): its result. */
+static int64_t sync_io(struct nvmefs_client *c, int op, uint32_t flags, int fd, void *buf,
+		       size_t len, uint64_t off)
 {
 	struct nvmefs_io io = {.fd = fd, .op = op, .buf = buf, .len = len, .off = off};
 	int ret;
 
 	c->sync_done = false;
 	for (;;) {
-		ret = submit(c, &io, 1, true);
+		ret = submit(c, &io, 1, true, flags);
 		if (ret != -EAGAIN)
 			break;
 		/* Room comes with a completion, unless every slot holds one
@@ -228,16 +231,17 @@ static int64_t sync_io(struct nvmefs_client *c, int op, int fd, void *buf, size_
 /* A synchronous read or write: in pieces of SYNC_CHUNK when bounced (the
  * bounce region a piece takes is no larger), whole when the buffer is
  * shared. */
-static ssize_t sync_rw(struct nvmefs_client *c, int op, int fd, void *buf, size_t len, uint64_t off)
+static ssize_t sync_rw(struct nvmefs_client *c, int op, uint32_t flags, int fd, void *buf,
+		       size_t len, uint64_t off)
 {
 	size_t done = 0;
 
 	c->err[0] = '\0';
 	if (nvmefs_cl_region_of(c, buf, len) || len <= SYNC_CHUNK)
-		return (ssize_t)sync_io(c, op, fd, buf, len, off);
+		return (ssize_t)sync_io(c, op, flags, fd, buf, len, off);
 	while (done < len) {
 		size_t n = len - done < SYNC_CHUNK ? len - done : SYNC_CHUNK;
-		int64_t ret = sync_io(c, op, fd, (uint8_t *)buf + done, n, off + done);
+		int64_t ret = sync_io(c, op, flags, fd, (uint8_t *)buf + done, n, off + done);
 
 		if (ret < 0)
 			return done ? (ssize_t)done : (ssize_t)ret;
@@ -250,18 +254,26 @@ static ssize_t sync_rw(struct nvmefs_client *c, int op, int fd, void *buf, size_
 
 ssize_t nvmefs_pread(struct nvmefs_client *c, int fd, void *buf, size_t len, uint64_t off)
 {
-	return sync_rw(c, NVMEFS_OP_READ, fd, buf, len, off);
+	return sync_rw(c, NVMEFS_OP_READ, 0, fd, buf, len, off);
 }
 
 ssize_t nvmefs_pwrite(struct nvmefs_client *c, int fd, const void *buf, size_t len, uint64_t off)
 {
-	return sync_rw(c, NVMEFS_OP_WRITE, fd, (void *)buf, len, off);
+	return sync_rw(c, NVMEFS_OP_WRITE, 0, fd, (void *)buf, len, off);
+}
+
+ssize_t nvmefs_cl_pwrite_behind(struct nvmefs_client *c, int fd, const void *buf, size_t len,
+				uint64_t off)
+{
+	uint32_t flags = c->hello.flags & NVMEFS_WIRE_HELLO_BEHIND ? NVMEFS_WIRE_SQE_BEHIND : 0;
+
+	return sync_rw(c, NVMEFS_OP_WRITE, flags, fd, (void *)buf, len, off);
 }
 
 int nvmefs_fsync(struct nvmefs_client *c, int fd)
 {
 	c->err[0] = '\0';
-	return (int)sync_io(c, NVMEFS_OP_FSYNC, fd, NULL, 0, 0);
+	return (int)sync_io(c, NVMEFS_OP_FSYNC, 0, fd, NULL, 0, 0);
 }
 
 int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size_t cap,

@@ -2221,10 +2221,15 @@ static void test_hostile_submit(void)
 	SQE(NVMEFS_WIRE_READ, hro, r, 0, BLK, BLK, BLK);		    /* true, read-only */
 	SQE(NVMEFS_WIRE_FSYNC, hro, 0, 0, 0, 0, 0);			    /* true */
 	e[n] = e[0];
-	e[n].pad = 1;
+	e[n].flags = 2;
 	e[n].user_data = n;
 	e[n].mem_off = 0;
-	want[n++] = -EINVAL; /* pad set */
+	want[n++] = -EINVAL; /* a flag no op takes */
+	e[n] = e[0];
+	e[n].flags = NVMEFS_WIRE_SQE_BEHIND;
+	e[n].user_data = n;
+	e[n].mem_off = 0;
+	want[n++] = -EINVAL; /* a write's flag on a read */
 #undef SQE
 	for (unsigned i = 0; i < n; i++)
 		res[i] = NO_REPLY;

@@ -8,7 +8,7 @@
  *    types the side never receives, flags, counts, bodies);
  *  - nvmefs_wire_sqe_at from an unaligned buffer;
  *  - nvmefs_wire_check_sqe over a table of edges (exact fits, one byte
- *    over, sums that wrap around 2^64, modes, ops, pad), then against an
+ *    over, sums that wrap around 2^64, modes, ops, flags), then against an
  *    oracle in 128-bit arithmetic (wire_oracle.h, which fuzz/fuzz_wire.c
  *    shares) on a million seeded random entries.
  * No mount, no root. usage: test_wire   (exit 0 pass, 1 fail)
@@ -225,7 +225,7 @@ static void test_sqe_at(void)
 /* One entry against tables. */
 struct scase {
 	const char *what;
-	uint32_t op, pad;
+	uint32_t op, flags;
 	unsigned may;
 	uint64_t off, len, mem_off, region, max_len, max_off;
 	int want;
@@ -256,8 +256,13 @@ static const struct scase scases[] = {
 	{"op 0", 0, 0, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
 	{"op 4", 4, 0, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
 	{"op 2^32-1", UINT32_MAX, 0, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
-	{"pad set", R, 1, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
-	{"pad set, fsync", F, 0x80000000u, RW, 0, 0, 0, 0, BIG, FMAX, -EINVAL},
+	{"behind, write", W, NVMEFS_WIRE_SQE_BEHIND, RW, 0, 4096, 0, MIB, BIG, FMAX, 0},
+	{"behind, read", R, NVMEFS_WIRE_SQE_BEHIND, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
+	{"behind, fsync", F, NVMEFS_WIRE_SQE_BEHIND, RW, 0, 0, 0, 0, BIG, FMAX, -EINVAL},
+	{"an unknown flag, write", W, 2, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
+	{"behind and an unknown flag", W, 3, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
+	{"an unknown flag, read", R, 1u << 31, RW, 0, 4096, 0, MIB, BIG, FMAX, -EINVAL},
+	{"an unknown flag, fsync", F, 0x80000000u, RW, 0, 0, 0, 0, BIG, FMAX, -EINVAL},
 	{"the whole region", R, 0, RW, 0, MIB, 0, MIB, BIG, FMAX, 0},
 	{"the region and a byte", R, 0, RW, 0, MIB + 1, 0, MIB, BIG, FMAX, -EFAULT},
 	{"the region's last byte", R, 0, RW, 0, 1, MIB - 1, MIB, BIG, FMAX, 0},
@@ -289,7 +294,7 @@ static void test_check_sqe_table(void)
 					    .len = sc->len,
 					    .mem_off = sc->mem_off,
 					    .op = sc->op,
-					    .pad = sc->pad};
+					    .flags = sc->flags};
 		int ret = nvmefs_wire_check_sqe(&e, sc->may, sc->region, sc->max_len, sc->max_off);
 
 		CHECK(ret == sc->want, "check %s: %d, want %d", sc->what, ret, sc->want);
@@ -338,7 +343,8 @@ static void test_check_sqe_random(void)
 					    .handle = (uint32_t)next(),
 					    .region = (uint32_t)next(),
 					    .op = (uint32_t)(r % 5),
-					    .pad = (r >> 8) % 64 == 0};
+					    .flags = (r >> 8) % 64 == 0 ? (uint32_t)(r >> 24) % 4
+									: 0};
 		unsigned may = (unsigned)(r >> 16) % 4;
 		uint64_t region = edgy(), max_len = r >> 20 & 1 ? BIG : edgy(),
 			 max_off = r >> 21 & 1 ? FMAX : edgy();
@@ -346,9 +352,9 @@ static void test_check_sqe_random(void)
 		    want = wire_oracle_check_sqe(&e, may, region, max_len, max_off);
 
 		CHECK(got == want,
-		      "op %u pad %u may %u off %" PRIu64 " len %" PRIu64 " mem_off %" PRIu64
+		      "op %u flags %u may %u off %" PRIu64 " len %" PRIu64 " mem_off %" PRIu64
 		      " region %" PRIu64 " max_len %" PRIu64 " max_off %" PRIu64 ": %d, want %d",
-		      e.op, e.pad, may, e.off, e.len, e.mem_off, region, max_len, max_off, got,
+		      e.op, e.flags, may, e.off, e.len, e.mem_off, region, max_len, max_off, got,
 		      want);
 		counts[want == 0	 ? 0
 		       : want == -EFAULT ? 1

@@ -27,7 +27,7 @@ static inline int wire_oracle_check_sqe(const struct nvmefs_wire_sqe *e, unsigne
 {
 	unsigned need;
 
-	if (e->pad)
+	if (e->flags && !(e->op == NVMEFS_WIRE_WRITE && e->flags == NVMEFS_WIRE_SQE_BEHIND))
 		return -EINVAL;
 	if (e->op == NVMEFS_WIRE_FSYNC)
 		return may ? 0 : -EBADF;

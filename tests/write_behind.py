@@ -15,7 +15,8 @@ PHASE "fail" (the test daemon, with writes to one member failing): each
 small file is written and fsync'ed; a write answered early whose device
 write failed must fail its fsync (EIO), and every file whose write and
 fsync both succeeded must read back exactly once the fault is cleared
-(PHASE "failcheck"). PHASE "nosend": a write answered early that the
+(PHASE "failcheck"); PHASE "doorfail" and "doorcheck" do the same through
+the create door, under libnvmefs-preload.so. PHASE "nosend": a write answered early that the
 engine refuses to send fails the file's next fsync (phase_nosend).
 """
 import errno
@@ -197,9 +198,9 @@ def phase_check():
             check("%s intact after a remount" % name, f.read() == want)
 
 
-def phase_fail():
+def phase_fail(sub="wbf"):
     os.makedirs(REF, exist_ok=True)
-    d = os.path.join(MNT, "wbf")
+    d = os.path.join(MNT, sub)
     os.mkdir(d)
     s0 = data_stats()
     write_failed = fsync_failed = ok = 0
@@ -278,14 +279,33 @@ def phase_nosend():
     os.close(fd)
 
 
-def phase_failcheck():
+def phase_failcheck(sub="wbf"):
     for name in sorted(os.listdir(REF)):
         with open(os.path.join(REF, name), "rb") as f:
             want = f.read()
-        with open(os.path.join(MNT, "wbf", name), "rb") as f:
+        with open(os.path.join(MNT, sub, name), "rb") as f:
             check("%s: fsync'ed, intact" % name, f.read() == want)
 
 
+def native_stats():
+    with open(os.path.join(MNT, ".nvmefs/stats")) as f:
+        return json.load(f)["native"]
+
+
+def phase_doorfail():
+    """PHASE "fail" run under libnvmefs-preload.so (test_preload.sh): the
+    files are made and written through the create door, whose small writes
+    are answered early as the mount's are (NVMEFS_WIRE_SQE_BEHIND): a
+    device failure must fail the file's fsync, not pass unseen."""
+    n0 = native_stats()
+    phase_fail("wbd")
+    n1 = native_stats()
+    check("the 32 files were made through the door (%d)" % (n1["creates"] - n0["creates"]),
+          n1["creates"] - n0["creates"] == 32)
+    check("and written through it", n1["writes"] - n0["writes"] >= 1)
+
+
 {"write": phase_write, "check": phase_check, "tmp": phase_tmp, "edgefail": phase_edgefail, "fail": phase_fail,
- "failcheck": phase_failcheck, "nosend": phase_nosend}[PHASE]()
+ "failcheck": phase_failcheck, "nosend": phase_nosend, "doorfail": phase_doorfail,
+ "doorcheck": lambda: phase_failcheck("wbd")}[PHASE]()
 sys.exit(1 if fails else 0)

@@ -33,6 +33,7 @@
  * both share.
  */
 #include "server_i.h"
+#include "behind_i.h"
 #include "journal_i.h"
 #include "namei.h"
 #include "util_i.h"
@@ -103,6 +104,8 @@ static int do_hello(struct nclient *c)
 	int ret = mount_dev(c->srv, &dev);
 
 	h.dev = dev;
+	if (c->srv->vol->opts.write_behind)
+		h.flags = NVMEFS_WIRE_HELLO_BEHIND;
 	memcpy(h.uuid, c->srv->vol->label.uuid, sizeof(h.uuid));
 	return queue_msg(c, NVMEFS_WIRE_REPLY, ret, 0, &h, 0, ret ? 0 : sizeof(h));
 }
@@ -500,6 +503,16 @@ static void before_reads(struct nclient *c, const struct nvmefs_wire_msg *m)
 	}
 }
 
+/* FSYNC: the journal committed, which waited for the writes completed
+ * early (NVMEFS_WIRE_SQE_BEHIND); a device failure of one of the file's
+ * is its next fsync's, once, as through the mount (op_fsync). */
+static int64_t do_fsync(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	int ret = nvmefs_journal_commit(vol), err = nvmefs_behind_error(in);
+
+	return ret ? ret : err;
+}
+
 static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 {
 	struct nvmefs_vol *vol = c->srv->vol;
@@ -516,7 +529,7 @@ static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 			complete(c, e.user_data, ret);
 		} else if (e.op == NVMEFS_WIRE_FSYNC) {
 			count(&vol->native.fsyncs, 1);
-			complete(c, e.user_data, nvmefs_journal_commit(vol));
+			complete(c, e.user_data, do_fsync(vol, c->files[e.handle].in));
 		} else {
 			start_io(c, &e);
 		}

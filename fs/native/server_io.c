@@ -273,6 +273,26 @@ static unsigned plan_max(uint64_t len)
 	return n < 3 ? 3 : (unsigned)n;
 }
 
+/*
+ * A piece of a write that may complete early (NVMEFS_WIRE_SQE_BEHIND):
+ * its bytes copied into a pool buffer, so that the client may reuse its
+ * region once answered, and the core answers it as a small write through
+ * the mount is (NVMEFS_WRITE_BEHIND, data_i.h: before the devices have
+ * it, unless too many such writes are in flight). Without a free buffer
+ * now, it goes from the region as any write, and completes with the devices.
+ */
+static void write_behind(struct nvmefs_vol *vol, struct nvmefs_inode *in, const uint8_t *src,
+			 struct npiece *p)
+{
+	void *buf = nvmefs_bufpool_tryget(vol->pool);
+
+	if (buf)
+		nvmefs_data_write_async(vol, in, buf, src, p->len, p->off, NVMEFS_WRITE_BEHIND,
+					piece_done, p);
+	else
+		nvmefs_data_write_from(vol, in, src, p->len, p->off, 0, piece_done, p);
+}
+
 /* Start a checked READ or WRITE e on the client's file and region. */
 void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 {
@@ -280,6 +300,9 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	struct nfile *f = &c->files[e->handle];
 	uint8_t *mem = c->regions[e->region].base;
 	bool wr = e->op == NVMEFS_WIRE_WRITE;
+	/* HELLO offered it only with write_behind set; checked again, as a
+	 * client may ask regardless. */
+	bool behind = wr && (e->flags & NVMEFS_WIRE_SQE_BEHIND) && e->len <= vol->opts.write_behind;
 	unsigned max = plan_max(e->len);
 	struct nreq *r = calloc(1, sizeof(*r) + max * sizeof(r->p[0]));
 	int ret = 0;
@@ -319,7 +342,9 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 			count(&vol->native.copied_requests, 1);
 			count(&vol->native.copied_bytes, p->len);
 		}
-		if (wr)
+		if (wr && behind)
+			write_behind(vol, f->in, mem + p->mem_off, p);
+		else if (wr)
 			nvmefs_data_write_from(vol, f->in, mem + p->mem_off, p->len, p->off, 0,
 					       piece_done, p);
 		else

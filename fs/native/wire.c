@@ -93,7 +93,7 @@ int nvmefs_wire_check_sqe(const struct nvmefs_wire_sqe *e, unsigned may, uint64_
 {
 	unsigned need;
 
-	if (e->pad)
+	if (e->flags & ~(e->op == NVMEFS_WIRE_WRITE ? NVMEFS_WIRE_SQE_BEHIND : 0u))
 		return -EINVAL;
 	switch (e->op) {
 	case NVMEFS_WIRE_READ:

@@ -70,6 +70,16 @@ _Static_assert(sizeof(struct nvmefs_wire_hdr) == 32, "wire header is 32 bytes");
 #define NVMEFS_WIRE_WRITE 2u /* region -> file */
 #define NVMEFS_WIRE_FSYNC 3u /* make what completed durable; off, len, region unused */
 
+/*
+ * nvmefs_wire_sqe.flags. NVMEFS_WIRE_SQE_BEHIND, on a WRITE only, and only
+ * to a daemon whose HELLO offers NVMEFS_WIRE_HELLO_BEHIND: the write may
+ * complete once the daemon has taken its bytes, before the devices have
+ * them, as a small write(2) through the mount is answered (-o write_behind
+ * bytes at most; a larger one completes as usual). A device failure after
+ * the completion fails the handle's next FSYNC with -EIO, once.
+ */
+#define NVMEFS_WIRE_SQE_BEHIND 1u
+
 struct nvmefs_wire_sqe {
 	uint64_t user_data; /* the client's, returned in the completion */
 	uint64_t off;	    /* file offset */
@@ -78,7 +88,7 @@ struct nvmefs_wire_sqe {
 	uint32_t handle;    /* from REG_FD */
 	uint32_t region;    /* from REG_MEM */
 	uint32_t op;	    /* NVMEFS_WIRE_READ ... */
-	uint32_t pad;	    /* 0 */
+	uint32_t flags;	    /* NVMEFS_WIRE_SQE_*, or 0 */
 };
 _Static_assert(sizeof(struct nvmefs_wire_sqe) == 48, "submission entry is 48 bytes");
 
@@ -95,10 +105,14 @@ struct nvmefs_wire_hello {
 	uint32_t block;	       /* alignment for zero copy (buffer, offset, length) */
 	uint32_t max_inflight; /* requests a client may have submitted and not reaped */
 	uint32_t max_batch;    /* entries per SUBMIT message */
-	uint32_t pad;
-	uint64_t max_len; /* bytes one request may move */
+	uint32_t flags;	       /* NVMEFS_WIRE_HELLO_*: what the daemon offers */
+	uint64_t max_len;      /* bytes one request may move */
 };
 _Static_assert(sizeof(struct nvmefs_wire_hello) == 48, "hello is 48 bytes");
+
+/* nvmefs_wire_hello.flags: writes may ask NVMEFS_WIRE_SQE_BEHIND. A daemon
+ * before it sent 0 here, and refuses any flag in an entry. */
+#define NVMEFS_WIRE_HELLO_BEHIND 1u
 
 /*
  * CREATE's reply payload: the new file's attributes as stat(2) shows them
@@ -205,9 +219,9 @@ void nvmefs_wire_sqe_at(const struct nvmefs_wire_msg *m, uint32_t i, struct nvme
  * Check one submission against what its client registered: may is the
  * handle's NVMEFS_WIRE_MAY_* (0: no such handle), region_size the region's
  * bytes (0: no such region; FSYNC needs none). Returns 0, or -EBADF (no
- * handle, or its mode does not allow the op), -EINVAL (unknown op, pad set,
- * length above max_len), -EFAULT (the range is not inside the region) or -EFBIG (beyond
- * the largest file, max_off).
+ * handle, or its mode does not allow the op), -EINVAL (unknown op, a flag
+ * the op does not take, length above max_len), -EFAULT (the range is not
+ * inside the region) or -EFBIG (beyond the largest file, max_off).
  */
 int nvmefs_wire_check_sqe(const struct nvmefs_wire_sqe *e, unsigned may, uint64_t region_size,
 			  uint64_t max_len, uint64_t max_off);
