@@ -547,6 +547,14 @@ static void prep_iocb(struct edev *d, struct unit *u)
 
 __thread const struct nvmefs_engine_ring *nvmefs_engine_ring;
 
+/* The calling thread's plug (nvmefs_engine_plug): what it holds back. */
+static __thread struct {
+	struct nvmefs_engine *eng; /* NULL: not plugged */
+	uint32_t devs;		   /* devices with blocks held: bit i, device i */
+	unsigned held;		   /* requests held */
+	uint64_t since;		   /* when the first of them was */
+} plug;
+
 /*
  * Put d's blocks (the list head) on the calling thread's ring where it
  * takes them; returns those left for d's queue, the last in *tail. A block
@@ -616,8 +624,10 @@ void nvmefs_engine_ring_done(void *token, long res)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* Queue req's blocks on their devices and send them, or leave them queued
+ * for the caller's plug to send (held). */
 static int submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
-		  const struct nvmefs_engine_ring *ring)
+		  const struct nvmefs_engine_ring *ring, bool held)
 {
 	uint64_t per_dev[NVMEFS_MAX_DEVICES] = {0};
 	struct unit *lists[NVMEFS_MAX_DEVICES] = {0};
@@ -693,15 +703,52 @@ static int submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
 		d->qtail = tail;
 		d->queued += nq;
 		pthread_mutex_unlock(&d->lock);
-		kick(d);
+		if (held)
+			plug.devs |= 1u << di;
+		else
+			kick(d);
 	}
+	if (held && !plug.held++)
+		plug.since = nvmefs_now_ns();
 	fi_submit_done();
 	return 0;
 }
 
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 {
-	return submit(eng, req, nvmefs_engine_ring);
+	return submit(eng, req, nvmefs_engine_ring, plug.eng == eng && !nvmefs_engine_ring);
+}
+
+void nvmefs_engine_plug(struct nvmefs_engine *eng)
+{
+	nvmefs_engine_unplug();
+	plug.eng = eng;
+}
+
+unsigned nvmefs_engine_plug_send(void)
+{
+	unsigned n = plug.held;
+	uint32_t devs = plug.devs;
+
+	plug.devs = 0;
+	plug.held = 0;
+	for (unsigned di = 0; devs; di++, devs >>= 1)
+		if (devs & 1)
+			kick(&plug.eng->devs[di]);
+	return n;
+}
+
+unsigned nvmefs_engine_plug_held(uint64_t *since_ns)
+{
+	*since_ns = plug.since;
+	return plug.held;
+}
+
+void nvmefs_engine_unplug(void)
+{
+	if (plug.eng)
+		(void)nvmefs_engine_plug_send();
+	plug.eng = NULL;
 }
 
 struct waiter {
@@ -730,7 +777,10 @@ int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 
 	req->done = waiter_done;
 	req->priv = &w;
-	err = submit(eng, req, NULL); /* never on the caller's ring: it waits here */
+	/* It waits: nothing of its own may stay held meanwhile. */
+	if (plug.eng == eng)
+		(void)nvmefs_engine_plug_send();
+	err = submit(eng, req, NULL, false); /* never on the caller's ring: it waits here */
 	if (!err) {
 		pthread_mutex_lock(&w.lock);
 		while (!w.done)

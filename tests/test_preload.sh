@@ -5,7 +5,9 @@
 # volume mounted in MODE (each of its checks says what it asserts: new files
 # through the door, existing ones through the mount, seeking, calls the
 # kernel must serve, fork, a subprocess's stdout, threads, a rename, another
-# user refused); then, on the test daemon with a member's writes failing,
+# user refused); that its small writes are held and sent together
+# (tests/write_behind.py doorheld); then, on the test daemon with a
+# member's writes failing,
 # that a small write answered early fails its file's fsync
 # (tests/write_behind.py doorfail); then fsck.nvmefs -n is clean.
 # usage: test_preload.sh BUILD_DIR MODE
@@ -32,6 +34,8 @@ chmod 711 "$MNT_TMP"
 mnt_mount "mode=$mode"
 check "$mode: test_preload.py" env LD_PRELOAD="$lib" MNT_TMP="$MNT_TMP" \
 	/usr/bin/python3 "$here/test_preload.py" "$MNT"
+check "$mode: write_behind.py doorheld" env LD_PRELOAD="$lib" \
+	/usr/bin/python3 "$here/write_behind.py" "$MNT" doorheld "$MNT_TMP/refh"
 mnt_umount
 # Its small writes are answered early, as the mount's are: on the test
 # daemon with writes to member 3 failing, a file whose device write failed

@@ -16,7 +16,8 @@ small file is written and fsync'ed; a write answered early whose device
 write failed must fail its fsync (EIO), and every file whose write and
 fsync both succeeded must read back exactly once the fault is cleared
 (PHASE "failcheck"); PHASE "doorfail" and "doorcheck" do the same through
-the create door, under libnvmefs-preload.so. PHASE "nosend": a write answered early that the
+the create door, under libnvmefs-preload.so, and PHASE "doorheld" checks
+that the door's thread sends its small writes together (phase_doorheld). PHASE "nosend": a write answered early that the
 engine refuses to send fails the file's next fsync (phase_nosend).
 """
 import errno
@@ -305,7 +306,40 @@ def phase_doorfail():
     check("and written through it", n1["writes"] - n0["writes"] >= 1)
 
 
+def phase_doorheld():
+    """Under libnvmefs-preload.so: the door's thread holds its small writes
+    answered early and sends them together (fs/native/server_io.c, "writes
+    held back"). 200 files of 4 KiB made and written through the door, each
+    tenth read back through the mount at once (a read of a held write's range
+    waits for it, not forever); then most writes were held, more than one a
+    send on average, and every file reads back."""
+    datas = [payload(12000 + i, 4096) for i in range(200)]  # made first: slow
+    n0 = native_stats()
+    d = os.path.join(MNT, "wbh")
+    os.mkdir(d)
+    for i in range(200):
+        data = datas[i]
+        p = os.path.join(d, "h%03d" % i)
+        with open(p, "wb") as f:
+            f.write(data)
+        if i % 10 == 9:
+            with open(p, "rb") as f:
+                check("h%03d: read back through the mount at once" % i, f.read() == data)
+    n1 = native_stats()
+    made = n1["creates"] - n0["creates"]
+    held = n1["held_writes"] - n0["held_writes"]
+    sends = n1["held_sends"] - n0["held_sends"]
+    print("200 files through the door: %d made there, %d writes held, in %d sends"
+          % (made, held, sends))
+    check("the files were made through the door (%d)" % made, made == 200)
+    check("their writes were held (%d)" % held, held >= 100)
+    check("and sent together (%d writes in %d sends)" % (held, sends), 0 < sends < held)
+    for i in range(200):
+        with open(os.path.join(d, "h%03d" % i), "rb") as f:
+            check("h%03d: reads back" % i, f.read() == datas[i])
+
+
 {"write": phase_write, "check": phase_check, "tmp": phase_tmp, "edgefail": phase_edgefail, "fail": phase_fail,
  "failcheck": phase_failcheck, "nosend": phase_nosend, "doorfail": phase_doorfail,
- "doorcheck": lambda: phase_failcheck("wbd")}[PHASE]()
+ "doorheld": phase_doorheld, "doorcheck": lambda: phase_failcheck("wbd")}[PHASE]()
 sys.exit(1 if fails else 0)

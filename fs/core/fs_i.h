@@ -422,6 +422,10 @@ struct nvmefs_vol {
 		/* completions sent by the engine's thread that finished the
 		 * request, not through the client's thread */
 		atomic_uint_fast64_t direct_completions;
+		/* writes answered early held back by a client's thread and
+		 * sent to the devices together (nvmefs_engine_plug), and
+		 * the sends */
+		atomic_uint_fast64_t held_writes, held_sends;
 	} native;
 	/* The native door's socket, "@" and its abstract name; "" when off. */
 	char native_socket[64];

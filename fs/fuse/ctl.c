@@ -285,6 +285,8 @@ static json_object *native_stats(struct nvmefs_vol *vol)
 	put_u64(o, "invalidations", atomic_load(&vol->native.invals));
 	put_u64(o, "layouts", atomic_load(&vol->native.layouts));
 	put_u64(o, "direct_completions", atomic_load(&vol->native.direct_completions));
+	put_u64(o, "held_writes", atomic_load(&vol->native.held_writes));
+	put_u64(o, "held_sends", atomic_load(&vol->native.held_sends));
 	return o;
 }
 

@@ -670,17 +670,24 @@ static int receive(struct nclient *c, uint8_t *buf, bool wait)
 static int receive_idle(struct nclient *c, uint8_t *buf)
 {
 	uint64_t t0, end;
-	int ret = receive(c, buf, false);
+	int ret;
 
+	hold_send_due();
+	ret = receive(c, buf, false);
 	if (ret)
 		return ret;
-	if (!c->spin.max_ns)
+	if (!c->spin.max_ns) {
+		hold_send();
 		return receive(c, buf, true);
+	}
 	t0 = nvmefs_spin_clock();
 	end = t0 + c->spin.ns;
-	while (nvmefs_spin_clock() < end)
+	while (nvmefs_spin_clock() < end) {
+		hold_send_due();
 		if ((ret = receive(c, buf, false)))
 			return ret;
+	}
+	hold_send();
 	/* Timed even with the window closed, so that it can open again. */
 	ret = receive(c, buf, true);
 	nvmefs_spin_adapt(&c->spin, nvmefs_spin_clock() - t0);
@@ -695,6 +702,7 @@ static void client_teardown(struct nclient *c)
 {
 	struct nvmefs_vol *vol = c->srv->vol;
 
+	hold_end();
 	/* From now on every completion comes through the eventfd. */
 	pthread_mutex_lock(&c->mu);
 	c->closing = true;
@@ -738,6 +746,7 @@ static void *client_main(void *arg)
 	uint8_t *buf = malloc(NVMEFS_WIRE_MAX_MSG);
 	int ret = buf ? 0 : -ENOMEM;
 
+	hold_begin(c);
 	while (!ret) {
 		/* Nothing the engine has yet to finish, nothing to send. */
 		if (c->inflight == atomic_load(&c->answered) && !c->nout &&
@@ -756,6 +765,7 @@ static void *client_main(void *arg)
 		};
 		uint64_t v;
 
+		hold_send(); /* the client waits for an answer */
 		if (poll(p, 3, -1) < 0) {
 			ret = errno == EINTR ? 0 : -errno;
 			continue;

@@ -157,6 +157,15 @@ int complete(struct nclient *c, uint64_t user_data, int64_t res);
 /* ---- server_io.c: requests ---- */
 /* Start a checked READ or WRITE e on the client's file and region. */
 void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e);
+/* The client's small writes answered early, held back by its thread and
+ * sent together (server_io.c, "writes held back"): from hold_begin(c) on,
+ * in c's thread; hold_send sends them (also the thread's wait hook),
+ * hold_send_due when there are enough or they are old enough, hold_end
+ * sends them and stops. */
+void hold_begin(struct nclient *c);
+void hold_send(void);
+void hold_send_due(void);
+void hold_end(void);
 /* Ask the kernel to drop what it caches of the file (native_i.h). */
 void inval(struct nclient *c, uint64_t ino, int64_t off, int64_t len);
 /* Add a range to v (n of MAX_SPANS): merged with its file's; a file beyond

@@ -11,6 +11,7 @@
  * kernel's caches dropped for what was written, then the completion.
  */
 #include "server_i.h"
+#include "behind_i.h"
 #include "data_i.h"
 
 #include <errno.h>
@@ -307,6 +308,9 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	struct nreq *r = calloc(1, sizeof(*r) + max * sizeof(r->p[0]));
 	int ret = 0;
 
+	/* Only writes answered early are held: others go with what is. */
+	if (!behind)
+		hold_send();
 	if (!r) {
 		complete(c, e->user_data, -ENOMEM);
 		return;
@@ -352,6 +356,68 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 					      piece_done, p);
 	}
 	req_put(r);
+}
+
+/* ---- writes held back ---- */
+
+/*
+ * A client's small writes answered early (NVMEFS_WIRE_SQE_BEHIND) are
+ * held back by its thread and sent to the devices together: a program
+ * that makes small files sends a create, a write and a close a file, and
+ * each write sent alone woke the loop device's worker on the program's
+ * CPU and the engine's reaper on the other (docs/PERFORMANCE.md, "The
+ * create door's writes, gathered"). The thread holds them (the engine's
+ * plug, nvmefs_engine_plug) while messages keep coming, and sends them
+ * once it holds HOLD_MAX, once the first waited HOLD_NS, before it waits
+ * for anything (nvmefs_before_wait: a range lock, a commit, a synchronous
+ * I/O) or for its socket, before any other I/O of its client, and when
+ * the client goes. Meanwhile a reader of their range through the mount,
+ * a commit and the unmount wait for them, as for any write in flight, at
+ * most about that long. Their sizes, times and range locks are theirs
+ * from the answer on (data_i.h): nobody sees the bytes missing.
+ */
+#define HOLD_MAX NVMEFS_BEHIND_MAX
+#define HOLD_NS	 500000ull
+
+static __thread struct nclient *holder; /* the thread's client, while it may hold */
+
+void hold_begin(struct nclient *c)
+{
+	if (!c->srv->vol->opts.write_behind)
+		return; /* none is answered early: nothing to hold */
+	holder = c;
+	nvmefs_engine_plug(c->srv->vol->eng);
+	nvmefs_wait_hook = hold_send;
+}
+
+void hold_send(void)
+{
+	struct nvmefs_vol *vol;
+	unsigned n;
+
+	if (!holder || !(n = nvmefs_engine_plug_send()))
+		return;
+	vol = holder->srv->vol;
+	count(&vol->native.held_writes, n);
+	count(&vol->native.held_sends, 1);
+}
+
+void hold_send_due(void)
+{
+	uint64_t since;
+	unsigned n = nvmefs_engine_plug_held(&since);
+
+	if (n && (n >= HOLD_MAX || nvmefs_now_ns() - since >= HOLD_NS))
+		hold_send();
+}
+
+void hold_end(void)
+{
+	hold_send();
+	nvmefs_engine_unplug();
+	if (holder)
+		nvmefs_wait_hook = NULL;
+	holder = NULL;
 }
 
 /* Ask the kernel to drop what it caches of the file (native_i.h). */

@@ -99,6 +99,26 @@ void nvmefs_engine_destroy(struct nvmefs_engine *eng);
  */
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 
+/*
+ * A plug: small requests gathered and sent together. From
+ * nvmefs_engine_plug(eng) on, a request the calling thread submits to eng
+ * with nvmefs_engine_submit (not on a ring thread) is queued on its
+ * devices but not sent, until nvmefs_engine_plug_send(), which sends what
+ * the thread holds and returns how many requests that was. Held blocks sit
+ * in their devices' queues in order: any later submission to a device, by
+ * any thread, or a completion there, sends them too. So holding delays,
+ * and only the holder can stretch that: it must send what it holds before
+ * it waits for anything or sleeps (nvmefs_engine_run does it for its own
+ * wait), and soon; nvmefs_engine_plug_held() says how many it holds and
+ * since when (nvmefs_now_ns). nvmefs_engine_unplug() sends them and ends
+ * the plug. The native door's threads gather their clients' small writes
+ * answered early this way (fs/native/server.c, docs/NATIVE.md).
+ */
+void nvmefs_engine_plug(struct nvmefs_engine *eng);
+unsigned nvmefs_engine_plug_send(void);
+unsigned nvmefs_engine_plug_held(uint64_t *since_ns);
+void nvmefs_engine_unplug(void);
+
 /* Submit req and wait for it; returns its result. req->done is overridden. */
 int nvmefs_engine_run(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 
