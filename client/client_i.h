@@ -131,7 +131,8 @@ int64_t nvmefs_cl_layout(struct nvmefs_client *c, int fd, const void *blob, size
  * nvmefs_pwrite, but the write may complete once the daemon has its bytes,
  * before the devices do (NVMEFS_WIRE_SQE_BEHIND, where HELLO offers it):
  * what write(2) through the mount gets for a small write. A device failure
- * then fails fd's next nvmefs_fsync with -EIO. For the preload's write(2).
+ * then fails the file's next fsync (fd's nvmefs_fsync, or one through the
+ * mount) with -EIO. For the preload's write(2).
  */
 ssize_t nvmefs_cl_pwrite_behind(struct nvmefs_client *c, int fd, const void *buf, size_t len,
 				uint64_t off);

@@ -716,6 +716,11 @@ static int submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req,
 
 int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
 {
+	return submit(eng, req, nvmefs_engine_ring, false);
+}
+
+int nvmefs_engine_submit_held(struct nvmefs_engine *eng, struct nvmefs_io_req *req)
+{
 	return submit(eng, req, nvmefs_engine_ring, plug.eng == eng && !nvmefs_engine_ring);
 }
 

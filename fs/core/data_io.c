@@ -200,8 +200,11 @@ static void io_count(struct nvmefs_vol *vol, int delta)
 
 /* Send plan pl's segments as request io; done runs once they all completed
  * (and calls io_count(vol, -1)). After 0, io belongs to the completion. */
+/* Send pl's I/O; held (the calling thread's plug, nvmefs/engine.h) only
+ * when asked: a write answered early, which nobody waits for directly. */
 static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io,
-		       const struct nvmefs_plan *pl, enum nvmefs_io_op op, nvmefs_io_done_fn done)
+		       const struct nvmefs_plan *pl, enum nvmefs_io_op op, nvmefs_io_done_fn done,
+		       bool may_hold)
 {
 	int ret;
 
@@ -210,7 +213,8 @@ static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io,
 	io->nr_segs = (unsigned)pl->nio;
 	io->done = done;
 	io_count(vol, 1);
-	ret = nvmefs_engine_submit(vol->eng, io);
+	ret = may_hold ? nvmefs_engine_submit_held(vol->eng, io)
+		       : nvmefs_engine_submit(vol->eng, io);
 	if (ret)
 		io_count(vol, -1);
 	return ret;
@@ -218,7 +222,7 @@ static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io,
 
 static int dio_submit(struct dio *d, enum nvmefs_io_op op, nvmefs_io_done_fn done)
 {
-	return plan_submit(d->vol, &d->io, &d->pl, op, done);
+	return plan_submit(d->vol, &d->io, &d->pl, op, done, false);
 }
 
 static void read_io_done(struct nvmefs_io_req *io, int res)
@@ -506,7 +510,7 @@ static int place_payload(struct dio *d, const void *data, uint64_t a, uint64_t e
 		return ret;
 	}
 	atomic_fetch_add_explicit(&vol->stats.edge_reads, 1, memory_order_relaxed);
-	ret = plan_submit(vol, &x->io, &x->pl, NVMEFS_IO_READ, edges_read_done);
+	ret = plan_submit(vol, &x->io, &x->pl, NVMEFS_IO_READ, edges_read_done, false);
 	if (ret) {
 		edges_free(x);
 		return ret;
@@ -682,7 +686,9 @@ static void write_behind(struct dio *d)
 	}
 	if (reply_first)
 		answer_early(vol, done, ctx, len);
-	ret = dio_submit(d, NVMEFS_IO_WRITE, write_io_done);
+	/* The one submission a plugged thread may hold back (the native door's:
+	 * fs/native/server_io.c, "writes held back"). */
+	ret = plan_submit(vol, &d->io, &d->pl, NVMEFS_IO_WRITE, write_io_done, true);
 	if (ret) {
 		/* Nothing was sent. The size set above stays, over a hole,
 		 * as after a failure at the devices: putting it back could

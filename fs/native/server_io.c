@@ -287,11 +287,15 @@ static void write_behind(struct nvmefs_vol *vol, struct nvmefs_inode *in, const 
 {
 	void *buf = nvmefs_bufpool_tryget(vol->pool);
 
-	if (buf)
+	if (buf) {
 		nvmefs_data_write_async(vol, in, buf, src, p->len, p->off, NVMEFS_WRITE_BEHIND,
 					piece_done, p);
-	else
-		nvmefs_data_write_from(vol, in, src, p->len, p->off, 0, piece_done, p);
+		return;
+	}
+	/* An unaligned write waits for a buffer there, which the writes this
+	 * thread holds keep: they go first. */
+	hold_send();
+	nvmefs_data_write_from(vol, in, src, p->len, p->off, 0, piece_done, p);
 }
 
 /* Start a checked READ or WRITE e on the client's file and region. */
@@ -308,7 +312,8 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 	struct nreq *r = calloc(1, sizeof(*r) + max * sizeof(r->p[0]));
 	int ret = 0;
 
-	/* Only writes answered early are held: others go with what is. */
+	/* Only writes answered early are held. Any other I/O may wait for a
+	 * pool buffer (an unaligned piece), which those keep: they go first. */
 	if (!behind)
 		hold_send();
 	if (!r) {
@@ -370,11 +375,15 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
  * plug, nvmefs_engine_plug) while messages keep coming, and sends them
  * once it holds HOLD_MAX, once the first waited HOLD_NS, before it waits
  * for anything (nvmefs_before_wait: a range lock, a commit, a synchronous
- * I/O) or for its socket, before any other I/O of its client, and when
- * the client goes. Meanwhile a reader of their range through the mount,
- * a commit and the unmount wait for them, as for any write in flight, at
- * most about that long. Their sizes, times and range locks are theirs
- * from the answer on (data_i.h): nobody sees the bytes missing.
+ * I/O) or for its socket, before it asks the kernel to drop a file's cached
+ * pages (inval: a reader through the mount may hold one while it waits for
+ * a held write), before any other I/O of its client, and when the client
+ * goes. Meanwhile a reader of their range through the mount, a commit
+ * and the unmount wait for them, as for any write in flight, about that
+ * much longer. Their sizes, times and range locks are theirs from the
+ * answer on (data_i.h): nobody sees the bytes missing. As the wait hook,
+ * the send runs inside the range lock's wait, under its mutex: an
+ * io_submit there, only when something is held.
  */
 #define HOLD_MAX NVMEFS_BEHIND_MAX
 #define HOLD_NS	 500000ull
@@ -423,6 +432,11 @@ void hold_end(void)
 /* Ask the kernel to drop what it caches of the file (native_i.h). */
 void inval(struct nclient *c, uint64_t ino, int64_t off, int64_t len)
 {
+	/* The kernel locks the range's pages to drop them (off >= 0; -1:
+	 * the attributes only, no page); a reader through the mount may hold
+	 * one while it waits for a held write's range. */
+	if (off >= 0)
+		hold_send();
 	count(&c->srv->vol->native.invals, 1);
 	c->srv->inval(c->srv->inval_arg, ino, off, len);
 }

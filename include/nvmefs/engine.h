@@ -102,18 +102,22 @@ int nvmefs_engine_submit(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 /*
  * A plug: small requests gathered and sent together. From
  * nvmefs_engine_plug(eng) on, a request the calling thread submits to eng
- * with nvmefs_engine_submit (not on a ring thread) is queued on its
- * devices but not sent, until nvmefs_engine_plug_send(), which sends what
- * the thread holds and returns how many requests that was. Held blocks sit
- * in their devices' queues in order: any later submission to a device, by
- * any thread, or a completion there, sends them too. So holding delays,
- * and only the holder can stretch that: it must send what it holds before
- * it waits for anything or sleeps (nvmefs_engine_run does it for its own
- * wait), and soon; nvmefs_engine_plug_held() says how many it holds and
- * since when (nvmefs_now_ns). nvmefs_engine_unplug() sends them and ends
- * the plug. The native door's threads gather their clients' small writes
- * answered early this way (fs/native/server.c, docs/NATIVE.md).
+ * with nvmefs_engine_submit_held (not on a ring thread; elsewhere it is
+ * nvmefs_engine_submit) is queued on its devices but not sent, until
+ * nvmefs_engine_plug_send(), which sends what the thread holds and
+ * returns how many requests it held since the last send (some may have
+ * gone already: see next). Held blocks sit in their devices' queues in
+ * order: any later submission to a device, by any thread, or a completion
+ * there, sends them too. So holding delays, and only the holder can
+ * stretch that: it must send what it holds before it waits for anything
+ * or sleeps (nvmefs_engine_run does it for its own wait), and soon;
+ * nvmefs_engine_plug_held() says how many it holds and since when
+ * (nvmefs_now_ns). nvmefs_engine_unplug() sends them and ends the plug.
+ * Only what nobody waits for directly should be held: the core holds a
+ * write answered early (NVMEFS_WRITE_BEHIND), and the native door's
+ * threads plug to gather their clients' (fs/native/server_io.c).
  */
+int nvmefs_engine_submit_held(struct nvmefs_engine *eng, struct nvmefs_io_req *req);
 void nvmefs_engine_plug(struct nvmefs_engine *eng);
 unsigned nvmefs_engine_plug_send(void);
 unsigned nvmefs_engine_plug_held(uint64_t *since_ns);

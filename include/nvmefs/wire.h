@@ -76,7 +76,9 @@ _Static_assert(sizeof(struct nvmefs_wire_hdr) == 32, "wire header is 32 bytes");
  * complete once the daemon has taken its bytes, before the devices have
  * them, as a small write(2) through the mount is answered (-o write_behind
  * bytes at most; a larger one completes as usual). A device failure after
- * the completion fails the handle's next FSYNC with -EIO, once.
+ * the completion fails the file's next fsync, once, with the write's
+ * error (-EIO): an FSYNC of any handle of the file, or fsync(2) through
+ * the mount, whichever comes first.
  */
 #define NVMEFS_WIRE_SQE_BEHIND 1u
 
