@@ -548,6 +548,7 @@ static void prep_iocb(struct edev *d, struct unit *u)
 __thread const struct nvmefs_engine_ring *nvmefs_engine_ring;
 
 /* The calling thread's plug (nvmefs_engine_plug): what it holds back. */
+_Static_assert(NVMEFS_MAX_DEVICES <= 32, "the plug keeps a bit per device in devs");
 static __thread struct {
 	struct nvmefs_engine *eng; /* NULL: not plugged */
 	uint32_t devs;		   /* devices with blocks held: bit i, device i */

@@ -491,6 +491,13 @@ int nvmefs_journal_commit(struct nvmefs_vol *vol)
 	return commit(vol, false);
 }
 
+int nvmefs_journal_fsync(struct nvmefs_vol *vol, struct nvmefs_inode *in)
+{
+	int ret = nvmefs_journal_commit(vol), err = nvmefs_behind_error(in);
+
+	return ret ? ret : err;
+}
+
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean)
 {
 	int ret;

@@ -32,6 +32,11 @@ int nvmefs_journal_apply(struct nvmefs_vol *vol, const uint8_t *p, size_t len, c
 int nvmefs_journal_load(struct nvmefs_vol *vol);
 /* Make every change so far durable (data flushed, records committed). */
 int nvmefs_journal_commit(struct nvmefs_vol *vol);
+/* An fsync of in, for every door: commit (which waits for the writes
+ * answered early), then a device failure of one of in's writes answered
+ * early is this fsync's, once, as the page cache's errors are; the
+ * commit's own error first. */
+int nvmefs_journal_fsync(struct nvmefs_vol *vol, struct nvmefs_inode *in);
 /* Commit and flush the store (format v2's checkpoint: the journal before
  * this point is then not needed); clean marks a clean unmount. */
 int nvmefs_journal_checkpoint(struct nvmefs_vol *vol, bool clean);

@@ -14,7 +14,6 @@
 
 #include "ops_i.h"
 #include "journal_i.h"
-#include "behind_i.h"
 #include "data_i.h"
 #include "prefetch_i.h"
 #include "reply_open_i.h"
@@ -566,17 +565,11 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	int ret = nvmefs_journal_commit(VOL(req));
+	struct nvmefs_vol *vol = VOL(req);
 
-	/* The commit waited for the writes answered early: a failure of
-	 * this file's is its fsync's, once (as the page cache's errors). */
-	if (!nvmefs_ctl_ino(ino) && fh_of(fi)) {
-		int err = nvmefs_behind_error(fh_of(fi)->in);
-
-		if (!ret)
-			ret = err;
-	}
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, nvmefs_ctl_ino(ino) || !fh_of(fi)
+				    ? -nvmefs_journal_commit(vol)
+				    : -nvmefs_journal_fsync(vol, fh_of(fi)->in));
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -33,7 +33,6 @@
  * both share.
  */
 #include "server_i.h"
-#include "behind_i.h"
 #include "journal_i.h"
 #include "namei.h"
 #include "util_i.h"
@@ -503,16 +502,6 @@ static void before_reads(struct nclient *c, const struct nvmefs_wire_msg *m)
 	}
 }
 
-/* FSYNC: the journal committed, which waited for the writes completed
- * early (NVMEFS_WIRE_SQE_BEHIND); a device failure of one of the file's
- * is its next fsync's, once, as through the mount (op_fsync). */
-static int64_t do_fsync(struct nvmefs_vol *vol, struct nvmefs_inode *in)
-{
-	int ret = nvmefs_journal_commit(vol), err = nvmefs_behind_error(in);
-
-	return ret ? ret : err;
-}
-
 static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 {
 	struct nvmefs_vol *vol = c->srv->vol;
@@ -529,7 +518,7 @@ static void do_submit(struct nclient *c, const struct nvmefs_wire_msg *m)
 			complete(c, e.user_data, ret);
 		} else if (e.op == NVMEFS_WIRE_FSYNC) {
 			count(&vol->native.fsyncs, 1);
-			complete(c, e.user_data, do_fsync(vol, c->files[e.handle].in));
+			complete(c, e.user_data, nvmefs_journal_fsync(vol, c->files[e.handle].in));
 		} else {
 			start_io(c, &e);
 		}

@@ -282,8 +282,8 @@ static unsigned plan_max(uint64_t len)
  * it, unless too many such writes are in flight). Without a free buffer
  * now, it goes from the region as any write, and completes with the devices.
  */
-static void write_behind(struct nvmefs_vol *vol, struct nvmefs_inode *in, const uint8_t *src,
-			 struct npiece *p)
+static void write_piece_early(struct nvmefs_vol *vol, struct nvmefs_inode *in, const uint8_t *src,
+			      struct npiece *p)
 {
 	void *buf = nvmefs_bufpool_tryget(vol->pool);
 
@@ -352,7 +352,7 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
 			count(&vol->native.copied_bytes, p->len);
 		}
 		if (wr && behind)
-			write_behind(vol, f->in, mem + p->mem_off, p);
+			write_piece_early(vol, f->in, mem + p->mem_off, p);
 		else if (wr)
 			nvmefs_data_write_from(vol, f->in, mem + p->mem_off, p->len, p->off, 0,
 					       piece_done, p);
