@@ -22,8 +22,16 @@
  * daemon that does. At the end it prints how many requests came through
  * the queues.
  *
- * One flat directory of at most NULL_FILES regular files, each a name, a
- * size, a mode and times; no data, no links, no subdirectories.
+ * Directories and regular files, at most NULL_FILES in all, each a name in
+ * its directory, a size, a mode and times; no data, no links. Enough for
+ * the bench's small-file pass (a directory of 10,000 files of 4 KiB made,
+ * stat'ed and removed: the ceiling of a create, whose data it drops) as
+ * well as its sequential ones. Names are found through a tree ordered by
+ * (directory, name) (glibc's tsearch), as a real file system's index
+ * would, so a lookup's cost does not grow with the number of files.
+ * Mounted with default_permissions, as nvmefs is (fs/tools/main.c): the
+ * kernel then asks for a directory's attributes before a create or an
+ * unlink in it once a change there dropped them, as it does of nvmefs.
  *
  * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring] [-o FUSE options]
  */
@@ -32,25 +40,29 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <search.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "door_i.h"
 #include "reply_open_i.h"
 
-#define NULL_FILES    64
+#define NULL_FILES    (1u << 18)
 #define NULL_MAX_IO   (1u << 20)
 #define NULL_MAX_SIZE (1ull << 40)
 
 struct null_file {
 	char name[256];
-	bool used;
+	fuse_ino_t parent; /* the directory it is in */
+	bool used, dir;
+	unsigned entries; /* a directory's */
 	off_t size;
 	mode_t mode;
 	struct timespec mtime, ctime;
@@ -65,7 +77,13 @@ struct null_fs {
 	bool uring_granted;	/* the INIT reply asked for them */
 	void *zeros;		/* NULL_MAX_IO bytes of zeros, page aligned */
 	pthread_mutex_t lock;
-	struct null_file files[NULL_FILES]; /* protected by lock; inode = index + 2 */
+	/* NULL_FILES entries, mapped without reserve: a page costs memory once
+	 * an entry in it was used. Inode = index + 2; all protected by lock. */
+	struct null_file *files;
+	unsigned top;	 /* entries ever used: files[0, top) */
+	unsigned *freed; /* NULL_FILES slots: entries given back, reused once top is at the end */
+	unsigned nfreed;
+	void *names; /* tsearch tree of the used entries, by (parent, name) */
 };
 
 static struct null_fs nfs = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -79,12 +97,30 @@ static const struct fuse_opt null_opts[] = {
 /* The file of inode ino, or NULL; called with nfs.lock held. */
 static struct null_file *file_of(fuse_ino_t ino)
 {
-	if (ino < 2 || ino >= 2 + NULL_FILES || !nfs.files[ino - 2].used)
+	if (ino < 2 || ino >= 2 + (fuse_ino_t)nfs.top || !nfs.files[ino - 2].used)
 		return NULL;
 	return &nfs.files[ino - 2];
 }
 
-/* The attributes of inode ino (1 is the directory); 0 or -ENOENT. */
+/* Whether ino is a directory (the root or one made); nfs.lock held. */
+static bool is_dir(fuse_ino_t ino)
+{
+	struct null_file *f = file_of(ino);
+
+	return ino == FUSE_ROOT_ID || (f && f->dir);
+}
+
+/* tsearch's order: by directory, then name. */
+static int name_cmp(const void *a, const void *b)
+{
+	const struct null_file *x = a, *y = b;
+
+	if (x->parent != y->parent)
+		return x->parent < y->parent ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The attributes of inode ino (1 is the root); 0 or -ENOENT. */
 static int stat_of(fuse_ino_t ino, struct stat *st)
 {
 	struct null_file *f;
@@ -100,8 +136,8 @@ static int stat_of(fuse_ino_t ino, struct stat *st)
 	pthread_mutex_lock(&nfs.lock);
 	f = file_of(ino);
 	if (f) {
-		st->st_mode = S_IFREG | f->mode;
-		st->st_nlink = 1;
+		st->st_mode = (f->dir ? S_IFDIR : S_IFREG) | f->mode;
+		st->st_nlink = f->dir ? 2 : 1;
 		st->st_size = f->size;
 		st->st_blocks = (f->size + 511) / 512;
 		st->st_mtim = f->mtime;
@@ -116,7 +152,9 @@ static int stat_of(fuse_ino_t ino, struct stat *st)
 
 static void reply_entry(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fuse_entry_param e = {.ino = ino, .attr_timeout = 1, .entry_timeout = 1};
+	struct fuse_entry_param e = {.ino = ino,
+				     .attr_timeout = NVMEFS_ATTR_TIMEOUT,
+				     .entry_timeout = NVMEFS_ATTR_TIMEOUT};
 	int ret = stat_of(ino, &e.attr);
 
 	if (ret)
@@ -127,13 +165,74 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_entry(req, &e);
 }
 
-/* The inode named name in the root, or 0. Called with nfs.lock held. */
-static fuse_ino_t find(const char *name)
+/* The inode named name in directory parent, or 0; nfs.lock held. */
+static fuse_ino_t find(fuse_ino_t parent, const char *name)
 {
-	for (unsigned i = 0; i < NULL_FILES; i++)
-		if (nfs.files[i].used && !strcmp(nfs.files[i].name, name))
-			return i + 2;
-	return 0;
+	struct null_file key = {.parent = parent};
+	struct null_file **hit;
+
+	if (strlen(name) >= sizeof(key.name))
+		return 0;
+	memcpy(key.name, name, strlen(name) + 1);
+	hit = tfind(&key, &nfs.names, name_cmp);
+	return hit ? (fuse_ino_t)(*hit - nfs.files) + 2 : 0;
+}
+
+/*
+ * A new entry name in directory parent, of mode (S_IFREG or S_IFDIR and
+ * the permission bits): its inode, or -ENOTDIR, -EEXIST, -ENAMETOOLONG,
+ * -ENOSPC, -ENOMEM. Called with nfs.lock held.
+ */
+static int64_t add(fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct null_file *f;
+	unsigned i;
+
+	if (!is_dir(parent))
+		return -ENOTDIR;
+	if (strlen(name) >= sizeof(f->name))
+		return -ENAMETOOLONG;
+	if (find(parent, name))
+		return -EEXIST;
+	/* New slots first: an inode number the kernel may still hold for an
+	 * unlinked file comes back only once every other one was used. */
+	if (nfs.top < NULL_FILES)
+		i = nfs.top;
+	else if (nfs.nfreed)
+		i = nfs.freed[--nfs.nfreed];
+	else
+		return -ENOSPC;
+	f = &nfs.files[i];
+	memset(f, 0, sizeof(*f));
+	memcpy(f->name, name, strlen(name) + 1);
+	f->parent = parent;
+	f->dir = S_ISDIR(mode);
+	f->mode = mode & 07777;
+	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	f->ctime = f->mtime;
+	if (!tsearch(f, &nfs.names, name_cmp)) {
+		if (i != nfs.top)
+			nfs.freed[nfs.nfreed++] = i;
+		return -ENOMEM;
+	}
+	f->used = true;
+	if (i == nfs.top)
+		nfs.top++;
+	if (parent != FUSE_ROOT_ID)
+		nfs.files[parent - 2].entries++;
+	return (int64_t)i + 2;
+}
+
+/* Take entry ino out of its directory and give its slot back; nfs.lock held. */
+static void drop(fuse_ino_t ino)
+{
+	struct null_file *f = &nfs.files[ino - 2];
+
+	tdelete(f, &nfs.names, name_cmp);
+	f->used = false;
+	if (f->parent != FUSE_ROOT_ID)
+		nfs.files[f->parent - 2].entries--;
+	nfs.freed[nfs.nfreed++] = (unsigned)(ino - 2);
 }
 
 static void null_init(void *userdata, struct fuse_conn_info *conn)
@@ -216,13 +315,11 @@ static int prepare_uring(struct fuse_session *se)
 
 static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_ino_t ino = 0;
+	fuse_ino_t ino;
 
-	if (parent == FUSE_ROOT_ID) {
-		pthread_mutex_lock(&nfs.lock);
-		ino = find(name);
-		pthread_mutex_unlock(&nfs.lock);
-	}
+	pthread_mutex_lock(&nfs.lock);
+	ino = find(parent, name);
+	pthread_mutex_unlock(&nfs.lock);
 	if (!ino)
 		fuse_reply_err(req, ENOENT);
 	else
@@ -238,7 +335,7 @@ static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_attr(req, &st, 1);
+		fuse_reply_attr(req, &st, NVMEFS_ATTR_TIMEOUT);
 }
 
 static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -254,7 +351,9 @@ static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	if (!f && ino != FUSE_ROOT_ID) {
 		ret = -ENOENT;
 	} else if (f) {
-		if (to_set & FUSE_SET_ATTR_SIZE) {
+		if ((to_set & FUSE_SET_ATTR_SIZE) && f->dir) {
+			ret = -EISDIR;
+		} else if (to_set & FUSE_SET_ATTR_SIZE) {
 			if ((uint64_t)attr->st_size > NULL_MAX_SIZE)
 				ret = -EFBIG;
 			else
@@ -272,7 +371,7 @@ static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_attr(req, &st, 1);
+		fuse_reply_attr(req, &st, NVMEFS_ATTR_TIMEOUT);
 }
 
 /* direct_io as nvmefs sets it: every open in direct mode, write-only ones
@@ -286,45 +385,27 @@ static void set_open_flags(struct fuse_file_info *fi)
 static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			struct fuse_file_info *fi)
 {
-	fuse_ino_t ino;
-	int ret = 0;
+	int64_t ino;
 
-	if (parent != FUSE_ROOT_ID || !S_ISREG(mode)) {
+	if (!S_ISREG(mode)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	if (strlen(name) >= sizeof(nfs.files[0].name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	pthread_mutex_lock(&nfs.lock);
-	ino = find(name);
-	if (ino && (fi->flags & O_EXCL)) {
-		ret = -EEXIST;
-	} else if (!ino) {
-		for (unsigned i = 0; i < NULL_FILES && !ino; i++) {
-			struct null_file *f = &nfs.files[i];
-
-			if (f->used)
-				continue;
-			memset(f, 0, sizeof(*f));
-			f->used = true;
-			snprintf(f->name, sizeof(f->name), "%s", name);
-			f->mode = mode & 07777;
-			clock_gettime(CLOCK_REALTIME, &f->mtime);
-			f->ctime = f->mtime;
-			ino = i + 2;
-		}
-		if (!ino)
-			ret = -ENOSPC;
-	}
+	ino = (int64_t)find(parent, name);
+	if (ino && (fi->flags & O_EXCL))
+		ino = -EEXIST;
+	else if (ino && nfs.files[ino - 2].dir)
+		ino = -EISDIR;
+	else if (!ino)
+		ino = add(parent, name, mode);
 	pthread_mutex_unlock(&nfs.lock);
-	if (ret) {
-		fuse_reply_err(req, -ret);
+	if (ino < 0) {
+		fuse_reply_err(req, (int)-ino);
 		return;
 	}
 	set_open_flags(fi);
-	reply_entry(req, ino, fi);
+	reply_entry(req, (fuse_ino_t)ino, fi);
 }
 
 static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -333,11 +414,13 @@ static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&nfs.lock);
 	f = file_of(ino);
-	if (f && (fi->flags & O_TRUNC))
+	if (f && f->dir)
+		f = NULL;
+	else if (f && (fi->flags & O_TRUNC))
 		f->size = 0;
 	pthread_mutex_unlock(&nfs.lock);
 	if (!f) {
-		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		fuse_reply_err(req, is_dir(ino) ? EISDIR : ENOENT);
 		return;
 	}
 	set_open_flags(fi);
@@ -428,15 +511,51 @@ static void null_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 
 static void null_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_ino_t ino = 0;
+	fuse_ino_t ino;
+	int err = 0;
 
 	pthread_mutex_lock(&nfs.lock);
-	if (parent == FUSE_ROOT_ID)
-		ino = find(name);
-	if (ino)
-		nfs.files[ino - 2].used = false;
+	ino = find(parent, name);
+	if (!ino)
+		err = ENOENT;
+	else if (nfs.files[ino - 2].dir)
+		err = EISDIR;
+	else
+		drop(ino);
 	pthread_mutex_unlock(&nfs.lock);
-	fuse_reply_err(req, ino ? 0 : ENOENT);
+	fuse_reply_err(req, err);
+}
+
+static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	int64_t ino;
+
+	pthread_mutex_lock(&nfs.lock);
+	ino = add(parent, name, S_IFDIR | (mode & 07777));
+	pthread_mutex_unlock(&nfs.lock);
+	if (ino < 0)
+		fuse_reply_err(req, (int)-ino);
+	else
+		reply_entry(req, (fuse_ino_t)ino, NULL);
+}
+
+static void null_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_ino_t ino;
+	int err = 0;
+
+	pthread_mutex_lock(&nfs.lock);
+	ino = find(parent, name);
+	if (!ino)
+		err = ENOENT;
+	else if (!nfs.files[ino - 2].dir)
+		err = ENOTDIR;
+	else if (nfs.files[ino - 2].entries)
+		err = ENOTEMPTY;
+	else
+		drop(ino);
+	pthread_mutex_unlock(&nfs.lock);
+	fuse_reply_err(req, err);
 }
 
 static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -447,20 +566,26 @@ static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct stat st = {0};
 
 	(void)fi;
-	if (ino != FUSE_ROOT_ID || !buf) {
-		fuse_reply_err(req, ino != FUSE_ROOT_ID ? ENOTDIR : ENOMEM);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* Offsets: 1 "..", then 2 + i for files[i] (after "." at 0): the
+	 * entries of every directory lie among all, in slot order. */
+	pthread_mutex_lock(&nfs.lock);
+	if (!is_dir(ino)) {
+		pthread_mutex_unlock(&nfs.lock);
+		fuse_reply_err(req, ENOTDIR);
 		free(buf);
 		return;
 	}
-	/* Offsets: 1 "..", then 2 + i for files[i] (after "." at 0). */
-	pthread_mutex_lock(&nfs.lock);
-	for (off_t i = off; i < 2 + NULL_FILES; i++) {
+	for (off_t i = off; i < 2 + (off_t)nfs.top; i++) {
 		const char *name = i == 0 ? "." : i == 1 ? ".." : NULL;
 
-		if (!name && !nfs.files[i - 2].used)
+		if (!name && (!nfs.files[i - 2].used || nfs.files[i - 2].parent != ino))
 			continue;
-		st.st_ino = name ? FUSE_ROOT_ID : (ino_t)i;
-		st.st_mode = name ? S_IFDIR : S_IFREG;
+		st.st_ino = name ? ino : (ino_t)i;
+		st.st_mode = name || nfs.files[i - 2].dir ? S_IFDIR : S_IFREG;
 		n = fuse_add_direntry(req, buf + used, size - used,
 				      name ? name : nfs.files[i - 2].name, &st, i + 1);
 		if (n > size - used)
@@ -470,6 +595,12 @@ static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_unlock(&nfs.lock);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+/* tdestroy's: the tree's keys are entries of nfs.files. */
+static void noop_free(void *p)
+{
+	(void)p;
 }
 
 static const struct fuse_lowlevel_ops null_ops = {
@@ -484,6 +615,8 @@ static const struct fuse_lowlevel_ops null_ops = {
 	.fallocate = null_fallocate,
 	.fsync = null_fsync,
 	.unlink = null_unlink,
+	.mkdir = null_mkdir,
+	.rmdir = null_rmdir,
 	.readdir = null_readdir,
 };
 
@@ -509,10 +642,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	nfs.direct = nfs.mode && !strcmp(nfs.mode, "direct");
-	/* libfuse checks the max_read of INIT against the mount option's. */
+	/* libfuse checks the max_read of INIT against the mount option's;
+	 * default_permissions as nvmefs's mount (the file's top comment). */
 	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||
+	    fuse_opt_add_arg(&args, "-odefault_permissions") ||
 	    posix_memalign(&nfs.zeros, 4096, NULL_MAX_IO))
 		goto out;
+	nfs.files = mmap(NULL, NULL_FILES * sizeof(*nfs.files), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	nfs.freed = calloc(NULL_FILES, sizeof(*nfs.freed));
+	if (nfs.files == MAP_FAILED || !nfs.freed) {
+		fprintf(stderr, "%s: cannot allocate the file table\n", argv[0]);
+		goto out;
+	}
 	memset(nfs.zeros, 0, NULL_MAX_IO);
 	se = fuse_session_new(&args, &null_ops, sizeof(null_ops), NULL);
 	if (!se)
@@ -546,6 +688,10 @@ out_unmount:
 out_destroy:
 	fuse_session_destroy(se);
 out:
+	tdestroy(nfs.names, noop_free);
+	if (nfs.files && nfs.files != MAP_FAILED)
+		munmap(nfs.files, NULL_FILES * sizeof(*nfs.files));
+	free(nfs.freed);
 	free(nfs.zeros);
 	free(nfs.mode);
 	free(o.mountpoint);

@@ -12,6 +12,7 @@ usage: test_benchlib.py [unittest options]
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -440,8 +441,10 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual([fs for fs, _ in bench.transport_plan(False)],
                          ["btrfs", "direct", "cached", "null-direct", "null-cached"])
         plan = dict(bench.transport_plan(True))
-        # fuse_null: no .nvmefs/config, and only 64 files (no small-file pass).
-        self.assertEqual(plan["null-cached+uring"], ["lookup", "dd", "fioseq", "randread"])
+        # fuse_null: no .nvmefs/config, and no data to read back: its small files
+        # are made, stat'ed and removed.
+        self.assertEqual(plan["null-cached+uring"], ["lookup", "dd", "fioseq", "randread", "small_null"])
+        self.assertEqual(bench.WL_ROWS["small_null"], ["small_create", "small_stat", "small_delete"])
         self.assertEqual(plan["btrfs"], ["lookup", "dd", "fioseq", "randread", "small", "torch"])
         self.assertEqual(plan["cached+uring"], ["transport", "lookup", "dd", "fioseq", "randread", "small",
                                                 "torch"])
@@ -586,9 +589,13 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual(t[9].split(" | ")[1:3], ["IOPS", "-"])
         self.assertTrue(t[-1].startswith("| nvmefs daemon peak RSS (VmHWM), pool=64M | MiB | - | - | 80.5 |"), t[-1])
         c = rep.ceiling()
-        # lookup, dd x 2, fio x 2 and their CPU x 2, random 4 KiB: 8 rows; 2 + 4 nulls + 2
-        # ratios + 4 nvmefs / null.
-        self.assertEqual(len(c), 2 + 8)
+        # lookup, dd x 2, fio x 2 and their CPU x 2, random 4 KiB, small files' create, stat
+        # and unlink: 11 rows; 2 + 4 nulls + 2 ratios + 4 nvmefs / null.
+        self.assertEqual(len(c), 2 + 11)
+        create = [l for l in c if "create+write" in l]
+        self.assertEqual(len(create), 1, c)
+        self.assertEqual(create[0].split(" | ")[1:], ["files/s", "40000", "50000", "32000", "24000", "1.25",
+                                                     "0.75", "0.25", "0.32", "0.25", "0.29 |"], create[0])
         self.assertTrue(all(l.count(" | ") == 11 for l in c), c)
         self.assertEqual(c[6], "| fio seq read of that file, 1 MiB, libaio QD32 O_DIRECT, cold cache | MB/s "
                          "| 2000 | 2500 | 1600 | 1200 | 1.25 | 0.75 | 0.25 | 0.32 | 0.25 | 0.29 |")
@@ -635,8 +642,15 @@ class BenchFigures(unittest.TestCase):
         self.assertEqual(len(pre), 1)
         self.assertEqual(pre[0].split(" | ")[3:6], ["20000", "16000", "-"], pre[0])
         self.assertTrue(pre[0].endswith("| - | - | 0.80 | - | - | - |"), pre[0])
+        # The create's line also gives fuse_null's rate on the same mode and transport.
         self.assertIn("PASS transport direct small files create+write (+syncfs): 10000 files/s = 0.50 x "
-                      "btrfs raid0 (20000); target >= 0.5", out)
+                      "btrfs raid0 (20000); target >= 0.5; fuse_null there: 40000 files/s = 2.00 x btrfs raid0",
+                      out)
+        self.assertIn("FAIL transport cached io_uring small files create+write (+syncfs): 7000 files/s = 0.35 x "
+                      "btrfs raid0 (20000); target >= 0.5; fuse_null there: 24000 files/s = 1.20 x btrfs raid0",
+                      out)
+        # and no other line does.
+        self.assertEqual(sum("fuse_null there" in l for l in out), 4, out)
         self.assertIn("FAIL transport direct small files read, cold cache: 10000 files/s = 0.50 x "
                       "btrfs raid0 (20000); target >= 0.7", out)
         self.assertIn("PASS transport direct io_uring small files read, cold cache: 16000 files/s = 0.80 x "
@@ -656,6 +670,22 @@ class BenchFigures(unittest.TestCase):
         self.assertIn("cached io_uring: not run", rep.transports())
         self.assertTrue(rep.table()[3].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
                         rep.table()[3])
+
+    def test_small_py_phases(self):
+        """small.py with PHASES runs those alone (fuse_null's pass: no read,
+        so no drop_caches and no root), and gives no total then."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "small.py")
+            with open(script, "w") as f:
+                f.write(bench.SMALL_PY)
+            p = subprocess.run([sys.executable, script, d, "5", "4096", os.path.join(d, "warm"), "0",
+                                "create,stat,delete"], capture_output=True, text=True, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            t = json.loads(p.stdout.strip().splitlines()[-1])
+            self.assertEqual(sorted(t), ["create", "delete", "files", "stat"])
+            self.assertEqual(t["files"], 5)
+            self.assertFalse(os.path.exists(os.path.join(d, "small")))
+            self.assertEqual(sorted(bench.small_rates(json.dumps(t))), ["create", "delete", "stat"])
 
     def test_args(self):
         self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")

@@ -6,6 +6,8 @@
 #    exactly 8 MiB, all zeros, after caches are dropped;
 #  - fallocate lays out 16 MiB (fio's layout), truncate cuts to 4096 bytes;
 #  - O_EXCL create of an existing name fails; unlink removes the file;
+#  - a directory of 300 files of 4 KiB (the bench's small-file pass): listed,
+#    stat'ed, not removable while it has files, then removed with them;
 #  - -o mode=bogus exits non-zero naming "bogus".
 # With NVMEFS_TEST_TRANSPORT=uring (scripts/test.sh's io_uring pass) both
 # modes run with -o uring: the daemon says its queues at INIT and, at the
@@ -65,6 +67,20 @@ for mode in cached direct; do
 		bash -c "! (set -o noclobber; : >'$f') 2>/dev/null"
 	check "$mode: unlink" rm "$f" "$mnt/fio.bin"
 	check "$mode: gone after unlink" test ! -e "$f"
+	# The small-file pass: a directory of more files than one page of the
+	# table, found by name, stat'ed, listed and removed with it.
+	d=$mnt/small
+	check "$mode: mkdir" mkdir "$d"
+	check "$mode: 300 files of 4 KiB in a directory" \
+		bash -c "for i in \$(seq 300); do head -c 4096 /dev/zero >'$d'/f\$i || exit 1; done"
+	check "$mode: the directory lists 300" test "$(ls "$d" | wc -l)" = 300
+	check "$mode: a file's size" test "$(stat -c %s "$d/f150")" = 4096
+	check "$mode: a name in the root is not one in the directory" test ! -e "$mnt/f150"
+	check "$mode: rmdir of a directory with files fails" bash -c "! rmdir '$d' 2>/dev/null"
+	check "$mode: a file of that name cannot replace the directory" bash -c "! : 2>/dev/null >'$d'"
+	check "$mode: remove the files and the directory" rm -r "$d"
+	check "$mode: the directory is gone" test ! -e "$d"
+	check "$mode: the root is empty" test -z "$(ls -A "$mnt")"
 	check "$mode: unmount" timeout 30 fusermount3 -u "$mnt"
 	rc=0
 	timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
