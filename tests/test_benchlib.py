@@ -671,6 +671,34 @@ class BenchFigures(unittest.TestCase):
         self.assertTrue(rep.table()[3].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
                         rep.table()[3])
 
+    def test_daemon_own_session(self):
+        """The bench starts its FUSE daemons in a session of their own (as a
+        mounted daemon runs: its own autogroup), and emu.Daemon does that."""
+        calls = []
+
+        class Runner:
+            def log_line(self, text):
+                pass
+
+        stub = bench.Bench.__new__(bench.Bench)
+        stub.runner, stub.mnt, stub.cur_fs, stub.daemon = Runner(), "/nonexistent", None, None
+        saved = bench.emu.start_daemon
+        try:
+            bench.emu.start_daemon = lambda argv, lg, mnt, **kw: (calls.append(kw), ("daemon", None))[1]
+            self.assertTrue(stub.start_daemon("direct", "/dev/null", ["nvmefs"]))
+        finally:
+            bench.emu.start_daemon = saved
+        self.assertEqual(calls, [{"new_session": True}])
+        with tempfile.TemporaryDirectory() as d:
+            dm = emu.Daemon(["sleep", "30"], os.path.join(d, "log"), True)
+            try:
+                with open("/proc/%d/stat" % dm.pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                self.assertEqual(int(fields[3]), dm.pid)  # its session: its own
+                self.assertNotEqual(int(fields[3]), os.getsid(0))
+            finally:
+                dm.kill()
+
     def test_small_py_phases(self):
         """small.py with PHASES runs those alone (fuse_null's pass: no read,
         so no drop_caches and no root), and gives no total then."""
