@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nvmefs/bufpool.h"
@@ -56,21 +55,6 @@ struct nvmefs_bufpool {
 
 #define SLAB_MAX ((size_t)16 << 20) /* bytes of buffers a slab holds at most */
 
-/*
- * mlock/munlock by system call: AddressSanitizer turns the libc calls into
- * no-ops, which would make the sanitizer build silently unpinned (and blind
- * to RLIMIT_MEMLOCK) while the release build is not.
- */
-static int sys_mlock(const void *addr, size_t len)
-{
-	return (int)syscall(SYS_mlock, addr, len);
-}
-
-static int sys_munlock(const void *addr, size_t len)
-{
-	return (int)syscall(SYS_munlock, addr, len);
-}
-
 /* Map a slab of n buffers (lock held); false when out of memory. */
 static bool map_slab(struct nvmefs_bufpool *p, size_t n, struct slab *sl)
 {
@@ -97,16 +81,16 @@ static void pin_slab(struct nvmefs_bufpool *p, const struct slab *sl)
 
 	if (!p->pinned)
 		return;
-	if (sys_mlock(sl->base, sl->locked) == 0)
+	if (nvmefs_mlock(sl->base, sl->locked) == 0)
 		return;
 	err = errno;
 	/* A lock that failed part way (EAGAIN, ENOMEM while faulting) may
 	 * have locked some of the slab. */
-	sys_munlock(sl->base, sl->locked);
+	nvmefs_munlock(sl->base, sl->locked);
 	p->pinned = false;
 	/* Unpin what was pinned so every buffer is in the same state. */
 	for (size_t i = 0; i < p->nslabs; i++)
-		sys_munlock(p->slabs[i].base, p->slabs[i].locked);
+		nvmefs_munlock(p->slabs[i].base, p->slabs[i].locked);
 	if (atomic_exchange(&memlock_warned, true))
 		return;
 	getrlimit(RLIMIT_MEMLOCK, &rl);
@@ -161,7 +145,7 @@ void nvmefs_bufpool_destroy(struct nvmefs_bufpool *p)
 			   p->allocated - p->nfree);
 	for (size_t i = 0; i < p->nslabs; i++) {
 		if (p->pinned)
-			sys_munlock(p->slabs[i].base, p->slabs[i].locked);
+			nvmefs_munlock(p->slabs[i].base, p->slabs[i].locked);
 		munmap(p->slabs[i].base, p->slabs[i].len);
 	}
 	pthread_cond_destroy(&p->freed);

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nvmefs/util.h"
 
@@ -130,6 +132,16 @@ uint64_t nvmefs_now_ns(void)
 }
 
 #define HUGE_PAGE ((size_t)2 << 20)
+
+int nvmefs_mlock(const void *addr, size_t len)
+{
+	return (int)syscall(SYS_mlock, addr, len);
+}
+
+int nvmefs_munlock(const void *addr, size_t len)
+{
+	return (int)syscall(SYS_munlock, addr, len);
+}
 
 void *nvmefs_map_buffers(size_t bytes, size_t *len)
 {

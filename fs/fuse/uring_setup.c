@@ -111,7 +111,7 @@ static void *alloc_locked(size_t len)
 	if (posix_memalign(&p, 4096, len))
 		return NULL;
 	memset(p, 0, len);
-	(void)mlock(p, len); /* best effort, as the pool does */
+	(void)nvmefs_mlock(p, len); /* best effort, as the pool does */
 	return p;
 }
 
@@ -171,7 +171,7 @@ static int make_queue(struct nvmefs_uring *u, struct queue *q, unsigned qid)
 	q->areas = nvmefs_map_buffers(bytes, &q->areas_len);
 	if (!q->ents || !q->areas)
 		return -ENOMEM;
-	(void)mlock(q->areas, bytes);
+	(void)nvmefs_mlock(q->areas, bytes);
 	for (unsigned i = 0; i < u->depth; i++) {
 		struct ent *e = &q->ents[i];
 
