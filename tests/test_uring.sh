@@ -80,11 +80,12 @@ check "-o uring with enable_uring on serves io_uring" test "$(transport)" = io_u
 # The queues' payload areas ask for huge pages (uring_setup.c's
 # make_queue, through nvmefs_map_buffers): under the kernel's "madvise"
 # policy only a mapping that asked may have them (under "always", for
-# every size or for 2 MiB, every one may: nothing to check). Whether the kernel had any to give is
-# printed, not checked.
+# every size or for 2 MiB, every one may; under "never" for 2 MiB, none:
+# nothing to check either way, as test_bufpool.c's test_huge_slabs).
+# Whether the kernel had any to give is printed, not checked.
 thp=/sys/kernel/mm/transparent_hugepage
 if grep -q '\[madvise\]' "$thp/enabled" 2>/dev/null &&
-	! grep -q '\[always\]' "$thp/hugepages-2048kB/enabled" 2>/dev/null; then
+	! grep -q '\[always\]\|\[never\]' "$thp/hugepages-2048kB/enabled" 2>/dev/null; then
 	pid=$(sed -n 's/^pid = //p' "$MNT/.nvmefs/config")
 	check "the io_uring payloads may be huge pages" grep -q '^THPeligible: *1' "/proc/$pid/smaps"
 	echo "the daemon's huge pages: $(awk '/^AnonHugePages/ {k += $2} END {print k + 0}' \
