@@ -81,9 +81,9 @@ static void pin_slab(struct nvmefs_bufpool *p, const struct slab *sl)
 
 	if (!p->pinned)
 		return;
-	if (nvmefs_mlock(sl->base, sl->locked) == 0)
+	err = -nvmefs_mlock(sl->base, sl->locked);
+	if (!err)
 		return;
-	err = errno;
 	/* A lock that failed part way (EAGAIN, ENOMEM while faulting) may
 	 * have locked some of the slab. */
 	nvmefs_munlock(sl->base, sl->locked);

@@ -135,12 +135,12 @@ uint64_t nvmefs_now_ns(void)
 
 int nvmefs_mlock(const void *addr, size_t len)
 {
-	return (int)syscall(SYS_mlock, addr, len);
+	return syscall(SYS_mlock, addr, len) ? -errno : 0;
 }
 
 int nvmefs_munlock(const void *addr, size_t len)
 {
-	return (int)syscall(SYS_munlock, addr, len);
+	return syscall(SYS_munlock, addr, len) ? -errno : 0;
 }
 
 void *nvmefs_map_buffers(size_t bytes, size_t *len)

@@ -44,12 +44,14 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "door_i.h"
 #include "reply_open_i.h"
@@ -60,9 +62,12 @@
 
 struct null_file {
 	char name[256];
-	fuse_ino_t parent; /* the directory it is in */
+	fuse_ino_t parent;   /* the directory it is in */
+	uint64_t generation; /* bumped each time the slot is given back */
 	bool used, dir;
 	unsigned entries; /* a directory's */
+	uid_t uid;
+	gid_t gid;
 	off_t size;
 	mode_t mode;
 	struct timespec mtime, ctime;
@@ -80,9 +85,11 @@ struct null_fs {
 	/* NULL_FILES entries, mapped without reserve: a page costs memory once
 	 * an entry in it was used. Inode = index + 2; all protected by lock. */
 	struct null_file *files;
-	unsigned top;	 /* entries ever used: files[0, top) */
-	unsigned *freed; /* NULL_FILES slots: entries given back, reused once top is at the end */
-	unsigned nfreed;
+	unsigned top; /* entries ever used: files[0, top) */
+	/* Entries given back, reused oldest first once top is at the end: a
+	 * ring of NULL_FILES slots, nfreed of them from freed_head. */
+	unsigned *freed;
+	unsigned freed_head, nfreed;
 	void *names; /* tsearch tree of the used entries, by (parent, name) */
 };
 
@@ -129,8 +136,12 @@ static int stat_of(fuse_ino_t ino, struct stat *st)
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	if (ino == FUSE_ROOT_ID) {
+		/* The mounter's, so that a user's fusermount3 mount is its own
+		 * under default_permissions. */
 		st->st_mode = S_IFDIR | 0755;
 		st->st_nlink = 2;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
 		return 0;
 	}
 	pthread_mutex_lock(&nfs.lock);
@@ -138,6 +149,8 @@ static int stat_of(fuse_ino_t ino, struct stat *st)
 	if (f) {
 		st->st_mode = (f->dir ? S_IFDIR : S_IFREG) | f->mode;
 		st->st_nlink = f->dir ? 2 : 1;
+		st->st_uid = f->uid;
+		st->st_gid = f->gid;
 		st->st_size = f->size;
 		st->st_blocks = (f->size + 511) / 512;
 		st->st_mtim = f->mtime;
@@ -157,6 +170,11 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 				     .entry_timeout = NVMEFS_ATTR_TIMEOUT};
 	int ret = stat_of(ino, &e.attr);
 
+	if (ino != FUSE_ROOT_ID) {
+		pthread_mutex_lock(&nfs.lock);
+		e.generation = nfs.files[ino - 2].generation;
+		pthread_mutex_unlock(&nfs.lock);
+	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fi)
@@ -180,40 +198,51 @@ static fuse_ino_t find(fuse_ino_t parent, const char *name)
 
 /*
  * A new entry name in directory parent, of mode (S_IFREG or S_IFDIR and
- * the permission bits): its inode, or -ENOTDIR, -EEXIST, -ENAMETOOLONG,
- * -ENOSPC, -ENOMEM. Called with nfs.lock held.
+ * the permission bits), owned by the caller of req: its inode, or
+ * -ENOENT, -ENOTDIR, -EEXIST, -ENAMETOOLONG, -ENOSPC, -ENOMEM. Called
+ * with nfs.lock held.
  */
-static int64_t add(fuse_ino_t parent, const char *name, mode_t mode)
+static int64_t add(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct null_file *f;
+	uint64_t gen;
 	unsigned i;
 
+	if (parent != FUSE_ROOT_ID && !file_of(parent))
+		return -ENOENT;
 	if (!is_dir(parent))
 		return -ENOTDIR;
 	if (strlen(name) >= sizeof(f->name))
 		return -ENAMETOOLONG;
 	if (find(parent, name))
 		return -EEXIST;
-	/* New slots first: an inode number the kernel may still hold for an
-	 * unlinked file comes back only once every other one was used. */
+	/* New slots first, then the oldest given back: an inode number the
+	 * kernel may still hold (an unlinked file still open) comes back as
+	 * late as can be, and with another generation. */
 	if (nfs.top < NULL_FILES)
 		i = nfs.top;
 	else if (nfs.nfreed)
-		i = nfs.freed[--nfs.nfreed];
+		i = nfs.freed[nfs.freed_head];
 	else
 		return -ENOSPC;
 	f = &nfs.files[i];
+	gen = f->generation;
 	memset(f, 0, sizeof(*f));
 	memcpy(f->name, name, strlen(name) + 1);
 	f->parent = parent;
+	f->generation = gen;
 	f->dir = S_ISDIR(mode);
 	f->mode = mode & 07777;
+	f->uid = ctx->uid;
+	f->gid = ctx->gid;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
 	f->ctime = f->mtime;
-	if (!tsearch(f, &nfs.names, name_cmp)) {
-		if (i != nfs.top)
-			nfs.freed[nfs.nfreed++] = i;
-		return -ENOMEM;
+	if (!tsearch(f, &nfs.names, name_cmp))
+		return -ENOMEM; /* the slot stays where it was */
+	if (i != nfs.top) {
+		nfs.freed_head = (nfs.freed_head + 1) % NULL_FILES;
+		nfs.nfreed--;
 	}
 	f->used = true;
 	if (i == nfs.top)
@@ -230,9 +259,10 @@ static void drop(fuse_ino_t ino)
 
 	tdelete(f, &nfs.names, name_cmp);
 	f->used = false;
+	f->generation++;
 	if (f->parent != FUSE_ROOT_ID)
 		nfs.files[f->parent - 2].entries--;
-	nfs.freed[nfs.nfreed++] = (unsigned)(ino - 2);
+	nfs.freed[(nfs.freed_head + nfs.nfreed++) % NULL_FILES] = (unsigned)(ino - 2);
 }
 
 static void null_init(void *userdata, struct fuse_conn_info *conn)
@@ -398,7 +428,7 @@ static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	else if (ino && nfs.files[ino - 2].dir)
 		ino = -EISDIR;
 	else if (!ino)
-		ino = add(parent, name, mode);
+		ino = add(req, parent, name, mode);
 	pthread_mutex_unlock(&nfs.lock);
 	if (ino < 0) {
 		fuse_reply_err(req, (int)-ino);
@@ -411,16 +441,19 @@ static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct null_file *f;
+	int err = 0;
 
 	pthread_mutex_lock(&nfs.lock);
 	f = file_of(ino);
-	if (f && f->dir)
-		f = NULL;
-	else if (f && (fi->flags & O_TRUNC))
+	if (is_dir(ino))
+		err = EISDIR;
+	else if (!f)
+		err = ENOENT;
+	else if (fi->flags & O_TRUNC)
 		f->size = 0;
 	pthread_mutex_unlock(&nfs.lock);
-	if (!f) {
-		fuse_reply_err(req, is_dir(ino) ? EISDIR : ENOENT);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	set_open_flags(fi);
@@ -531,7 +564,7 @@ static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	int64_t ino;
 
 	pthread_mutex_lock(&nfs.lock);
-	ino = add(parent, name, S_IFDIR | (mode & 07777));
+	ino = add(req, parent, name, S_IFDIR | (mode & 07777));
 	pthread_mutex_unlock(&nfs.lock);
 	if (ino < 0)
 		fuse_reply_err(req, (int)-ino);
@@ -584,7 +617,12 @@ static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 		if (!name && (!nfs.files[i - 2].used || nfs.files[i - 2].parent != ino))
 			continue;
-		st.st_ino = name ? ino : (ino_t)i;
+		if (i == 0)
+			st.st_ino = ino;
+		else if (i == 1) /* the parent; the root's is itself */
+			st.st_ino = ino == FUSE_ROOT_ID ? ino : nfs.files[ino - 2].parent;
+		else
+			st.st_ino = (ino_t)i;
 		st.st_mode = name || nfs.files[i - 2].dir ? S_IFDIR : S_IFREG;
 		n = fuse_add_direntry(req, buf + used, size - used,
 				      name ? name : nfs.files[i - 2].name, &st, i + 1);

@@ -714,6 +714,13 @@ class BenchFigures(unittest.TestCase):
             self.assertEqual(t["files"], 5)
             self.assertFalse(os.path.exists(os.path.join(d, "small")))
             self.assertEqual(sorted(bench.small_rates(json.dumps(t))), ["create", "delete", "stat"])
+            # A phase it does not know: exit 1, still one JSON line, naming it.
+            p = subprocess.run([sys.executable, script, d, "5", "4096", os.path.join(d, "warm"), "0",
+                                "create,bogus"], capture_output=True, text=True, check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            t = json.loads(p.stdout.strip().splitlines()[-1])
+            self.assertIn("unknown phase: bogus", t["error"])
+            self.assertNotIn("create", t)
 
     def test_args(self):
         self.assertEqual(bench.parse_args(["--quick", "--only", "ram", "-o", "/x"]).only, "ram")

@@ -71,7 +71,7 @@ void *nvmefs_map_buffers(size_t bytes, size_t *len);
  * mlock(2) and munlock(2) by system call: AddressSanitizer turns the libc
  * calls into no-ops, which would leave the sanitizer build's buffers
  * silently unlocked (and blind to RLIMIT_MEMLOCK) while the release
- * build's are not. 0, or -1 with errno set, as the libc calls.
+ * build's are not. 0 or -errno.
  */
 int nvmefs_mlock(const void *addr, size_t len);
 int nvmefs_munlock(const void *addr, size_t len);
