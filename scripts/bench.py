@@ -260,7 +260,7 @@ it, and each nvmefs mount against fuse_null on its transport), and issue
 create+write >= 0.5 x (each line also gives fuse_null's on the same mode
 and transport against btrfs raid0: what a daemon that does nothing gets
 there, on io_uring through nvmefs's own transport code, on /dev/fuse
-through libfuse's loop, which does not poll as nvmefs's does) and read
+through a loop built as nvmefs's, whose leader polls) and read
 >= 0.7 x btrfs raid0 and its 1 MiB QD32
 O_DIRECT read >= 1.0 x, the same two small-file targets and the 1 MiB
 read for the preload door on nvmefs direct, and its 4 KiB random reads
@@ -2803,10 +2803,10 @@ class TrReport:
         out = []
         for fs in TR_FS[1:]:
             for row, label, want in TR_VS_BTRFS:
-                # fuse_null's rate beside it: on io_uring the transport's
-                # ceiling (the same transport code); on /dev/fuse that of
-                # libfuse's loop, which nvmefs's polling leader passes
-                # (docs/PERFORMANCE.md, "The create's FUSE ceiling").
+                # fuse_null's rate beside it: the transport's ceiling, as
+                # it runs nvmefs's transport code on io_uring and a loop
+                # built as nvmefs's on /dev/fuse (docs/PERFORMANCE.md,
+                # "The create's FUSE ceiling").
                 note = self.null_note(fs, row, units[row]) if row == "small_create" else ""
                 self.ratio_target("transport %s %s" % (TR_NAME[fs], label), self.get(fs, row), units[row],
                                   "btrfs raid0", self.get("btrfs", row), want, out, note)
