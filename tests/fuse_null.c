@@ -563,7 +563,9 @@ static void null_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse
 	fuse_reply_err(req, 0);
 }
 
-static void null_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* Remove name from directory parent: a file (unlink) or an empty
+ * directory (rmdir). 0 or an errno. */
+static int remove_entry(fuse_ino_t parent, const char *name, bool dir)
 {
 	fuse_ino_t ino;
 	int err = 0;
@@ -572,12 +574,19 @@ static void null_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ino = find(parent, name);
 	if (!ino)
 		err = ENOENT;
-	else if (nfs.files[ino - 2].dir)
-		err = EISDIR;
+	else if (nfs.files[ino - 2].dir != dir)
+		err = dir ? ENOTDIR : EISDIR;
+	else if (dir && nfs.files[ino - 2].entries)
+		err = ENOTEMPTY;
 	else
 		drop(ino);
 	pthread_mutex_unlock(&nfs.lock);
-	fuse_reply_err(req, err);
+	return err;
+}
+
+static void null_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, remove_entry(parent, name, false));
 }
 
 static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -595,21 +604,7 @@ static void null_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 
 static void null_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_ino_t ino;
-	int err = 0;
-
-	pthread_mutex_lock(&nfs.lock);
-	ino = find(parent, name);
-	if (!ino)
-		err = ENOENT;
-	else if (!nfs.files[ino - 2].dir)
-		err = ENOTDIR;
-	else if (nfs.files[ino - 2].entries)
-		err = ENOTEMPTY;
-	else
-		drop(ino);
-	pthread_mutex_unlock(&nfs.lock);
-	fuse_reply_err(req, err);
+	fuse_reply_err(req, remove_entry(parent, name, true));
 }
 
 static void null_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
