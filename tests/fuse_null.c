@@ -14,7 +14,8 @@
  *
  * Its /dev/fuse loop is built as nvmefs's (fs/fuse/loop.c), not libfuse's,
  * whose workers all sleep in read(2): one of NULL_WORKERS threads leads,
- * polls /dev/fuse for up to NULL_SPIN_NS before it sleeps in poll(2),
+ * polls /dev/fuse before it sleeps in poll(2), for nvmefs's adaptive
+ * window (nvmefs/spin.h) of at most NULL_SPIN_NS,
  * reads the request, and hands the lead on before serving it unless the
  * request is one nvmefs's leader serves itself (nvmefs_serve_inline).
  * With libfuse's loop nvmefs's polling leader outran it (lookups 1.3-1.4
@@ -63,6 +64,7 @@
 #include <unistd.h>
 
 #include "door_i.h"
+#include "nvmefs/spin.h"
 #include "reply_open_i.h"
 
 #define NULL_FILES    (1u << 18)
@@ -110,9 +112,10 @@ static struct null_fs nfs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t follow;
-	bool led;	    /* protected by mu */
-	atomic_bool failed; /* a worker's read failed, or a queue did */
-} lp = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+	bool led;		 /* protected by mu */
+	atomic_bool failed;	 /* a worker's read failed, or a queue did */
+	struct nvmefs_spin spin; /* the leader's poll window */
+} lp = {.mu = PTHREAD_MUTEX_INITIALIZER, .follow = PTHREAD_COND_INITIALIZER};
 static __thread bool leading;
 
 static const struct fuse_opt null_opts[] = {
@@ -147,8 +150,9 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* The attributes of inode ino (1 is the root); 0 or -ENOENT. */
-static int stat_of(fuse_ino_t ino, struct stat *st)
+/* The attributes of inode ino (1 is the root), and its generation into
+ * *gen unless NULL (the root's: 0); 0 or -ENOENT. */
+static int stat_of(fuse_ino_t ino, struct stat *st, uint64_t *gen)
 {
 	struct null_file *f;
 	int ret = 0;
@@ -176,6 +180,8 @@ static int stat_of(fuse_ino_t ino, struct stat *st)
 		st->st_mtim = f->mtime;
 		st->st_ctim = f->ctime;
 		st->st_atim = f->mtime;
+		if (gen)
+			*gen = f->generation;
 	} else {
 		ret = -ENOENT;
 	}
@@ -188,13 +194,8 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct fuse_entry_param e = {.ino = ino,
 				     .attr_timeout = NVMEFS_ATTR_TIMEOUT,
 				     .entry_timeout = NVMEFS_ATTR_TIMEOUT};
-	int ret = stat_of(ino, &e.attr);
+	int ret = stat_of(ino, &e.attr, &e.generation);
 
-	if (ino != FUSE_ROOT_ID) {
-		pthread_mutex_lock(&nfs.lock);
-		e.generation = nfs.files[ino - 2].generation;
-		pthread_mutex_unlock(&nfs.lock);
-	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fi)
@@ -380,7 +381,7 @@ static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = stat_of(ino, &st);
+	int ret = stat_of(ino, &st, NULL);
 
 	(void)fi;
 	if (ret)
@@ -418,7 +419,7 @@ static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 	}
 	pthread_mutex_unlock(&nfs.lock);
 	if (!ret)
-		ret = stat_of(ino, &st);
+		ret = stat_of(ino, &st, NULL);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -680,23 +681,25 @@ static void resign(bool all)
 	pthread_mutex_unlock(&lp.mu);
 }
 
-/* Poll fd without sleeping for NULL_SPIN_NS, then sleep in poll(2) a
- * slice at a time: true once a request waits (or the mount is gone:
- * read(2) says so), false when the session ended meanwhile. */
+/* The leader: poll /dev/fuse without sleeping for the window, then sleep
+ * in poll(2) a slice at a time, the wait adapting the window, as
+ * fs/fuse/loop.c's wait_for_request: true once a request waits (or the
+ * mount is gone: read(2) says so), false when the session ended. */
 static bool wait_for_request(struct fuse_session *se)
 {
 	struct pollfd p = {.fd = fuse_session_fd(se), .events = POLLIN};
-	struct timespec t0, t;
+	uint64_t t0 = nvmefs_spin_clock(), end = t0 + lp.spin.ns;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
 		if (poll(&p, 1, 0) != 0)
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < NULL_SPIN_NS);
-	while (!fuse_session_exited(se))
-		if (poll(&p, 1, 200) != 0)
-			return true; /* a request, the mount gone, or a signal */
+	} while (nvmefs_spin_clock() < end);
+	while (!fuse_session_exited(se)) {
+		if (poll(&p, 1, 200) != 0) { /* a request, the mount gone, or a signal */
+			nvmefs_spin_adapt(&lp.spin, nvmefs_spin_clock() - t0);
+			return true;
+		}
+	}
 	return false;
 }
 
@@ -737,6 +740,7 @@ static int serve_loop(struct fuse_session *se)
 	pthread_t t[NULL_WORKERS];
 	unsigned n = 0;
 
+	nvmefs_spin_init(&lp.spin, NULL_SPIN_NS);
 	while (n < NULL_WORKERS && !pthread_create(&t[n], NULL, worker_main, se))
 		n++;
 	if (n < NULL_WORKERS) {

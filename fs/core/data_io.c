@@ -199,9 +199,9 @@ static void io_count(struct nvmefs_vol *vol, int delta)
 }
 
 /* Send plan pl's segments as request io; done runs once they all completed
- * (and calls io_count(vol, -1)). After 0, io belongs to the completion. */
-/* Send pl's I/O; held (the calling thread's plug, nvmefs/engine.h) only
- * when asked: a write answered early, which nobody waits for directly. */
+ * (and calls io_count(vol, -1)). After 0, io belongs to the completion.
+ * Held (the calling thread's plug, nvmefs/engine.h) only when may_hold:
+ * a write answered early, which nobody waits for directly. */
 static int plan_submit(struct nvmefs_vol *vol, struct nvmefs_io_req *io,
 		       const struct nvmefs_plan *pl, enum nvmefs_io_op op, nvmefs_io_done_fn done,
 		       bool may_hold)
