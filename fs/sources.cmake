@@ -55,6 +55,7 @@ set(FS_FUSE_SOURCES
     fuse/ops.c
     fuse/ops_file.c
     fuse/loop.c
+    fuse/cpulat.c
     fuse/devio.c
     fuse/uring.c
     fuse/uring_setup.c

@@ -42,7 +42,11 @@
  * kernel then asks for a directory's attributes before a create or an
  * unlink in it once a change there dropped them, as it does of nvmefs.
  *
- * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring] [-o FUSE options]
+ * While requests come it asks the kernel for idle CPUs quick to wake, as
+ * nvmefs does (fs/fuse/cpulat.c, -o cpu_latency=US|off, default 0).
+ *
+ * Usage: fuse_null MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring]
+ *        [-o cpu_latency=US|off] [-o FUSE options]
  */
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -87,9 +91,10 @@ struct null_file {
 };
 
 struct null_fs {
-	bool direct; /* -o mode=direct */
-	char *mode;  /* the -o mode= string, for checking */
-	int uring;   /* -o uring: FUSE over io_uring, or no mount */
+	bool direct;	   /* -o mode=direct */
+	char *mode;	   /* the -o mode= string, for checking */
+	int uring;	   /* -o uring: FUSE over io_uring, or no mount */
+	char *cpu_latency; /* -o cpu_latency=US|off (nvmefs's; default 0) */
 	struct fuse_session *se;
 	struct nvmefs_uring *u; /* the io_uring queues (-o uring) */
 	bool uring_granted;	/* the INIT reply asked for them */
@@ -121,6 +126,7 @@ static __thread bool leading;
 static const struct fuse_opt null_opts[] = {
 	{"mode=%s", offsetof(struct null_fs, mode), 0},
 	{"uring", offsetof(struct null_fs, uring), 1},
+	{"cpu_latency=%s", offsetof(struct null_fs, cpu_latency), 0},
 	FUSE_OPT_END,
 };
 
@@ -346,6 +352,7 @@ static void serve(struct fuse_session *se, struct nvmefs_vol *vol, void *req, si
 	struct fuse_buf fb = {.mem = req, .size = len};
 
 	(void)vol;
+	nvmefs_cpulat_busy();
 	fuse_session_process_buf(se, &fb);
 }
 
@@ -724,6 +731,7 @@ static void *worker_main(void *arg)
 			}
 			break;
 		}
+		nvmefs_cpulat_busy();
 		if (!nvmefs_serve_inline(fb.mem, fb.size))
 			resign(false);
 		fuse_session_process_buf(se, &fb);
@@ -781,14 +789,14 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = {0};
 	struct fuse_session *se = NULL;
-	int ret = 1;
+	int busy_us = 0, ret = 1;
 
 	if (fuse_opt_parse(&args, &nfs, null_opts, NULL) || fuse_parse_cmdline(&args, &o))
 		goto out;
 	if (o.show_help || !o.mountpoint) {
 		fprintf(stderr,
 			"usage: %s MOUNTPOINT [-f] [-o mode=direct|cached] [-o uring] "
-			"[-o FUSE options]\n",
+			"[-o cpu_latency=US|off] [-o FUSE options]\n",
 			argv[0]);
 		goto out;
 	}
@@ -797,6 +805,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	nfs.direct = nfs.mode && !strcmp(nfs.mode, "direct");
+	if (nfs.cpu_latency && !strcmp(nfs.cpu_latency, "off")) {
+		busy_us = -1;
+	} else if (nfs.cpu_latency) {
+		char *end;
+		unsigned long v = strtoul(nfs.cpu_latency, &end, 10);
+
+		if (end == nfs.cpu_latency || *end || v > 1000000) {
+			fprintf(stderr, "%s: -o cpu_latency=%s: not off or 0 to 1000000\n", argv[0],
+				nfs.cpu_latency);
+			goto out;
+		}
+		busy_us = (int)v;
+	}
 	/* libfuse checks the max_read of INIT against the mount option's;
 	 * default_permissions as nvmefs's mount (the file's top comment). */
 	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||
@@ -821,9 +842,13 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	if (fuse_daemonize(o.foreground))
 		goto out_unmount;
+	if (nvmefs_cpulat_start(busy_us))
+		goto out_unmount;
 	ret = serve_loop(se) ? 1 : 0;
-	if (nfs.u) {
+	if (nfs.u)
 		nvmefs_uring_stop(nfs.u);
+	nvmefs_cpulat_stop();
+	if (nfs.u) {
 		fprintf(stderr, "fuse_null: %llu requests served over io_uring\n",
 			(unsigned long long)nvmefs_uring_served(nfs.u));
 		if (!nfs.uring_granted || !nvmefs_uring_served(nfs.u))
@@ -844,6 +869,7 @@ out:
 	free(nfs.freed);
 	free(nfs.zeros);
 	free(nfs.mode);
+	free(nfs.cpu_latency);
 	free(o.mountpoint);
 	fuse_opt_free_args(&args);
 	return ret;

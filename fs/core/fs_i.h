@@ -253,6 +253,9 @@ struct nvmefs_vol_opts {
 	/* A queue's leader with nothing in flight waits as SCHED_IDLE
 	 * (fs/fuse/uring.c, "Where the caller wakes"; -o uring_idle_wait). */
 	unsigned uring_idle_wait;
+	/* The CPU wake-up latency asked of the kernel while requests come
+	 * (fs/fuse/cpulat.c, -o cpu_latency); < 0: nothing is asked. */
+	int cpu_latency_us;
 	/* A WRITE of at most this many bytes is answered once it is planned,
 	 * as it is sent, before the devices complete it (NVMEFS_WRITE_BEHIND,
 	 * fs/core/data_io.c; -o write_behind; 0: never). */

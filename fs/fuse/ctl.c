@@ -358,7 +358,8 @@ static json_object *statahead_stats(void)
 static json_object *transport_stats(const struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object();
-	uint64_t backoffs;
+	uint64_t backoffs, holds;
+	int held;
 
 	json_object_object_add(
 		o, "name", json_object_new_string(vol->uring_queues ? "io_uring" : "/dev/fuse"));
@@ -368,6 +369,11 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
 	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring, &backoffs));
 	put_u64(o, "idle_backoffs", backoffs);
+	/* -o cpu_latency: held now (null: nothing asked), busy spells so far */
+	held = nvmefs_cpulat_state(&holds);
+	json_object_object_add(o, "cpu_latency_held",
+			       held < 0 ? NULL : json_object_new_boolean(held));
+	put_u64(o, "cpu_latency_holds", holds);
 	return o;
 }
 
@@ -435,6 +441,10 @@ static char *render_config(struct nvmefs_vol *vol)
 	fprintf(f, "write_behind = %llu\n", (unsigned long long)o->write_behind);
 	fprintf(f, "queue_depth = %u\nthreads = %u\nspin_us = %u\n",
 		nvmefs_engine_queue_depth(vol->eng), o->threads, o->spin_us);
+	if (o->cpu_latency_us < 0)
+		fprintf(f, "cpu_latency = off\n");
+	else
+		fprintf(f, "cpu_latency = %d\n", o->cpu_latency_us);
 	fprintf(f, "pool = %llu\nmax_background = %u\n",
 		(unsigned long long)(ps.max_bufs * ps.buf_size), o->max_background);
 	fprintf(f, "commit = %u\nread_only = %d\nshut_down = %d\n", vol->j.interval_ms / 1000,

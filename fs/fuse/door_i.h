@@ -89,6 +89,23 @@ struct fuse_session;
 int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned threads,
 		    void (*after_init)(void *arg), void *arg);
 
+/* ---- cpulat.c: idle CPUs quick to wake while requests come ---- */
+/*
+ * Start asking the kernel (PM QoS, /dev/cpu_dma_latency) for a CPU wake-up
+ * latency of busy_us microseconds while requests come, given back after a
+ * quiet spell (-o cpu_latency; busy_us < 0: never ask). Where the device
+ * cannot be opened (no root, no such device) it says so once and asks
+ * nothing: the mount goes on. Returns 0 or -errno (no thread).
+ */
+int nvmefs_cpulat_start(int busy_us);
+/* A request came (any serving thread; one load when held already). */
+void nvmefs_cpulat_busy(void);
+/* Give the request back and stop the watcher (after every serving thread). */
+void nvmefs_cpulat_stop(void);
+/* 1 held now, 0 not held, -1 nothing asked (off, or the device refused);
+ * *holds: busy spells since the mount. */
+int nvmefs_cpulat_state(uint64_t *holds);
+
 /* ---- devio.c: the session's reads and writes of /dev/fuse ---- */
 struct iovec;
 /*

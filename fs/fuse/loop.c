@@ -325,6 +325,7 @@ void nvmefs_loop_serve(struct fuse_session *se, struct nvmefs_vol *vol, void *re
 	struct fuse_buf fb = {.mem = req, .size = len};
 
 	nvmefs_ctl_count(vol, in->opcode);
+	nvmefs_cpulat_busy();
 	if (shut_refuses(vol, in, len))
 		reply_eio(se, in);
 	else
@@ -341,6 +342,7 @@ static void serve_one(struct worker *w, struct fuse_buf *fb)
 		const struct fuse_in_header *in = fb->mem;
 
 		nvmefs_ctl_count(lp->vol, in->opcode);
+		nvmefs_cpulat_busy();
 		if (in->opcode == FUSE_INIT)
 			note_init(lp);
 		if (shut_refuses(lp->vol, in, fb->size)) {
@@ -491,7 +493,9 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR2, &sa, NULL);
 	pin = nvmefs_node_cpus(nvmefs_devset_home_node(vol->set), &cpus) == 0;
-	ret = start_workers(&lp, pin ? &cpus : NULL);
+	ret = nvmefs_cpulat_start(vol->opts.cpu_latency_us);
+	if (!ret)
+		ret = start_workers(&lp, pin ? &cpus : NULL);
 	/* Wait for the first worker to leave (unmount, signal or error); a
 	 * signal handled on this thread wakes us to look at the session. */
 	while (!ret) {
@@ -502,6 +506,7 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	}
 	stop_workers(&lp);
 	nvmefs_uring_stop(lp.uring);
+	nvmefs_cpulat_stop();
 	atomic_store(&serving, NULL);
 	/* Its buffers are the kernel's while it holds an entry: freed only
 	 * when it holds none (after an unmount), else at the exit. */

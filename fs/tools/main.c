@@ -61,7 +61,7 @@ struct cfg {
 	unsigned n_extra;
 	char *queue_depth, *threads, *pool, *mode, *commit, *readahead, *dirty, *search, *prefetch,
 		*spin, *meta_cache, *statahead, *uring_mode, *uring_depth, *cache_small,
-		*write_behind, *uring_idle_wait;
+		*write_behind, *uring_idle_wait, *cpu_latency;
 	int foreground, debug, help, version, noallow_other, ro, writeback, uring, nouring;
 	unsigned atime; /* NVMEFS_ATIME_*: the last of relatime, noatime, strictatime */
 };
@@ -86,6 +86,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("write_behind=%s", write_behind),
 	OPT("statahead=%s", statahead),
 	OPT("spin=%s", spin),
+	OPT("cpu_latency=%s", cpu_latency),
 	OPT("dirty=%s", dirty),
 	OPT("search=%s", search),
 	OPT("writeback", writeback),
@@ -137,6 +138,11 @@ static void usage(FILE *f)
 		"  -o threads=N         FUSE worker threads (default 8)\n"
 		"  -o spin=US           poll /dev/fuse up to US microseconds before\n"
 		"                       sleeping in read (default 50, 0: never)\n"
+		"  -o cpu_latency=US|off  while requests come, ask the kernel (PM QoS,\n"
+		"                       /dev/cpu_dma_latency) to wake idle CPUs within\n"
+		"                       US microseconds; given back after 100-200 ms without\n"
+		"                       a request (default 0: idle CPUs poll; off: ask\n"
+		"                       nothing)\n"
 		"  -o pool=SIZE         pinned buffer pool (default 64M)\n"
 		"  -o meta_cache=SIZE   metadata kept in memory when not in use (default\n"
 		"                       128M; 0: none, every unused inode is read again)\n"
@@ -245,6 +251,26 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 		return -EINVAL;
 	}
 	*out = (unsigned)v;
+	return 0;
+}
+
+/* -o cpu_latency=US|off (fs/fuse/cpulat.c): *us, or -1 for off; default 0. */
+static int parse_cpu_latency(const char *s, int *us)
+{
+	unsigned v = 0;
+
+	*us = 0;
+	if (!s)
+		return 0;
+	if (!strcmp(s, "off")) {
+		*us = -1;
+		return 0;
+	}
+	if (parse_uint("cpu_latency", s, 0, 1000000, &v)) {
+		nvmefs_err("-o cpu_latency: microseconds, or off to ask nothing");
+		return -EINVAL;
+	}
+	*us = (int)v;
 	return 0;
 }
 
@@ -401,6 +427,8 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 		return -EINVAL;
 	o->spin_us = 50;
 	if (c->spin && parse_uint("spin", c->spin, 0, 10000, &o->spin_us))
+		return -EINVAL;
+	if (parse_cpu_latency(c->cpu_latency, &o->cpu_latency_us))
 		return -EINVAL;
 	o->read_only = c->ro;
 	o->writeback = c->writeback;
@@ -865,6 +893,7 @@ out:
 	free(c.cache_small);
 	free(c.write_behind);
 	free(c.spin);
+	free(c.cpu_latency);
 	free(c.uring_mode);
 	free(c.uring_depth);
 	free(c.uring_idle_wait);
