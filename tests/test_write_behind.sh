@@ -5,7 +5,9 @@
 # on a mount in MODE (direct, cached): small writes answered early, seen
 # whole at once through another descriptor (size, bytes, SEEK_DATA), all
 # there after a remount; O_DIRECT, O_SYNC, O_DSYNC and larger writes not
-# answered early. Then, on the test daemon nvmefs-fi with writes to member 3
+# answered early; on /dev/fuse the request loop holds small writes answered
+# early and sends them together, a read of one at once still finding its
+# bytes (write_behind.py mountheld). Then, on the test daemon nvmefs-fi with writes to member 3
 # failing: an early-answered write whose device write failed fails its
 # fsync with EIO, and every file whose write and fsync succeeded reads back
 # exactly; an unaligned overwrite whose edge read fails fails with EIO
@@ -39,6 +41,7 @@ check "write_behind=2M refused, naming it" grep -q "bad write_behind '2M'" <<<"$
 mnt_mount "mode=$mode"
 check "write_behind = 65536 in .nvmefs/config" grep -qx "write_behind = 65536" "$MNT/.nvmefs/config"
 check "write_behind.py write ($mode)" "$py" "$here/write_behind.py" "$MNT" write "$MNT_TMP/ref1"
+check "write_behind.py mountheld ($mode)" "$py" "$here/write_behind.py" "$MNT" mountheld "$MNT_TMP/ref1"
 mnt_remount "mode=$mode"
 check "write_behind.py check ($mode)" "$py" "$here/write_behind.py" "$MNT" check "$MNT_TMP/ref1"
 mnt_umount

@@ -410,6 +410,9 @@ struct nvmefs_vol {
 		atomic_uint_fast64_t open_pushes;      /* opens that stored the data (ops_file.c) */
 		atomic_uint_fast64_t behind_writes;    /* answered early (NVMEFS_WRITE_BEHIND) */
 		atomic_uint_fast64_t behind_errors;    /* of those, failed at the devices */
+		/* of those, held back by a /dev/fuse worker and sent together
+		 * (fs/fuse/loop.c, "Writes held back"), and the sends */
+		atomic_uint_fast64_t held_writes, held_sends;
 	} stats;
 	/* The native door's counters (fs/native/server.c; relaxed atomics). */
 	struct {

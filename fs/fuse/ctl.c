@@ -261,6 +261,8 @@ static json_object *data_stats(struct nvmefs_vol *vol)
 	put_u64(o, "open_pushes", atomic_load(&vol->stats.open_pushes));
 	put_u64(o, "behind_writes", atomic_load(&vol->stats.behind_writes));
 	put_u64(o, "behind_errors", atomic_load(&vol->stats.behind_errors));
+	put_u64(o, "held_writes", atomic_load(&vol->stats.held_writes));
+	put_u64(o, "held_sends", atomic_load(&vol->stats.held_sends));
 	put_u64(o, "in_flight", now);
 	put_u64(o, "peak_in_flight", peak);
 	return o;

@@ -34,6 +34,10 @@
  * pool buffer). With -o spin=0 every worker reads /dev/fuse, as libfuse's
  * loop does.
  *
+ * The leader holds back the small writes it answers early (write-behind)
+ * and sends them to the devices together (the engine's plug): see
+ * "Writes held back" below.
+ *
  * The poll window adapts as guest halt-polling does: it doubles (up to
  * spin) when a request came after it ran out but within spin, and halves
  * when none came within spin, so an idle or slow-paced mount stops
@@ -72,6 +76,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "nvmefs/engine.h"
 #include "nvmefs/util.h"
 
 /* Bytes before a WRITE's payload in the request. */
@@ -112,6 +117,45 @@ struct loop {
 };
 
 static __thread struct worker *self;
+
+/*
+ * Writes held back. A small write answered early (write-behind,
+ * fs/core/data_io.c) still went to io_submit alone: a program making
+ * small files paid, a file, the submission, the loop device's or the
+ * drive's wake-up, and a completion thread's. A worker now holds them
+ * (nvmefs_engine_plug: only those; any other I/O goes at once) and sends
+ * what it holds once it holds HOLD_MAX, once the first of them waited
+ * HOLD_NS, before it sleeps in poll(2), before it stops leading (a
+ * request it does not serve inline, and nvmefs_wait_hook: any wait for
+ * another thread, a range lock included), and when it leaves. A reader
+ * of their range, a commit, an fsync and the unmount wait for them as for
+ * any write in flight, at most about that much longer; their sizes and
+ * times are the file's from the answer on. As the native door's threads
+ * do (fs/native/server_io.c); the numbers are theirs. On an io_uring
+ * queue the blocks go on the queue's ring with its commits instead.
+ */
+#define HOLD_MAX 16
+#define HOLD_NS	 500000ull
+
+static void hold_send(struct nvmefs_vol *vol)
+{
+	unsigned n = nvmefs_engine_plug_send();
+
+	if (!n)
+		return;
+	atomic_fetch_add_explicit(&vol->stats.held_writes, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&vol->stats.held_sends, 1, memory_order_relaxed);
+}
+
+/* After a request: send what w holds if it has waited long enough. */
+static void hold_send_due(struct worker *w)
+{
+	uint64_t since;
+	unsigned n = nvmefs_engine_plug_held(&since);
+
+	if (n && (!w->leading || n >= HOLD_MAX || nvmefs_now_ns() - since >= HOLD_NS))
+		hold_send(w->lp->vol);
+}
 /* The session being served (one per process), for notifications from any
  * thread that serves its requests: the workers and the io_uring queues. */
 static _Atomic(struct fuse_session *) serving;
@@ -166,6 +210,7 @@ static void resign(struct worker *w)
 {
 	struct loop *lp = w->lp;
 
+	hold_send(lp->vol);
 	if (!w->leading)
 		return;
 	pthread_mutex_lock(&lp->mu);
@@ -214,6 +259,8 @@ static bool wait_for_request(struct loop *lp)
 	end = t0 + lp->spin.ns;
 	while (!(r = wait_readable(fd, 0)) && nvmefs_now_ns() < end) {
 	}
+	if (!r)
+		hold_send(lp->vol); /* before it sleeps */
 	if (!r && (r = wait_readable(fd, -1)) > 0)
 		nvmefs_spin_adapt(&lp->spin, nvmefs_now_ns() - t0);
 	return r > 0;
@@ -361,6 +408,8 @@ static void *worker_main(void *arg)
 
 	self = w;
 	nvmefs_wait_hook = before_wait;
+	if (vol->opts.write_behind)
+		nvmefs_engine_plug(vol->eng); /* "Writes held back" */
 	while (!fuse_session_exited(lp->se)) {
 		struct fuse_buf fb = {.size = 0};
 		int res;
@@ -388,7 +437,10 @@ static void *worker_main(void *arg)
 		if ((fb.flags & FUSE_BUF_IS_FD) || !nvmefs_serve_inline(fb.mem, fb.size))
 			resign(w);
 		serve_one(w, &fb);
+		hold_send_due(w);
 	}
+	hold_send(vol);
+	nvmefs_engine_unplug();
 	nvmefs_wait_hook = NULL;
 	fuse_session_exit(lp->se); /* over for the followers too */
 	resign(w);
