@@ -36,7 +36,8 @@ echo "== build (gcc, -Werror)"
 bash scripts/build.sh "$top/build"
 echo "== tests"
 # The mounts on /dev/fuse (nouring), whatever enable_uring says: direct
-# mode's default would take io_uring where the kernel offers it.
+# mode's default takes io_uring where the kernel offers it with
+# cpu_latency=off.
 NVMEFS_TEST_TRANSPORT=fuse ctest --test-dir build --output-on-failure --timeout 600 \
 	-LE 'stress|bench|xfstests'
 

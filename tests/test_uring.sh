@@ -6,11 +6,12 @@
 #    to enable it, and mounts nothing; -o uring=auto mounts on /dev/fuse
 #    with one line saying why; direct mode without an option on /dev/fuse
 #    without a line;
-#  - the default transport of each mode with enable_uring on: io_uring in
-#    direct mode, /dev/fuse in cached mode; nouring and uring=auto; with
-#    io_uring_setup(2) refused (kernel.io_uring_disabled), direct mode on
-#    /dev/fuse with one line, and -o uring refused before the daemon forks
-#    (a failing exit status, the reason on stderr);
+#  - the default transport of each mode with enable_uring on: /dev/fuse
+#    while the daemon keeps idle CPUs awake (cpu_latency, its default),
+#    io_uring in direct mode with cpu_latency=off; nouring and uring=auto;
+#    with io_uring_setup(2) refused (kernel.io_uring_disabled), direct mode
+#    with cpu_latency=off on /dev/fuse with one line, and -o uring refused
+#    before the daemon forks (a failing exit status, the reason on stderr);
 #  - enable_uring on: -o uring serves through the queues (.nvmefs/config,
 #    .nvmefs/stats, nvmefs-stat say so), files read back as written; the
 #    queues' payloads may be huge pages (under the "madvise" policy);
@@ -67,9 +68,9 @@ check "uring=auto with enable_uring off serves /dev/fuse" test "$(transport)" = 
 check "uring=auto says why, in one line" \
 	test "$(grep -c 'io_uring' "$MNT_TMP/nvmefs.log")" = 1
 mnt_umount
-# Without an option, direct mode asks for io_uring where offered: here
-# not, so /dev/fuse, and no line (nobody asked).
-mnt_mount mode=direct
+# Without an option, direct mode with cpu_latency=off asks for io_uring
+# where offered: here not, so /dev/fuse, and no line (nobody asked).
+mnt_mount mode=direct,cpu_latency=off
 check "direct mode's default with enable_uring off serves /dev/fuse" test "$(transport)" = /dev/fuse
 check "... and says nothing of io_uring" test "$(grep -c 'io_uring' "$MNT_TMP/nvmefs.log")" = 1
 mnt_umount
@@ -214,9 +215,11 @@ fi
 mnt_umount
 check "fsck clean after the io_uring mount" "$build/fsck.nvmefs" -n "${MNT_DEV_LIST[@]}"
 
-# The default transport of each mode (fs_i.h nvmefs_uring_default), and
+# The default transport of each mode (fs_i.h nvmefs_uring_default), with
+# the idle CPUs kept awake (cpu_latency's default) and without, and
 # nouring, with enable_uring on.
-for m in direct:io_uring cached:/dev/fuse direct,nouring:/dev/fuse cached,uring=auto:io_uring; do
+for m in direct:/dev/fuse cached:/dev/fuse direct,cpu_latency=off:io_uring \
+	cached,cpu_latency=off:/dev/fuse direct,nouring:/dev/fuse cached,uring=auto:io_uring; do
 	mnt_mount "mode=${m%%:*}"
 	check "mode=${m%%:*} with enable_uring on serves ${m#*:}" test "$(transport)" = "${m#*:}"
 	mnt_umount
@@ -227,7 +230,7 @@ done
 if [ -w "$sysctl" ]; then
 	echo 2 >"$sysctl"
 	lines=$(grep -c 'cannot be set up' "$MNT_TMP/nvmefs.log" || true)
-	mnt_mount mode=direct
+	mnt_mount mode=direct,cpu_latency=off
 	check "io_uring refused by the kernel: direct mode's default serves /dev/fuse" \
 		test "$(transport)" = /dev/fuse
 	check "... and says so in one line" \

@@ -282,16 +282,26 @@ enum {
 };
 /*
  * Without an option: the faster transport for the README's workloads in
- * that mode (docs/PERFORMANCE.md, "The default transport"). In direct mode
- * io_uring, silently where the kernel offers it: it won small files,
- * lookups, dd and 4 KiB random reads in four runs of the benchmark driver
- * by 1.04-2.3 x and lost 1 MiB streams by up to a quarter. In cached mode
- * /dev/fuse: there io_uring lost the reads (small files in every run, dd
- * in three of four).
+ * that mode, as the machine's idle CPUs wait (docs/PERFORMANCE.md, "Idle
+ * CPUs kept awake" and "The default transport"). awake: the daemon will
+ * keep idle CPUs polling while it serves (-o cpu_latency, not off, and
+ * nvmefs_cpulat_possible).
+ * - awake: /dev/fuse in both modes. Its polling leader then answers a
+ *   lone program on the other CPU with no wake-up to wait for: in two runs
+ *   of the benchmark driver it made, stat'ed and removed small files
+ *   1.2-2.1 x as fast as io_uring, looked names up 1.9-2.0 x, ran
+ *   torch.save and torch.load 1.1-1.4 x; io_uring stayed ahead for dd's
+ *   reads (1.3-2.2 x) and 4 KiB random reads at QD32 (1.5-2.1 x), where
+ *   -o uring serves better.
+ * - not: io_uring in direct mode, silently where the kernel offers it (it
+ *   won small files, lookups, dd and 4 KiB random reads in four runs by
+ *   1.04-2.3 x and lost 1 MiB streams by up to a quarter); /dev/fuse in
+ *   cached mode (io_uring lost the reads: small files in every run, dd in
+ *   three of four).
  */
-static inline unsigned nvmefs_uring_default(bool direct)
+static inline unsigned nvmefs_uring_default(bool direct, bool awake)
 {
-	return direct ? NVMEFS_URING_AUTO : NVMEFS_URING_OFF;
+	return direct && !awake ? NVMEFS_URING_AUTO : NVMEFS_URING_OFF;
 }
 
 /* One of the lookup-count tables (fs/core/lookups.c): cap slots (a power

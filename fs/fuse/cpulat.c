@@ -117,6 +117,11 @@ static void *watch(void *arg)
 	return NULL;
 }
 
+bool nvmefs_cpulat_possible(int busy_us)
+{
+	return busy_us >= 0 && !access(CPU_DMA_LATENCY, W_OK);
+}
+
 int nvmefs_cpulat_start(int busy_us)
 {
 	pthread_condattr_t ca;

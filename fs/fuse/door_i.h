@@ -98,6 +98,9 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
  * nothing: the mount goes on. Returns 0 or -errno (no thread).
  */
 int nvmefs_cpulat_start(int busy_us);
+/* Whether a daemon asking for busy_us (< 0: nothing) can hold the request:
+ * /dev/cpu_dma_latency is there and writable by this process. */
+bool nvmefs_cpulat_possible(int busy_us);
 /* A request came (any serving thread; one load when held already). */
 void nvmefs_cpulat_busy(void);
 /* Give the request back and stop the watcher (after every serving thread). */

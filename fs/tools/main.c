@@ -157,8 +157,9 @@ static void usage(FILE *f)
 		"                       failure shows at fsync (default 64K, 0: none)\n"
 		"  -o uring             FUSE over io_uring (Linux 6.14+, the fuse module's\n"
 		"                       enable_uring on), or no mount; uring=auto: when\n"
-		"                       offered (default in direct mode, silently);\n"
-		"                       uring=off, nouring: /dev/fuse (cached's default)\n"
+		"                       offered (direct mode's default, silently, with\n"
+		"                       cpu_latency=off or without root); uring=off,\n"
+		"                       nouring: /dev/fuse (the default otherwise)\n"
 		"  -o uring_depth=N     requests each io_uring queue holds (1-64)\n"
 		"  -o uring_idle_wait=0|1  an io_uring queue with nothing to do waits\n"
 		"                       at idle priority, so that the caller it answered\n"
@@ -445,7 +446,7 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 {
 	int offered, err;
 
-	o->uring = nvmefs_uring_default(o->direct);
+	o->uring = nvmefs_uring_default(o->direct, nvmefs_cpulat_possible(o->cpu_latency_us));
 	if (c->uring + c->nouring + !!c->uring_mode > 1) {
 		nvmefs_err("give one of uring, uring=MODE and nouring");
 		return -EINVAL;
@@ -736,16 +737,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.version) {
+		bool awake = nvmefs_cpulat_possible(0);
+
 		err = nvmefs_uring_offered();
 		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
 		       NVMEFS_FORMAT_VERSION, fuse_pkgversion());
 		printf("transports: /dev/fuse; FUSE over io_uring: %s (default: %s in direct "
-		       "mode, %s in cached mode)\n",
+		       "mode, %s in cached mode%s)\n",
 		       !err	       ? "offered by this kernel"
 		       : err == -EPERM ? "off in this kernel (enable_uring)"
 				       : "not in this kernel",
-		       transport_name(nvmefs_uring_default(true)),
-		       transport_name(nvmefs_uring_default(false)));
+		       transport_name(nvmefs_uring_default(true, awake)),
+		       transport_name(nvmefs_uring_default(false, awake)),
+		       awake ? "; io_uring in direct mode with cpu_latency=off" : "");
 		ret = 0;
 		goto out;
 	}
