@@ -442,7 +442,8 @@ def nvmefs_opts(fs, pool):
     """The -o options nvmefs is mounted with for FS: mode=MODE,pool=POOL,
     plus uring (demanded: the mount refuses rather than falling back) for
     MODE+uring, else nouring (direct mode's default is io_uring where the
-    kernel offers it: a /dev/fuse figure must not depend on enable_uring)."""
+    kernel offers it with cpu_latency=off: a /dev/fuse figure must not
+    depend on enable_uring)."""
     mode, uring = nvmefs_mode(fs)
     return "mode=%s,pool=%s,%s" % (mode, pool, "uring" if uring else "nouring")
 
@@ -2089,7 +2090,8 @@ class Bench:
               "Native client: nvmefs-bench --client on nvmefs direct, %d threads x QD %d x %s requests, write timed with its fsync."
               % (NATIVE_THREADS, NATIVE_QD, emu.human_unit(NATIVE_BS)),
               "Each figure is one run on a shared 2-core machine: compare within a row.",
-              "FUSE daemons run in a session of their own, as a mounted daemon does (\"Daemons in their own session\" in bench.py)."]
+              "FUSE daemons run in a session of their own, as a mounted daemon does (\"Daemons in their own session\" in bench.py);"
+              " while they serve they keep idle CPUs polling (-o cpu_latency=0, their default since 2026-11-30)."]
         if a.native_only:
             r.append("--native-only: btrfs, the other workloads and the FUSE ceiling were not run; nor were the issue-5 targets checked.")
         if a.warm:
@@ -2151,7 +2153,8 @@ class Bench:
             "4 KiB random reads: the file is written first (1 MiB O_DIRECT, not measured), caches dropped, then fio",
             "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
             "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
-            "FUSE daemons run in a session of their own, as a mounted daemon does (\"Daemons in their own session\" in bench.py).",
+            "FUSE daemons run in a session of their own, as a mounted daemon does (\"Daemons in their own session\" in bench.py);"
+              " while they serve they keep idle CPUs polling (-o cpu_latency=0, their default since 2026-11-30).",
             "Memory warmed before every measured pass (\"Cold memory\" in bench.py)." if a.warm else "--no-warm: cold memory.",
             "The FUSE ceiling: then tests/fuse_null (stores nothing, touches no device) in each mode on /dev/fuse",
             "and with -o uring (nvmefs's own io_uring transport, fs/fuse/uring.c), with every workload that reads",
