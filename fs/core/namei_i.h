@@ -26,7 +26,8 @@ int nvmefs_ns_truncate_locked(struct nvmefs_vol *vol, struct nvmefs_inode *in, u
 static inline void nvmefs_ns_wait_push(struct nvmefs_vol *vol, struct nvmefs_inode *in)
 {
 	while (in->pushing) {
-		nvmefs_before_wait();
+		if (nvmefs_before_wait_locked(&vol->lock) && !in->pushing)
+			break;
 		pthread_cond_wait(&vol->push_cond, &vol->lock);
 	}
 }

@@ -399,7 +399,8 @@ static void drop_all(struct nvmefs_prefetch *pf, struct win **drop)
 		}
 	}
 	while (pf->busy) {
-		nvmefs_before_wait();
+		if (nvmefs_before_wait_locked(pf->mu) && !pf->busy)
+			break;
 		pthread_cond_wait(&pf->idle, pf->mu);
 	}
 }

@@ -57,6 +57,16 @@ void nvmefs_before_wait(void)
 		nvmefs_wait_hook();
 }
 
+bool nvmefs_before_wait_locked(pthread_mutex_t *mu)
+{
+	if (!nvmefs_wait_hook)
+		return false;
+	pthread_mutex_unlock(mu);
+	nvmefs_wait_hook();
+	pthread_mutex_lock(mu);
+	return true;
+}
+
 uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, uint64_t lo,
 			uint64_t hi, bool excl)
 {
@@ -70,7 +80,8 @@ uint64_t nvmefs_rl_lock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e, ui
 	*rl->tail = e;
 	rl->tail = &e->next;
 	while (!granted(rl, e)) {
-		nvmefs_before_wait();
+		if (nvmefs_before_wait_locked(&rl->mu) && granted(rl, e))
+			break;
 		rl->waiters++;
 		pthread_cond_wait(&rl->cv, &rl->mu);
 		rl->waiters--;

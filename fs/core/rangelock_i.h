@@ -81,5 +81,12 @@ void nvmefs_rl_unlock(struct nvmefs_rangelock *rl, struct nvmefs_rl_ent *e);
  */
 extern __thread void (*nvmefs_wait_hook)(void);
 void nvmefs_before_wait(void);
+/*
+ * The same for a thread about to wait on a condition variable under mu,
+ * which it holds: the hook runs with mu let go around it, as it may send
+ * the worker's held writes (an io_submit, under no lock). True when it let
+ * go of mu: the caller then checks its condition again before waiting.
+ */
+bool nvmefs_before_wait_locked(pthread_mutex_t *mu);
 
 #endif

@@ -382,8 +382,9 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
  * and the unmount wait for them, as for any write in flight, about that
  * much longer. Their sizes, times and range locks are theirs from the
  * answer on (data_i.h): nobody sees the bytes missing. As the wait hook,
- * the send runs inside the range lock's wait, under its mutex: an
- * io_submit there, only when something is held.
+ * the send runs inside the range lock's wait, its mutex let go around it
+ * (nvmefs_before_wait_locked): an io_submit there, only when something
+ * is held.
  */
 #define HOLD_MAX NVMEFS_BEHIND_MAX
 #define HOLD_NS	 500000ull
