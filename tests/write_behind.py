@@ -348,7 +348,8 @@ def phase_mountheld():
     "Writes held back"). 200 files of 4 KiB made and written, each tenth
     read back through another descriptor at once (a read of a held write's
     range waits for it, not forever); then most writes were held, sends
-    gathered more than one write, and every file reads back. On io_uring
+    gathered more than one write, an fsync through another descriptor
+    every 25 files returns, and every file reads back. On io_uring
     (the queues put device writes on their rings) nothing is held."""
     datas = [payload(15000 + i, 4096) for i in range(200)]  # made first: slow
     with open(os.path.join(MNT, ".nvmefs/stats")) as f:
@@ -363,6 +364,15 @@ def phase_mountheld():
         if i % 10 == 9:
             with open(p, "rb") as f:
                 check("m%03d: read back through the mount at once" % i, f.read() == datas[i])
+        if i % 25 == 24:
+            # fsync through another descriptor: a commit that waits for
+            # every write answered early, held ones included (the FSYNC
+            # is a request the leader hands over, sending them first).
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     s1 = data_stats()
     held = s1["held_writes"] - s0["held_writes"]
     sends = s1["held_sends"] - s0["held_sends"]

@@ -45,43 +45,62 @@
 #define LATENCY_DEFAULT (-1)
 
 static struct {
-	int fd;			    /* CPU_DMA_LATENCY; -1: never opened */
+	atomic_bool on;		    /* the device is open: busy() may ask */
+	int fd;			    /* CPU_DMA_LATENCY while open, else -1 (mu) */
 	int32_t busy_us;	    /* asked while busy */
 	atomic_bool held;	    /* the request stands at busy_us */
 	atomic_bool seen;	    /* a request came since the watcher looked */
-	atomic_bool broken;	    /* a write failed, or stopped: ask no more */
 	atomic_uint_fast64_t holds; /* busy spells so far */
-	pthread_mutex_t mu;	    /* the transitions of held; stop */
+	pthread_mutex_t mu;	    /* fd and its writes, held's changes, stop */
 	pthread_cond_t cond;	    /* held became true, or stop */
 	bool stop;
 	bool started;
 	pthread_t thread;
 } cl = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Ask for us (LATENCY_DEFAULT: nothing). mu held. */
+/* Ask nothing any more: closing the device drops the request. mu held. */
+static void give_up(void)
+{
+	atomic_store(&cl.on, false);
+	atomic_store(&cl.held, false);
+	if (cl.fd >= 0)
+		close(cl.fd);
+	cl.fd = -1;
+}
+
+/* Ask for us (LATENCY_DEFAULT: nothing). A failure gives the request up,
+ * so that none is left standing at busy_us. mu held. */
 static int ask(int32_t us)
 {
-	ssize_t n = write(cl.fd, &us, sizeof(us));
+	ssize_t n;
 
+	if (cl.fd < 0)
+		return -EBADF;
+	n = write(cl.fd, &us, sizeof(us));
 	if (n == (ssize_t)sizeof(us))
 		return 0;
 	nvmefs_warn("cpu_latency: cannot write %s: %s; idle CPUs are left as they are",
 		    CPU_DMA_LATENCY, n < 0 ? strerror(errno) : "short write");
-	atomic_store(&cl.broken, true);
+	give_up();
 	return -EIO;
 }
 
+/*
+ * seen is stored, then held loaded; the watcher stores held false, then
+ * exchanges seen (all sequentially consistent): either this request sees
+ * held false and asks again, under mu, after the watcher's look, or the
+ * watcher sees it and keeps the hold.
+ */
 void nvmefs_cpulat_busy(void)
 {
-	if (cl.fd < 0)
+	if (!atomic_load_explicit(&cl.on, memory_order_relaxed))
 		return;
-	if (!atomic_load_explicit(&cl.seen, memory_order_relaxed))
-		atomic_store_explicit(&cl.seen, true, memory_order_relaxed);
-	if (atomic_load_explicit(&cl.held, memory_order_acquire) ||
-	    atomic_load_explicit(&cl.broken, memory_order_relaxed))
+	if (!atomic_load(&cl.seen))
+		atomic_store(&cl.seen, true);
+	if (atomic_load(&cl.held))
 		return;
 	pthread_mutex_lock(&cl.mu);
-	if (!atomic_load(&cl.held) && !atomic_load(&cl.broken) && !ask(cl.busy_us)) {
+	if (!atomic_load(&cl.held) && !ask(cl.busy_us)) {
 		atomic_store(&cl.held, true);
 		atomic_fetch_add_explicit(&cl.holds, 1, memory_order_relaxed);
 		pthread_cond_signal(&cl.cond);
@@ -108,49 +127,62 @@ static void *watch(void *arg)
 		t.tv_nsec %= 1000000000L;
 		while (!cl.stop && pthread_cond_timedwait(&cl.cond, &cl.mu, &t) != ETIMEDOUT) {
 		}
-		if (!cl.stop && !atomic_exchange(&cl.seen, false)) {
-			atomic_store(&cl.held, false);
-			(void)ask(LATENCY_DEFAULT);
-		}
+		if (cl.stop)
+			break;
+		atomic_store(&cl.held, false);
+		if (atomic_exchange(&cl.seen, false))
+			atomic_store(&cl.held, true); /* still busy */
+		else
+			(void)ask(LATENCY_DEFAULT); /* said, and given up, if it fails */
 	}
 	pthread_mutex_unlock(&cl.mu);
 	return NULL;
 }
 
-bool nvmefs_cpulat_possible(int busy_us)
+bool nvmefs_cpulat_possible(void)
 {
-	return busy_us >= 0 && !access(CPU_DMA_LATENCY, W_OK);
+	int fd = open(CPU_DMA_LATENCY, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	close(fd); /* its request, at the default value, goes with it */
+	return true;
 }
 
-int nvmefs_cpulat_start(int busy_us)
+void nvmefs_cpulat_start(int busy_us)
 {
 	pthread_condattr_t ca;
-	int ret;
+	int err;
 
 	if (busy_us < 0)
-		return 0;
+		return;
 	cl.fd = open(CPU_DMA_LATENCY, O_WRONLY | O_CLOEXEC);
 	if (cl.fd < 0) {
-		ret = -errno;
 		nvmefs_warn("cpu_latency: cannot open %s (%s): idle CPUs are left as they are",
-			    CPU_DMA_LATENCY, strerror(-ret));
-		return 0;
+			    CPU_DMA_LATENCY, strerror(errno));
+		return;
 	}
 	cl.busy_us = busy_us;
+	cl.stop = false;
+	atomic_store(&cl.held, false);
+	atomic_store(&cl.seen, false);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&cl.cond, &ca);
 	pthread_condattr_destroy(&ca);
-	ret = -pthread_create(&cl.thread, NULL, watch, NULL);
-	if (ret) {
+	err = pthread_create(&cl.thread, NULL, watch, NULL);
+	if (err) {
+		nvmefs_warn("cpu_latency: cannot start its thread (%s): idle CPUs are left as "
+			    "they are",
+			    strerror(err));
 		pthread_cond_destroy(&cl.cond);
 		close(cl.fd);
 		cl.fd = -1;
-		return ret;
+		return;
 	}
 	pthread_setname_np(cl.thread, "nvmefs-cpulat");
 	cl.started = true;
-	return 0;
+	atomic_store(&cl.on, true);
 }
 
 void nvmefs_cpulat_stop(void)
@@ -162,13 +194,11 @@ void nvmefs_cpulat_stop(void)
 	pthread_cond_signal(&cl.cond);
 	pthread_mutex_unlock(&cl.mu);
 	pthread_join(cl.thread, NULL);
-	/* A serving thread left behind (uring.c's stop may leave one) asks
-	 * under mu, and finds broken: nothing is written to the closed
-	 * descriptor, whose number may be another file's by then. */
+	/* A serving thread left behind (uring.c's stop may leave one) finds
+	 * the device closed, under mu: nothing is written to a descriptor
+	 * whose number may be another file's by then. */
 	pthread_mutex_lock(&cl.mu);
-	atomic_store(&cl.broken, true);
-	atomic_store(&cl.held, false);
-	close(cl.fd); /* the kernel drops the request */
+	give_up();
 	pthread_mutex_unlock(&cl.mu);
 	pthread_cond_destroy(&cl.cond);
 	cl.started = false;
@@ -177,7 +207,7 @@ void nvmefs_cpulat_stop(void)
 int nvmefs_cpulat_state(uint64_t *holds)
 {
 	*holds = atomic_load_explicit(&cl.holds, memory_order_relaxed);
-	if (cl.fd < 0 || atomic_load(&cl.broken))
+	if (!atomic_load(&cl.on))
 		return -1;
 	return atomic_load(&cl.held);
 }

@@ -94,13 +94,14 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
  * Start asking the kernel (PM QoS, /dev/cpu_dma_latency) for a CPU wake-up
  * latency of busy_us microseconds while requests come, given back after a
  * quiet spell (-o cpu_latency; busy_us < 0: never ask). Where the device
- * cannot be opened (no root, no such device) it says so once and asks
- * nothing: the mount goes on. Returns 0 or -errno (no thread).
+ * cannot be opened (no root, no such device) or written, or the watcher
+ * thread cannot start, it says so once and asks nothing: the mount goes
+ * on. Once per process at a time, before any serving thread starts.
  */
-int nvmefs_cpulat_start(int busy_us);
-/* Whether a daemon asking for busy_us (< 0: nothing) can hold the request:
- * /dev/cpu_dma_latency is there and writable by this process. */
-bool nvmefs_cpulat_possible(int busy_us);
+void nvmefs_cpulat_start(int busy_us);
+/* Whether this process may hold such a request: /dev/cpu_dma_latency opens
+ * for writing (root; a container's device rules may say no). */
+bool nvmefs_cpulat_possible(void);
 /* A request came (any serving thread; one load when held already). */
 void nvmefs_cpulat_busy(void);
 /* Give the request back and stop the watcher (after every serving thread). */

@@ -58,6 +58,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 
+#include "behind_i.h"
 #include "door_i.h"
 #include "nvmefs/spin.h"
 #include "xlayout_i.h"
@@ -125,16 +126,28 @@ static __thread struct worker *self;
  * drive's wake-up, and a completion thread's. A worker now holds them
  * (nvmefs_engine_plug: only those; any other I/O goes at once) and sends
  * what it holds once it holds HOLD_MAX, once the first of them waited
- * HOLD_NS, before it sleeps in poll(2), before it stops leading (a
- * request it does not serve inline, and nvmefs_wait_hook: any wait for
- * another thread, a range lock included), and when it leaves. A reader
- * of their range, a commit, an fsync and the unmount wait for them as for
- * any write in flight, at most about that much longer; their sizes and
- * times are the file's from the answer on. As the native door's threads
- * do (fs/native/server_io.c); the numbers are theirs. On an io_uring
- * queue the blocks go on the queue's ring with its commits instead.
+ * HOLD_NS (looked at after each request and while it polls; a long
+ * request, a READDIRPLUS of a big directory, stretches that), before it
+ * sleeps in poll(2), before it stops leading (a request it does not serve
+ * inline, and nvmefs_wait_hook: any wait for another thread, a range lock
+ * included, the lock let go around the send: nvmefs_before_wait_locked),
+ * and when it leaves. A reader of their range, a commit, an fsync and the
+ * unmount wait for them as for any write in flight, at most about that
+ * much longer; an FSYNC through the mount is a request the leader hands
+ * over, so it sends them first. Their sizes and times are the file's from
+ * the answer on. As the native door's threads do (fs/native/server_io.c);
+ * the numbers are theirs. On an io_uring queue the blocks go on the
+ * queue's ring with its commits instead.
+ *
+ * One case stretches the hold to the next request: poll(2) saw a request
+ * that its caller's death (a fatal signal) then took back before the
+ * leader's read(2), which then sleeps, holding. Meanwhile a commit (and
+ * the native door's fsync, which waits for it) waits too; any request
+ * through the mount, an fsync included, ends it. A non-blocking read
+ * would close it, but the io_uring queues share the descriptor's open
+ * file (PERFORMANCE.md, "Halted vCPUs": the leader's read as its poll).
  */
-#define HOLD_MAX 16
+#define HOLD_MAX NVMEFS_BEHIND_MAX /* the most answered early at once */
 #define HOLD_NS	 500000ull
 
 static void hold_send(struct nvmefs_vol *vol)
@@ -156,6 +169,7 @@ static void hold_send_due(struct worker *w)
 	if (n && (!w->leading || n >= HOLD_MAX || nvmefs_now_ns() - since >= HOLD_NS))
 		hold_send(w->lp->vol);
 }
+
 /* The session being served (one per process), for notifications from any
  * thread that serves its requests: the workers and the io_uring queues. */
 static _Atomic(struct fuse_session *) serving;
@@ -250,14 +264,24 @@ static int wait_readable(int fd, int timeout_ms)
 static bool wait_for_request(struct loop *lp)
 {
 	int fd = fuse_session_fd(lp->se);
-	uint64_t t0, end;
+	uint64_t t0, end, since, due = UINT64_MAX;
 	int r;
 
 	if ((r = wait_readable(fd, 0))) /* the common case under load: no clock */
 		return r > 0;
 	t0 = nvmefs_now_ns();
 	end = t0 + lp->spin.ns;
-	while (!(r = wait_readable(fd, 0)) && nvmefs_now_ns() < end) {
+	if (nvmefs_engine_plug_held(&since))
+		due = since + HOLD_NS;
+	while (!(r = wait_readable(fd, 0))) {
+		uint64_t now = nvmefs_now_ns();
+
+		if (now >= due) {
+			hold_send(lp->vol); /* waited long enough, while polling */
+			due = UINT64_MAX;
+		}
+		if (now >= end)
+			break;
 	}
 	if (!r)
 		hold_send(lp->vol); /* before it sleeps */
@@ -545,9 +569,8 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR2, &sa, NULL);
 	pin = nvmefs_node_cpus(nvmefs_devset_home_node(vol->set), &cpus) == 0;
-	ret = nvmefs_cpulat_start(vol->opts.cpu_latency_us);
-	if (!ret)
-		ret = start_workers(&lp, pin ? &cpus : NULL);
+	nvmefs_cpulat_start(vol->opts.cpu_latency_us);
+	ret = start_workers(&lp, pin ? &cpus : NULL);
 	/* Wait for the first worker to leave (unmount, signal or error); a
 	 * signal handled on this thread wakes us to look at the session. */
 	while (!ret) {

@@ -158,7 +158,7 @@ static void usage(FILE *f)
 		"  -o uring             FUSE over io_uring (Linux 6.14+, the fuse module's\n"
 		"                       enable_uring on), or no mount; uring=auto: when\n"
 		"                       offered (direct mode's default, silently, with\n"
-		"                       cpu_latency=off or without root); uring=off,\n"
+		"                       cpu_latency not 0 or without root); uring=off,\n"
 		"                       nouring: /dev/fuse (the default otherwise)\n"
 		"  -o uring_depth=N     requests each io_uring queue holds (1-64)\n"
 		"  -o uring_idle_wait=0|1  an io_uring queue with nothing to do waits\n"
@@ -446,7 +446,8 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 {
 	int offered, err;
 
-	o->uring = nvmefs_uring_default(o->direct, nvmefs_cpulat_possible(o->cpu_latency_us));
+	o->uring =
+		nvmefs_uring_default(o->direct, o->cpu_latency_us == 0 && nvmefs_cpulat_possible());
 	if (c->uring + c->nouring + !!c->uring_mode > 1) {
 		nvmefs_err("give one of uring, uring=MODE and nouring");
 		return -EINVAL;
@@ -737,7 +738,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.version) {
-		bool awake = nvmefs_cpulat_possible(0);
+		bool awake = nvmefs_cpulat_possible();
 
 		err = nvmefs_uring_offered();
 		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
@@ -749,7 +750,7 @@ int main(int argc, char **argv)
 				       : "not in this kernel",
 		       transport_name(nvmefs_uring_default(true, awake)),
 		       transport_name(nvmefs_uring_default(false, awake)),
-		       awake ? "; io_uring in direct mode with cpu_latency=off" : "");
+		       awake ? "; io_uring in direct mode with cpu_latency not 0" : "");
 		ret = 0;
 		goto out;
 	}
