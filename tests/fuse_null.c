@@ -789,7 +789,7 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts o = {0};
 	struct fuse_session *se = NULL;
-	int busy_us = 0, ret = 1;
+	int busy_us, ret = 1;
 
 	if (fuse_opt_parse(&args, &nfs, null_opts, NULL) || fuse_parse_cmdline(&args, &o))
 		goto out;
@@ -805,19 +805,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	nfs.direct = nfs.mode && !strcmp(nfs.mode, "direct");
-	if (nfs.cpu_latency && !strcmp(nfs.cpu_latency, "off")) {
-		busy_us = -1;
-	} else if (nfs.cpu_latency) {
-		char *end;
-		unsigned long v = strtoul(nfs.cpu_latency, &end, 10);
-
-		if (end == nfs.cpu_latency || *end || v > 1000000) {
-			fprintf(stderr, "%s: -o cpu_latency=%s: not off or 0 to 1000000\n", argv[0],
-				nfs.cpu_latency);
-			goto out;
-		}
-		busy_us = (int)v;
-	}
+	if (nvmefs_cpulat_parse(nfs.cpu_latency, &busy_us))
+		goto out;
 	/* libfuse checks the max_read of INIT against the mount option's;
 	 * default_permissions as nvmefs's mount (the file's top comment). */
 	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +138,28 @@ static void *watch(void *arg)
 	}
 	pthread_mutex_unlock(&cl.mu);
 	return NULL;
+}
+
+int nvmefs_cpulat_parse(const char *s, int *busy_us)
+{
+	unsigned long v;
+	char *end;
+
+	*busy_us = 0;
+	if (!s)
+		return 0;
+	if (!strcmp(s, "off")) {
+		*busy_us = -1;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v > 1000000) {
+		nvmefs_err("bad cpu_latency '%s': want microseconds from 0 to 1000000, or off", s);
+		return -EINVAL;
+	}
+	*busy_us = (int)v;
+	return 0;
 }
 
 bool nvmefs_cpulat_possible(void)

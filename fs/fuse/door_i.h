@@ -99,6 +99,9 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
  * on. Once per process at a time, before any serving thread starts.
  */
 void nvmefs_cpulat_start(int busy_us);
+/* -o cpu_latency=US|off: *busy_us, -1 for off, 0 when s is NULL (the
+ * default); -EINVAL, said naming the value, for anything else. */
+int nvmefs_cpulat_parse(const char *s, int *busy_us);
 /* Whether this process may hold such a request: /dev/cpu_dma_latency opens
  * for writing (root; a container's device rules may say no). */
 bool nvmefs_cpulat_possible(void);

@@ -255,26 +255,6 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 	return 0;
 }
 
-/* -o cpu_latency=US|off (fs/fuse/cpulat.c): *us, or -1 for off; default 0. */
-static int parse_cpu_latency(const char *s, int *us)
-{
-	unsigned v = 0;
-
-	*us = 0;
-	if (!s)
-		return 0;
-	if (!strcmp(s, "off")) {
-		*us = -1;
-		return 0;
-	}
-	if (parse_uint("cpu_latency", s, 0, 1000000, &v)) {
-		nvmefs_err("-o cpu_latency: microseconds, or off to ask nothing");
-		return -EINVAL;
-	}
-	*us = (int)v;
-	return 0;
-}
-
 /* A size option of at most max bytes (said as max_text), 0 meaning none. */
 static int parse_size_opt(const char *name, const char *s, uint64_t max, const char *max_text,
 			  uint64_t *out)
@@ -429,7 +409,7 @@ static int parse_vol_opts(const struct cfg *c, struct nvmefs_vol_opts *o, unsign
 	o->spin_us = 50;
 	if (c->spin && parse_uint("spin", c->spin, 0, 10000, &o->spin_us))
 		return -EINVAL;
-	if (parse_cpu_latency(c->cpu_latency, &o->cpu_latency_us))
+	if (nvmefs_cpulat_parse(c->cpu_latency, &o->cpu_latency_us))
 		return -EINVAL;
 	o->read_only = c->ro;
 	o->writeback = c->writeback;
