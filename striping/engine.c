@@ -750,6 +750,11 @@ unsigned nvmefs_engine_plug_held(uint64_t *since_ns)
 	return plug.held;
 }
 
+bool nvmefs_engine_plug_due(unsigned max, uint64_t max_ns)
+{
+	return plug.held && (plug.held >= max || nvmefs_now_ns() - plug.since >= max_ns);
+}
+
 void nvmefs_engine_unplug(void)
 {
 	if (plug.eng)

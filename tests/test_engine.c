@@ -540,7 +540,13 @@ static void test_plug(struct nvmefs_devset *set)
 	CHECK(nvmefs_engine_plug_held(&since) == 1 && since > 0);
 	usleep(50000);
 	CHECKF(!atomic_load(&a.done), "a held write completed before it was sent");
+	/* Due at max requests, or once the first waited max_ns (50 ms did). */
+	CHECK(!nvmefs_engine_plug_due(2, UINT64_MAX));
+	CHECK(nvmefs_engine_plug_due(1, UINT64_MAX));
+	CHECK(nvmefs_engine_plug_due(2, 10000000));
+	CHECK(!nvmefs_engine_plug_due(2, 60000000000ull));
 	CHECK(nvmefs_engine_plug_send() == 1);
+	CHECK(!nvmefs_engine_plug_due(1, 0)); /* nothing held: never due */
 	held_wait(&a);
 	CHECK(atomic_load(&a.done) == 1);
 	CHECK(nvmefs_engine_plug_held(&since) == 0);

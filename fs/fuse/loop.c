@@ -160,13 +160,11 @@ static void hold_send(struct nvmefs_vol *vol)
 	atomic_fetch_add_explicit(&vol->stats.held_sends, 1, memory_order_relaxed);
 }
 
-/* After a request: send what w holds if it has waited long enough. */
+/* After a request: send what w holds if it has waited long enough, or
+ * all of it when w does not lead (only the leader holds across requests). */
 static void hold_send_due(struct worker *w)
 {
-	uint64_t since;
-	unsigned n = nvmefs_engine_plug_held(&since);
-
-	if (n && (!w->leading || n >= HOLD_MAX || nvmefs_now_ns() - since >= HOLD_NS))
+	if (!w->leading || nvmefs_engine_plug_due(HOLD_MAX, HOLD_NS))
 		hold_send(w->lp->vol);
 }
 
@@ -264,24 +262,16 @@ static int wait_readable(int fd, int timeout_ms)
 static bool wait_for_request(struct loop *lp)
 {
 	int fd = fuse_session_fd(lp->se);
-	uint64_t t0, end, since, due = UINT64_MAX;
+	uint64_t t0, end;
 	int r;
 
 	if ((r = wait_readable(fd, 0))) /* the common case under load: no clock */
 		return r > 0;
 	t0 = nvmefs_now_ns();
 	end = t0 + lp->spin.ns;
-	if (nvmefs_engine_plug_held(&since))
-		due = since + HOLD_NS;
-	while (!(r = wait_readable(fd, 0))) {
-		uint64_t now = nvmefs_now_ns();
-
-		if (now >= due) {
+	while (!(r = wait_readable(fd, 0)) && nvmefs_now_ns() < end) {
+		if (nvmefs_engine_plug_due(HOLD_MAX, HOLD_NS))
 			hold_send(lp->vol); /* waited long enough, while polling */
-			due = UINT64_MAX;
-		}
-		if (now >= end)
-			break;
 	}
 	if (!r)
 		hold_send(lp->vol); /* before it sleeps */

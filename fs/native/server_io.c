@@ -414,10 +414,7 @@ void hold_send(void)
 
 void hold_send_due(void)
 {
-	uint64_t since;
-	unsigned n = nvmefs_engine_plug_held(&since);
-
-	if (n && (n >= HOLD_MAX || nvmefs_now_ns() - since >= HOLD_NS))
+	if (nvmefs_engine_plug_due(HOLD_MAX, HOLD_NS))
 		hold_send();
 }
 

@@ -121,6 +121,10 @@ int nvmefs_engine_submit_held(struct nvmefs_engine *eng, struct nvmefs_io_req *r
 void nvmefs_engine_plug(struct nvmefs_engine *eng);
 unsigned nvmefs_engine_plug_send(void);
 unsigned nvmefs_engine_plug_held(uint64_t *since_ns);
+/* Whether the calling thread holds max requests or more, or the first of
+ * those it holds was held max_ns ago or more: time to send (a clock read
+ * only when it holds some). */
+bool nvmefs_engine_plug_due(unsigned max, uint64_t max_ns);
 void nvmefs_engine_unplug(void);
 
 /* Submit req and wait for it; returns its result. req->done is overridden. */
