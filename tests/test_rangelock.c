@@ -32,6 +32,7 @@ struct waiter {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	unsigned refused; /* mu: times the lock found a conflict and waited */
+	unsigned slow_ms; /* the hook takes this long after counting (an io_submit) */
 };
 
 static __thread struct waiter *self;
@@ -44,6 +45,8 @@ static void refused(void)
 	self->refused++;
 	pthread_cond_broadcast(&self->cv);
 	pthread_mutex_unlock(&self->mu);
+	if (self->slow_ms)
+		nanosleep(&(struct timespec){.tv_nsec = self->slow_ms * 1000000L}, NULL);
 }
 
 static void *wait_main(void *arg)
@@ -60,8 +63,8 @@ static void *wait_main(void *arg)
 	return NULL;
 }
 
-static void start(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, uint64_t hi,
-		  bool excl)
+static void start_slow(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, uint64_t hi,
+		       bool excl, unsigned slow_ms)
 {
 	w->rl = rl;
 	w->lo = lo;
@@ -71,7 +74,14 @@ static void start(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, ui
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	w->refused = 0;
+	w->slow_ms = slow_ms;
 	pthread_create(&w->t, NULL, wait_main, w);
+}
+
+static void start(struct waiter *w, struct nvmefs_rangelock *rl, uint64_t lo, uint64_t hi,
+		  bool excl)
+{
+	start_slow(w, rl, lo, hi, excl, 0);
 }
 
 /* After join: the waiter's own lock and condition go. */
@@ -106,6 +116,26 @@ static void refused_after(struct waiter *w, unsigned seen)
 		ret = pthread_cond_timedwait(&w->cv, &w->mu, &end);
 	pthread_mutex_unlock(&w->mu);
 	CHECKF(ret != ETIMEDOUT, "no answer from the lock in 60 s");
+}
+
+/* Until n waiters sleep on rl's condition. A refused waiter runs the hook
+ * with the lock let go (nvmefs_before_wait_locked) and looks once more
+ * before it sleeps; an unlock in between is seen by that look, and the
+ * waiter may then sleep without calling the hook again. Only a waiter
+ * already asleep is sure to be woken, look again and be refused again. */
+static void asleep(struct nvmefs_rangelock *rl, unsigned n)
+{
+	unsigned now = 0;
+
+	for (int ms = 0; ms < 60000; ms++) {
+		pthread_mutex_lock(&rl->mu);
+		now = rl->waiters;
+		pthread_mutex_unlock(&rl->mu);
+		if (now >= n)
+			break;
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	}
+	CHECKF(now >= n, "%u of %u waiters asleep after 60 s", now, n);
 }
 
 static void test_disjoint_and_shared(void)
@@ -147,7 +177,7 @@ static void test_overlap_waits(void)
 	nvmefs_rl_exit(&rl);
 }
 
-static void test_fifo(void)
+static void test_fifo(unsigned slow_ms)
 {
 	struct nvmefs_rangelock rl;
 	struct nvmefs_rl_ent a;
@@ -158,12 +188,14 @@ static void test_fifo(void)
 	nvmefs_rl_lock(&rl, &a, 0, 4096, false);
 	start(&trunc, &rl, 0, NVMEFS_RL_ALL, true);
 	refused_after(&trunc, 0);
-	start(&rd, &rl, 0, 4096, false); /* compatible with a, not with trunc */
+	start_slow(&rd, &rl, 0, 4096, false, slow_ms); /* compatible with a, not with trunc */
 	refused_after(&rd, 0);
 	CHECKF(!atomic_load(&trunc.got), "exclusive granted over a shared holder");
 	CHECKF(!atomic_load(&rd.got), "a later reader overtook a waiting truncate");
 	/* The unlock wakes both; rd must look again and be refused again,
-	 * now by the truncate that holds the file. */
+	 * now by the truncate that holds the file. With slow_ms the hook
+	 * outlasts the unlock unless both sleep first. */
+	asleep(&rl, 2);
 	seen = refusals(&rd);
 	nvmefs_rl_unlock(&rl, &a);
 	pthread_join(trunc.t, NULL);
@@ -226,7 +258,8 @@ int main(void)
 {
 	test_disjoint_and_shared();
 	test_overlap_waits();
-	test_fifo();
+	test_fifo(0);
+	test_fifo(50);
 	test_cross_thread_unlock();
 	return test_result();
 }
