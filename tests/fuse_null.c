@@ -98,6 +98,7 @@ struct null_fs {
 	struct fuse_session *se;
 	struct nvmefs_uring *u; /* the io_uring queues (-o uring) */
 	bool uring_granted;	/* the INIT reply asked for them */
+	uint64_t poll_ns;	/* their leaders' poll window away (as nvmefs's) */
 	void *zeros;		/* NULL_MAX_IO bytes of zeros, page aligned */
 	pthread_mutex_t lock;
 	/* NULL_FILES entries, mapped without reserve: a page costs memory once
@@ -362,7 +363,7 @@ static int prepare_uring(struct fuse_session *se)
 	int ret = nvmefs_devio_attach(se, init_replied, NULL);
 
 	if (!ret)
-		ret = nvmefs_uring_prepare(se, NULL, 0, serve, &nfs.u);
+		ret = nvmefs_uring_prepare(se, NULL, 0, nfs.poll_ns, serve, &nfs.u);
 	if (ret == -EPERM)
 		fprintf(stderr, "fuse_null: -o uring: FUSE over io_uring is off in this kernel "
 				"(/sys/module/fuse/parameters/enable_uring)\n");
@@ -807,6 +808,8 @@ int main(int argc, char **argv)
 	nfs.direct = nfs.mode && !strcmp(nfs.mode, "direct");
 	if (nvmefs_cpulat_parse(nfs.cpu_latency, &busy_us))
 		goto out;
+	/* As nvmefs (loop.c): queues poll away only with idle CPUs awake. */
+	nfs.poll_ns = busy_us == 0 && nvmefs_cpulat_possible() ? NULL_SPIN_NS : 0;
 	/* libfuse checks the max_read of INIT against the mount option's;
 	 * default_permissions as nvmefs's mount (the file's top comment). */
 	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||

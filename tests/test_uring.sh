@@ -124,6 +124,43 @@ if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -g
 	lone
 	check "a lone caller again: the queue is back on its CPU" test "$(spread)" = 0
 fi
+# Polling from another CPU (uring.c): while the daemon keeps idle CPUs
+# awake (cpu_latency=0, the default, as root), a lone caller's queue that
+# reads nothing from the devices and moves little data is led from
+# another CPU, polling; one whose requests read the devices or write
+# 1 MiB at a time is back on its CPU at once; with cpu_latency=off, never.
+# On a fresh mount, every request from $cpu (jq's too), so that the other
+# queues see none and stay home: the counts are that one queue's.
+away() { taskset -c "$cpu" jq .transport.away_queues "$MNT/.nvmefs/stats"; }
+polled() { taskset -c "$cpu" jq .transport.polled_requests "$MNT/.nvmefs/stats"; }
+if command -v fio >/dev/null && command -v python3 >/dev/null && [ "$(nproc)" -ge 2 ] &&
+	[ -w /dev/cpu_dma_latency ]; then
+	mnt_umount
+	mnt_mount uring
+	lone
+	check "a lone caller's lookups: its queue is led from another CPU" test "$(away)" = 1
+	p0=$(polled)
+	lone
+	check "... whose leader finds them by polling ($(($(polled) - p0)) of 2000)" \
+		test $(($(polled) - p0)) -ge 500
+	check "nvmefs-stat shows the queue away" \
+		taskset -c "$cpu" sh -c "'$build/nvmefs-stat' '$MNT' | grep -q '1 led from another CPU'"
+	taskset -c "$cpu" fio --filename="$MNT/data" --size=3M --name=r --rw=randread --bs=1M \
+		--ioengine=psync --direct=1 --loops=40 --output=/dev/null
+	check "a lone caller reading the devices: its queue is back on its CPU" test "$(away)" = 0
+	lone
+	check "lookups again: led from another CPU again" test "$(away)" = 1
+	taskset -c "$cpu" fio --filename="$MNT/wdata" --size=3M --name=w --rw=write --bs=1M \
+		--ioengine=psync --direct=1 --loops=4 --output=/dev/null
+	check "a lone caller's 1 MiB writes: its queue is back on its CPU" test "$(away)" = 0
+	mnt_umount
+	mnt_mount uring,cpu_latency=off
+	lone
+	check "cpu_latency=off: no queue led from another CPU" test "$(away)" = 0
+	check "cpu_latency=off: nothing found by polling" test "$(polled)" = 0
+	mnt_umount
+	mnt_mount uring
+fi
 # Read-ahead (fs/core/prefetch.c) on io_uring: a READ is read in place,
 # into the payload it is answered from, and a window's bytes would be
 # copied there. A reader with READs of its own in flight (fio sending 16
@@ -131,7 +168,7 @@ fi
 # busy without windows and gets none but at its start; a lone sequential
 # reader (dd) is still read ahead.
 if command -v fio >/dev/null; then
-	reads() { jq .requests.READ "$MNT/.nvmefs/stats"; }
+	reads() { jq '.requests.READ // 0' "$MNT/.nvmefs/stats"; } # none yet: absent
 	windows() { jq ".data.prefetch_$1" "$MNT/.nvmefs/stats"; }
 	head -c $((32 << 20)) /dev/urandom >"$MNT/seq"
 	r0=$(reads) w0=$(windows reads)
@@ -151,6 +188,9 @@ fi
 # as SCHED_IDLE (ps: class IDL) and is back to SCHED_OTHER when it serves;
 # -o uring_idle_wait=0, never. Not while no CPU is idle (loadavg), nor,
 # for a while, once the thread waited too long to run (its run delay).
+# Only at home: with cpu_latency=off, so that no queue is led away.
+mnt_umount
+mnt_mount uring,cpu_latency=off
 idle_waits() { jq .transport.idle_waits "$MNT/.nvmefs/stats"; }
 idle_backoffs() { jq .transport.idle_backoffs "$MNT/.nvmefs/stats"; }
 idle_threads() { # queue threads of the daemon now in SCHED_IDLE
@@ -184,7 +224,7 @@ if command -v python3 >/dev/null && command -v taskset >/dev/null; then
 	mnt_umount
 	# Both checks of the CPUs skipped (NVMEFS_TEST_URING_IDLE=always), so
 	# that a busy machine cannot close them.
-	NVMEFS_TEST_URING_IDLE=always mnt_mount uring
+	NVMEFS_TEST_URING_IDLE=always mnt_mount uring,cpu_latency=off
 	before=$(idle_waits)
 	lone
 	check "a lone caller's lookups end in idle waits" test $(($(idle_waits) - before)) -ge 1000
@@ -197,7 +237,7 @@ if command -v python3 >/dev/null && command -v taskset >/dev/null; then
 	# SCHED_IDLE leader (2.7 ms a lookup with one, measured), so the
 	# thread stops its idle waits once 8 in a row took too long (how many
 	# it makes before depends on how often the loops win the CPU).
-	NVMEFS_TEST_URING_IDLE=noload mnt_mount uring
+	NVMEFS_TEST_URING_IDLE=noload mnt_mount uring,cpu_latency=off
 	busy_loops 2 "$cpu"
 	before=$(idle_waits)
 	lone
@@ -205,7 +245,7 @@ if command -v python3 >/dev/null && command -v taskset >/dev/null; then
 	echo "idle waits beside busy loops: $(($(idle_waits) - before)), back-offs: $(idle_backoffs)"
 	check "slow wake-ups stop the idle waits" test "$(idle_backoffs)" -ge 1
 	mnt_umount
-	NVMEFS_TEST_URING_IDLE=always mnt_mount uring,uring_idle_wait=0
+	NVMEFS_TEST_URING_IDLE=always mnt_mount uring,uring_idle_wait=0,cpu_latency=off
 	check "uring_idle_wait=0 shows in .nvmefs/config" \
 		grep -qx "uring_idle_wait = 0" "$MNT/.nvmefs/config"
 	lone

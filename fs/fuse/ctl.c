@@ -360,7 +360,8 @@ static json_object *statahead_stats(void)
 static json_object *transport_stats(const struct nvmefs_vol *vol)
 {
 	json_object *o = json_object_new_object();
-	uint64_t backoffs, holds;
+	uint64_t backoffs, holds, polled;
+	unsigned away;
 	int held;
 
 	json_object_object_add(
@@ -369,6 +370,9 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "queue_depth", vol->uring_depth);
 	put_u64(o, "uring_requests", nvmefs_uring_served(vol->uring));
 	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
+	away = nvmefs_uring_away(vol->uring, &polled);
+	put_u64(o, "away_queues", away);
+	put_u64(o, "polled_requests", polled);
 	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring, &backoffs));
 	put_u64(o, "idle_backoffs", backoffs);
 	/* -o cpu_latency: held now (null: nothing asked), busy spells so far */

@@ -238,11 +238,15 @@ int nvmefs_uring_ring_ok(void);
 /*
  * Before the INIT reply: make a queue per possible CPU (an SQE128 ring and
  * depth entries of locked header and payload buffers; 0: the default),
- * whose requests serve() will serve. 0 with *out, or -errno (nothing
- * made): the mount then serves /dev/fuse.
+ * whose requests serve() will serve. A queue serving a lone caller that
+ * reads nothing from the devices is led from another CPU, polling its
+ * ring for at most poll_ns before it sleeps (uring.c, "Polling from
+ * another CPU"; 0: never, for a daemon that does not keep idle CPUs
+ * awake). 0 with *out, or -errno (nothing made): the mount then serves
+ * /dev/fuse.
  */
 int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
-			 nvmefs_serve_fn *serve, struct nvmefs_uring **out);
+			 uint64_t poll_ns, nvmefs_serve_fn *serve, struct nvmefs_uring **out);
 /* The INIT flag (FUSE_OVER_IO_URING) that asks the kernel for it. */
 uint64_t nvmefs_uring_init_flag(void);
 /* After the INIT reply: a thread per queue registers its entries and
@@ -261,6 +265,10 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
 /* Queues whose threads may now run on any CPU: their requests come in a
  * stream (uring.c, "Where a queue's threads run"); 0 for NULL. */
 unsigned nvmefs_uring_spread(const struct nvmefs_uring *u);
+/* Queues led from another CPU now, and (*polled) the requests their
+ * leaders found by polling so far (uring.c, "Polling from another CPU");
+ * 0 for NULL. */
+unsigned nvmefs_uring_away(const struct nvmefs_uring *u, uint64_t *polled);
 /* Whether u's leaders wait as SCHED_IDLE when nothing is in flight
  * (uring.c, "Where the caller wakes"), how many such waits they made, and
  * (*backoffs) how many times a thread stopped them for slow wake-ups. */

@@ -531,8 +531,13 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 		return ret;
 	atomic_store(&serving, se);
 	if (vol->opts.uring != NVMEFS_URING_OFF) {
-		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth, nvmefs_loop_serve,
-					   &lp.uring);
+		/* Its queues poll from another CPU (uring.c) as the /dev/fuse
+		 * leader polls (-o spin), while idle CPUs are kept awake. */
+		bool awake = vol->opts.cpu_latency_us == 0 && nvmefs_cpulat_possible();
+
+		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth,
+					   awake ? (uint64_t)vol->opts.spin_us * 1000 : 0,
+					   nvmefs_loop_serve, &lp.uring);
 		if (ret && vol->opts.uring == NVMEFS_URING_ON) {
 			nvmefs_err("FUSE over io_uring was asked for (-o uring) and cannot be set "
 				   "up: %s",

@@ -71,6 +71,10 @@ _Static_assert(sizeof(struct uring_cmd_req) == 24, "FUSE 7.42 layout");
  * on any CPU. */
 #define PLACE_WINDOW 256u
 #define PLACE_SHARE  4u
+/* The data a window's READs and WRITEs may carry (a mean of 16 KiB a
+ * request) for its queue to be led away (uring.c, "Polling from another
+ * CPU"). */
+#define PLACE_AWAY_BYTES ((uint64_t)PLACE_WINDOW << 14)
 /* The payload the kernel fills: max_write and max_pages (op_init) are 1 MiB. */
 #define PAYLOAD_SZ ((size_t)1 << 20)
 /* Before the payload: the fuse_in_header and the opcode's struct. */
@@ -107,11 +111,16 @@ struct queue {
 	struct nvmefs_engine_ring hook;
 	atomic_uint ring_io;
 	/* Placement (the top): requests handed to a handler and not yet
-	 * answered; this window's requests and those that came while another
-	 * was served; whether the threads may run anywhere. */
+	 * answered; this window's requests, those that came while another
+	 * was served, the device reads its leaders put on the ring, and the
+	 * bytes its READs asked for and its WRITEs brought;
+	 * whether the threads may run anywhere (spread), or anywhere but the
+	 * queue's CPU, polling (away: "Polling from another CPU"). */
 	atomic_uint serving;
-	atomic_uint win_n, win_busy;
-	atomic_bool spread;
+	atomic_uint win_n, win_busy, win_reads;
+	_Atomic uint64_t win_bytes;
+	atomic_bool spread, away;
+	_Atomic uint64_t polled;	/* requests found by polling (away) */
 	_Atomic uint64_t idle_waits;	/* waits made as SCHED_IDLE (idle_wait) */
 	_Atomic uint64_t idle_backoffs; /* times a thread stopped them (slow wakes) */
 	/* Replies made on other threads (I/O completions) are handed over
@@ -162,6 +171,9 @@ struct nvmefs_uring {
 	 * runnable than there are CPUs online (ncpus), from loadavg_fd
 	 * (/proc/loadavg, -1: not readable, never). */
 	atomic_bool idle_wait;
+	/* The most a leader away from its queue's CPU polls its ring before
+	 * it sleeps (uring.c, "Polling from another CPU"); 0: never away. */
+	uint64_t poll_ns;
 	unsigned ncpus;
 	int loadavg_fd;
 	unsigned idle_test; /* IDLE_TEST_*: tests/test_uring.sh */

@@ -222,7 +222,7 @@ static void spread_cpus(const struct nvmefs_vol *vol, cpu_set_t *out)
 }
 
 int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsigned depth,
-			 nvmefs_serve_fn *serve, struct nvmefs_uring **out)
+			 uint64_t poll_ns, nvmefs_serve_fn *serve, struct nvmefs_uring **out)
 {
 	struct nvmefs_uring *u;
 	int ret;
@@ -241,6 +241,7 @@ int nvmefs_uring_prepare(struct fuse_session *se, struct nvmefs_vol *vol, unsign
 	u->loadavg_fd = -1;
 	u->nq = possible_cpus();
 	spread_cpus(vol, &u->anywhere);
+	u->poll_ns = poll_ns;
 	u->depth = depth ? depth : default_depth(u->nq);
 	u->q = calloc(u->nq, sizeof(*u->q));
 	if (!u->q) {
@@ -303,6 +304,18 @@ uint64_t nvmefs_uring_idle_waits(const struct nvmefs_uring *u, uint64_t *backoff
 bool nvmefs_uring_idle_wait(const struct nvmefs_uring *u)
 {
 	return u && atomic_load(&u->idle_wait);
+}
+
+unsigned nvmefs_uring_away(const struct nvmefs_uring *u, uint64_t *polled)
+{
+	unsigned n = 0;
+
+	*polled = 0;
+	for (unsigned i = 0; u && i < u->nq; i++) {
+		n += atomic_load_explicit(&u->q[i].away, memory_order_relaxed);
+		*polled += atomic_load_explicit(&u->q[i].polled, memory_order_relaxed);
+	}
+	return n;
 }
 
 unsigned nvmefs_uring_spread(const struct nvmefs_uring *u)

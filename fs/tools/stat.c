@@ -234,6 +234,10 @@ static void print_totals(const struct sample *s)
 		printf("transport: %s, %" PRIu64 " queues of %" PRIu64 " entries%s, %" PRIu64
 		       " requests through them (FORGET, INTERRUPT and notices on /dev/fuse)\n",
 		       s->transport, s->uring_queues, s->uring_depth, spread, s->uring_requests);
+		if (s->has_away)
+			printf("  %" PRIu64 " led from another CPU, polling; %" PRIu64
+			       " requests found by polling\n",
+			       s->uring_away, s->uring_polled);
 	} else if (s->transport)
 		printf("transport: %s\n", s->transport);
 }

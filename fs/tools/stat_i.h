@@ -73,6 +73,9 @@ struct sample {
 	const char *transport;
 	uint64_t uring_queues, uring_depth, uring_requests;
 	uint64_t uring_spread; /* queues whose threads may run on any CPU */
+	bool has_away;	       /* the two below are in the stats */
+	uint64_t uring_away;   /* queues led from another CPU, polling */
+	uint64_t uring_polled; /* requests their leaders found by polling */
 	bool has_spread;       /* false: a daemon from before placement */
 };
 

@@ -339,6 +339,12 @@ static int decode_transport(const char *file, struct json_object *root, struct s
 	s->has_spread = json_object_object_get_ex(obj, "spread_queues", NULL);
 	if (!ret && s->has_spread)
 		ret = get_u64(file, obj, "transport", "spread_queues", &s->uring_spread);
+	/* Since polling from another CPU (uring.c): absent before. */
+	s->has_away = json_object_object_get_ex(obj, "away_queues", NULL);
+	if (!ret && s->has_away)
+		ret = get_u64(file, obj, "transport", "away_queues", &s->uring_away);
+	if (!ret && s->has_away)
+		ret = get_u64(file, obj, "transport", "polled_requests", &s->uring_polled);
 	if (!ret)
 		s->transport = json_object_get_string(name);
 	return ret;
