@@ -195,6 +195,29 @@ variant 'del d["native"]' >"$st"
 out=$("$stat_bin" "$mnt")
 check "no native object (an older daemon): no native line, the rest as before" \
 	test "$(grep -c '^native:' <<<"$out"):$(row all <<<"$out")" = "0:all - 40 40.50 7 5.00 2 94.4 4 4"
+# Writes held back and the transport (daemons since write-behind's hold,
+# io_uring's placement and -o cpu_latency): a line each.
+tr='{"name": "io_uring", "queues": 2, "queue_depth": 32, "uring_requests": 5000,
+ "spread_queues": 1, "away_queues": 1, "polled_requests": 4000, "idle_waits": 0,
+ "idle_backoffs": 0, "cpu_latency_held": True, "cpu_latency_holds": 3}'
+variant "d['data'].update(behind_writes=120, held_writes=100, held_sends=10); d['transport'] = $tr" >"$st"
+out=$("$stat_bin" "$mnt")
+check "held writes line" grep -qx \
+	"  120 writes answered early, 100 of them held back and sent together in 10 sends" <<<"$out"
+check "transport line" grep -qx "transport: io_uring, 2 queues of 32 entries (1 spread over the \
+CPUs), 5000 requests through them (FORGET, INTERRUPT and notices on /dev/fuse)" <<<"$out"
+check "queues led away line" grep -qx \
+	"  1 led from another CPU, polling; 4000 requests found by polling" <<<"$out"
+check "cpu_latency line, held" grep -qx \
+	"  idle CPUs kept awake (cpu_latency): held now, 3 busy spells held" <<<"$out"
+variant "d['transport'] = $tr; d['transport'].update(name='/dev/fuse', queues=0, queue_depth=0,
+ cpu_latency_held=None, cpu_latency_holds=0)" >"$st"
+out=$("$stat_bin" "$mnt")
+check "/dev/fuse: the transport's line, no queues" test \
+	"$(grep -c '^transport: /dev/fuse$' <<<"$out"):$(grep -c 'led from another' <<<"$out")" = "1:0"
+check "cpu_latency line, nothing asked" grep -qx \
+	"  idle CPUs kept awake (cpu_latency): off (nothing asked), 0 busy spells held" <<<"$out"
+check "no held writes in an older daemon's data: no line" test "$(grep -c 'held back' <<<"$out")" = 0
 put 0
 check "trailing slash on the mount point" \
 	test "$("$stat_bin" "$mnt/" | row all)" = "all - 40 40.50 7 5.00 2 94.4 4 4"
@@ -401,6 +424,10 @@ variant 'd["native"]["refused"] = "0"' >"$st"
 refuse "mistyped native key" 'key "native.refused" is string, not int'
 variant 'del d["native"]["clients"]' >"$st"
 refuse "missing native key" 'missing key "native.clients"'
+variant "d['transport'] = $tr; d['transport']['cpu_latency_held'] = 'yes'" >"$st"
+refuse "mistyped cpu_latency_held" 'key "transport.cpu_latency_held" is string, not boolean'
+variant "d['data'].update(held_writes=1)" >"$st"
+refuse "held writes without the rest" 'missing key "data.behind_writes"'
 
 [ "$fail" = 0 ] && echo "all checks passed"
 exit "$fail"

@@ -223,6 +223,10 @@ static void print_totals(const struct sample *s)
 	       " bytes copied, %" PRIu64 " in flight (peak %" PRIu64 ")\n",
 	       d->reads, d->writes, d->zero_copy_writes, d->copied_bytes, d->in_flight,
 	       d->peak_in_flight);
+	if (d->has_held)
+		printf("  %" PRIu64 " writes answered early, %" PRIu64
+		       " of them held back and sent together in %" PRIu64 " sends\n",
+		       d->behind_writes, d->held_writes, d->held_sends);
 	if (s->has_native)
 		print_native_totals(&s->native);
 	if (s->transport && s->uring_queues) {
@@ -240,6 +244,12 @@ static void print_totals(const struct sample *s)
 			       s->uring_away, s->uring_polled);
 	} else if (s->transport)
 		printf("transport: %s\n", s->transport);
+	if (s->transport && s->has_cpulat)
+		printf("  idle CPUs kept awake (cpu_latency): %s, %" PRIu64 " busy spells held\n",
+		       s->cpulat_held < 0 ? "off (nothing asked)"
+		       : s->cpulat_held	  ? "held now"
+					  : "not held now (quiet)",
+		       s->cpulat_holds);
 }
 
 /* What happened between PREV and CUR (same volume, same devices). */

@@ -47,6 +47,10 @@ struct req_count {
 
 struct data_stats {
 	uint64_t reads, writes, zero_copy_writes, copied_bytes, in_flight, peak_in_flight;
+	/* Writes answered early, those of them held back, and their sends
+	 * (false: a daemon from before write-behind or the hold). */
+	bool has_held;
+	uint64_t behind_writes, held_writes, held_sends;
 };
 
 /* The native door's (schema: native). clients is a gauge, the rest counters. */
@@ -77,6 +81,12 @@ struct sample {
 	uint64_t uring_away;   /* queues led from another CPU, polling */
 	uint64_t uring_polled; /* requests their leaders found by polling */
 	bool has_spread;       /* false: a daemon from before placement */
+	/* -o cpu_latency: 1 held now, 0 not now, -1 asked nothing (off, or
+	 * not allowed); the busy spells it was held for. has_cpulat false: a
+	 * daemon from before it. */
+	bool has_cpulat;
+	int cpulat_held;
+	uint64_t cpulat_holds;
 };
 
 /* A uint64_t member of a struct, named by its schema key. */

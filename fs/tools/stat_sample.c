@@ -277,12 +277,24 @@ static int decode_pool(const char *file, struct json_object *root, struct pool_s
 	return ret;
 }
 
+/* Optional in data: absent from daemons before write-behind's hold. */
+static const struct u64_field held_fields[] = {
+	DATA_FIELD(behind_writes),
+	DATA_FIELD(held_writes),
+	DATA_FIELD(held_sends),
+};
+
 static int decode_data(const char *file, struct json_object *root, struct data_stats *d)
 {
 	struct json_object *obj;
 	int ret = member(file, root, "", "data", json_type_object, &obj);
 
-	return ret ? ret : get_u64s(file, obj, "data", data_fields, NFIELDS(data_fields), d);
+	if (!ret)
+		ret = get_u64s(file, obj, "data", data_fields, NFIELDS(data_fields), d);
+	d->has_held = !ret && json_object_object_get_ex(obj, "held_writes", NULL);
+	if (d->has_held)
+		ret = get_u64s(file, obj, "data", held_fields, NFIELDS(held_fields), d);
+	return ret;
 }
 
 /* The native object when there is one (see the top of stat.c). */
@@ -321,7 +333,7 @@ static int decode_shut_down(const char *file, struct json_object *root, struct s
 /* The transport object when there is one. */
 static int decode_transport(const char *file, struct json_object *root, struct sample *s)
 {
-	struct json_object *obj, *name;
+	struct json_object *obj, *name, *held;
 	int ret;
 
 	if (!json_object_object_get_ex(root, "transport", &obj))
@@ -345,6 +357,19 @@ static int decode_transport(const char *file, struct json_object *root, struct s
 		ret = get_u64(file, obj, "transport", "away_queues", &s->uring_away);
 	if (!ret && s->has_away)
 		ret = get_u64(file, obj, "transport", "polled_requests", &s->uring_polled);
+	/* Since -o cpu_latency: held is true, false or null (asked nothing). */
+	s->has_cpulat = json_object_object_get_ex(obj, "cpu_latency_held", &held);
+	if (!ret && s->has_cpulat) {
+		if (!held)
+			s->cpulat_held = -1;
+		else if (json_object_is_type(held, json_type_boolean))
+			s->cpulat_held = json_object_get_boolean(held);
+		else
+			ret = check_type(file, held, "transport", "cpu_latency_held",
+					 json_type_boolean);
+	}
+	if (!ret && s->has_cpulat)
+		ret = get_u64(file, obj, "transport", "cpu_latency_holds", &s->cpulat_holds);
 	if (!ret)
 		s->transport = json_object_get_string(name);
 	return ret;
