@@ -198,7 +198,7 @@ check "no native object (an older daemon): no native line, the rest as before" \
 # Writes held back and the transport (daemons since write-behind's hold,
 # io_uring's placement and -o cpu_latency): a line each.
 tr='{"name": "io_uring", "queues": 2, "queue_depth": 32, "uring_requests": 5000,
- "spread_queues": 1, "away_queues": 1, "polled_requests": 4000, "idle_waits": 0,
+ "spread_queues": 1, "away_queues": 1, "polled_waits": 4000, "idle_waits": 0,
  "idle_backoffs": 0, "cpu_latency_held": True, "cpu_latency_holds": 3}'
 variant "d['data'].update(behind_writes=120, held_writes=100, held_sends=10); d['transport'] = $tr" >"$st"
 out=$("$stat_bin" "$mnt")
@@ -207,7 +207,7 @@ check "held writes line" grep -qx \
 check "transport line" grep -qx "transport: io_uring, 2 queues of 32 entries (1 spread over the \
 CPUs), 5000 requests through them (FORGET, INTERRUPT and notices on /dev/fuse)" <<<"$out"
 check "queues led away line" grep -qx \
-	"  1 led from another CPU, polling; 4000 requests found by polling" <<<"$out"
+	"  1 led from another CPU, polling; 4000 waits ended by polling" <<<"$out"
 check "cpu_latency line, held" grep -qx \
 	"  idle CPUs kept awake (cpu_latency): held now, 3 busy spells held" <<<"$out"
 variant "d['transport'] = $tr; d['transport'].update(name='/dev/fuse', queues=0, queue_depth=0,

@@ -372,7 +372,7 @@ static json_object *transport_stats(const struct nvmefs_vol *vol)
 	put_u64(o, "spread_queues", nvmefs_uring_spread(vol->uring));
 	away = nvmefs_uring_away(vol->uring, &polled);
 	put_u64(o, "away_queues", away);
-	put_u64(o, "polled_requests", polled);
+	put_u64(o, "polled_waits", polled);
 	put_u64(o, "idle_waits", nvmefs_uring_idle_waits(vol->uring, &backoffs));
 	put_u64(o, "idle_backoffs", backoffs);
 	/* -o cpu_latency: held now (null: nothing asked), busy spells so far */

@@ -265,9 +265,10 @@ uint64_t nvmefs_uring_served(const struct nvmefs_uring *u);
 /* Queues whose threads may now run on any CPU: their requests come in a
  * stream (uring.c, "Where a queue's threads run"); 0 for NULL. */
 unsigned nvmefs_uring_spread(const struct nvmefs_uring *u);
-/* Queues led from another CPU now, and (*polled) the requests their
- * leaders found by polling so far (uring.c, "Polling from another CPU");
- * 0 for NULL. */
+/* Queues led from another CPU now, and (*polled) how many of their
+ * leaders' waits polling ended so far (a CQE came: a request, a
+ * completion, a hand-over; uring.c, "Polling from another CPU"); 0 for
+ * NULL. */
 unsigned nvmefs_uring_away(const struct nvmefs_uring *u, uint64_t *polled);
 /* Whether u's leaders wait as SCHED_IDLE when nothing is in flight
  * (uring.c, "Where the caller wakes"), how many such waits they made, and

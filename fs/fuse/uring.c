@@ -48,7 +48,8 @@
  * of a window's requests came while another of the queue's was still
  * being served, its threads may run on any CPU the daemon may; when fewer
  * did, they go back to the queue's CPU (the devices' home node's CPUs
- * only: spread_cpus). The rings are made with IORING_SETUP_COOP_TASKRUN:
+ * only: spread_cpus), or, while idle CPUs are kept awake, away from it
+ * ("Polling from another CPU" below). The rings are made with IORING_SETUP_COOP_TASKRUN:
  * the kernel's task work (a request copied into an entry, a device
  * block's completion) runs when the thread that submitted the command
  * next enters the kernel, instead of interrupting it with an IPI. That
@@ -104,13 +105,19 @@
  * /dev/fuse leader's poll(2) does. (IORING_SETUP_TASKRUN_FLAG would say
  * when to enter, but it also makes liburing's every peek of the ring
  * enter the kernel, at home and spread too; measured alike.) A queue
- * whose requests read the devices, or move data (more than
- * PLACE_AWAY_BYTES a window), goes home at once, where the copies (the
+ * whose requests read the devices, or move data (PLACE_AWAY_BYTES a
+ * window or more), goes home at once, where the copies (the
  * device's, the reply's, a WRITE's into its entry) run on the caller's
  * CPU (dd's 1 MiB reads: 6.2 GB/s at home, 5.3 away; its writes 0.63 x
  * `/dev/fuse` away); docs/PERFORMANCE.md, "Polling from another CPU".
- * Never when the daemon does not keep idle CPUs awake: a wake-up into a
- * halted CPU is what staying home avoids.
+ * Never when the daemon does not keep idle CPUs awake (cpu_latency off
+ * or above 0, or not allowed) or with -o spin=0: a wake-up into a halted
+ * CPU is what staying home avoids. Whether the caller's CPU is free is
+ * judged per queue, as the /dev/fuse leader's polling does not judge it
+ * at all: with a lone caller on every CPU, each queue's leader polls on
+ * another caller's CPU for up to its window. And a queue stays away
+ * through a quiet spell in which the CPU latency request was given back:
+ * the spell's first request then wakes a halted CPU.
  *
  * Negotiation cannot hang the mount: the rings and buffers are made before
  * the INIT reply (nvmefs_uring_prepare), and only then is the flag set. A
@@ -497,8 +504,8 @@ static void place(struct queue *q)
 
 /* Submit what q's leader queued, then poll its ring for a CQE for up to
  * the thread's window (PLACE_AWAY: "Polling from another CPU" at the
- * top). The submission's result, or 1 when a CQE came while polling, or
- * 0 when none did (the caller then waits). */
+ * top). 1 when a CQE came while polling (counted in q->polled), 0 when
+ * none did (the caller then waits), or the submission's error. */
 static int poll_ring(struct queue *q)
 {
 	uint64_t t0 = nvmefs_now_ns(), end = t0 + poll_win.ns;
@@ -822,8 +829,8 @@ static void enter(struct queue *q)
 	cur_queue = q;
 	nvmefs_wait_hook = before_wait;
 	nvmefs_engine_ring = &q->hook;
-	/* Each queue serves its CPU's requests: run there, or anywhere
-	 * while they come in a stream (place). */
+	/* Each queue serves its CPU's requests: run there, anywhere while
+	 * they come in a stream, or away from it (place). */
 	placed = -1;
 	nvmefs_spin_init(&poll_win, q->u->poll_ns);
 	place(q);

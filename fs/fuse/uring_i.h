@@ -120,7 +120,7 @@ struct queue {
 	atomic_uint win_n, win_busy, win_reads;
 	_Atomic uint64_t win_bytes;
 	atomic_bool spread, away;
-	_Atomic uint64_t polled;	/* requests found by polling (away) */
+	_Atomic uint64_t polled;	/* waits that polling ended (away) */
 	_Atomic uint64_t idle_waits;	/* waits made as SCHED_IDLE (idle_wait) */
 	_Atomic uint64_t idle_backoffs; /* times a thread stopped them (slow wakes) */
 	/* Replies made on other threads (I/O completions) are handed over

@@ -240,7 +240,7 @@ static void print_totals(const struct sample *s)
 		       s->transport, s->uring_queues, s->uring_depth, spread, s->uring_requests);
 		if (s->has_away)
 			printf("  %" PRIu64 " led from another CPU, polling; %" PRIu64
-			       " requests found by polling\n",
+			       " waits ended by polling\n",
 			       s->uring_away, s->uring_polled);
 	} else if (s->transport)
 		printf("transport: %s\n", s->transport);

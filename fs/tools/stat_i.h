@@ -79,7 +79,7 @@ struct sample {
 	uint64_t uring_spread; /* queues whose threads may run on any CPU */
 	bool has_away;	       /* the two below are in the stats */
 	uint64_t uring_away;   /* queues led from another CPU, polling */
-	uint64_t uring_polled; /* requests their leaders found by polling */
+	uint64_t uring_polled; /* their leaders' waits that polling ended */
 	bool has_spread;       /* false: a daemon from before placement */
 	/* -o cpu_latency: 1 held now, 0 not now, -1 asked nothing (off, or
 	 * not allowed); the busy spells it was held for. has_cpulat false: a

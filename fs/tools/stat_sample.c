@@ -356,7 +356,7 @@ static int decode_transport(const char *file, struct json_object *root, struct s
 	if (!ret && s->has_away)
 		ret = get_u64(file, obj, "transport", "away_queues", &s->uring_away);
 	if (!ret && s->has_away)
-		ret = get_u64(file, obj, "transport", "polled_requests", &s->uring_polled);
+		ret = get_u64(file, obj, "transport", "polled_waits", &s->uring_polled);
 	/* Since -o cpu_latency: held is true, false or null (asked nothing). */
 	s->has_cpulat = json_object_object_get_ex(obj, "cpu_latency_held", &held);
 	if (!ret && s->has_cpulat) {
