@@ -809,7 +809,7 @@ int main(int argc, char **argv)
 	if (nvmefs_cpulat_parse(nfs.cpu_latency, &busy_us))
 		goto out;
 	/* As nvmefs (loop.c): queues poll away only with idle CPUs awake. */
-	nfs.poll_ns = busy_us == 0 && nvmefs_cpulat_possible() ? NULL_SPIN_NS : 0;
+	nfs.poll_ns = nvmefs_cpulat_awake(busy_us) ? NULL_SPIN_NS : 0;
 	/* libfuse checks the max_read of INIT against the mount option's;
 	 * default_permissions as nvmefs's mount (the file's top comment). */
 	if (fuse_opt_add_arg(&args, "-omax_read=1048576") ||

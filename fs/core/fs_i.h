@@ -285,7 +285,8 @@ enum {
  * that mode, as the machine's idle CPUs wait (docs/PERFORMANCE.md, "Idle
  * CPUs kept awake" and "The default transport"). awake: the daemon will
  * keep idle CPUs polling while it serves (-o cpu_latency=0, the default,
- * and nvmefs_cpulat_possible: a latency above 0 lets them sleep lightly).
+ * and the right to ask: nvmefs_cpulat_awake; a latency above 0 lets them
+ * sleep lightly).
  * - awake: /dev/fuse in both modes. Its polling leader then answers a
  *   lone program on the other CPU with no wake-up to wait for: in two runs
  *   of the benchmark driver it made, stat'ed and removed small files

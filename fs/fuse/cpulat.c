@@ -162,10 +162,13 @@ int nvmefs_cpulat_parse(const char *s, int *busy_us)
 	return 0;
 }
 
-bool nvmefs_cpulat_possible(void)
+bool nvmefs_cpulat_awake(int busy_us)
 {
-	int fd = open(CPU_DMA_LATENCY, O_WRONLY | O_CLOEXEC);
+	int fd;
 
+	if (busy_us != 0)
+		return false; /* off, or a latency that lets idle CPUs sleep lightly */
+	fd = open(CPU_DMA_LATENCY, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	close(fd); /* its request, at the default value, goes with it */

@@ -102,9 +102,11 @@ void nvmefs_cpulat_start(int busy_us);
 /* -o cpu_latency=US|off: *busy_us, -1 for off, 0 when s is NULL (the
  * default); -EINVAL, said naming the value, for anything else. */
 int nvmefs_cpulat_parse(const char *s, int *busy_us);
-/* Whether this process may hold such a request: /dev/cpu_dma_latency opens
- * for writing (root; a container's device rules may say no). */
-bool nvmefs_cpulat_possible(void);
+/* Whether a daemon asking busy_us (nvmefs_cpulat_parse) keeps idle CPUs
+ * awake while it serves: 0 us, and /dev/cpu_dma_latency opens for writing
+ * (root; a container's device rules may say no). What the default
+ * transport and io_uring's polling from another CPU follow. */
+bool nvmefs_cpulat_awake(int busy_us);
 /* A request came (any serving thread; one load when held already). */
 void nvmefs_cpulat_busy(void);
 /* Give the request back and stop the watcher (after every serving thread). */

@@ -533,7 +533,7 @@ int nvmefs_loop_run(struct fuse_session *se, struct nvmefs_vol *vol, unsigned th
 	if (vol->opts.uring != NVMEFS_URING_OFF) {
 		/* Its queues poll from another CPU (uring.c) as the /dev/fuse
 		 * leader polls (-o spin), while idle CPUs are kept awake. */
-		bool awake = vol->opts.cpu_latency_us == 0 && nvmefs_cpulat_possible();
+		bool awake = nvmefs_cpulat_awake(vol->opts.cpu_latency_us);
 
 		ret = nvmefs_uring_prepare(se, vol, vol->opts.uring_depth,
 					   awake ? (uint64_t)vol->opts.spin_us * 1000 : 0,

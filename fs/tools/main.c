@@ -427,8 +427,7 @@ static int parse_uring_opts(const struct cfg *c, struct nvmefs_vol_opts *o)
 {
 	int offered, err;
 
-	o->uring =
-		nvmefs_uring_default(o->direct, o->cpu_latency_us == 0 && nvmefs_cpulat_possible());
+	o->uring = nvmefs_uring_default(o->direct, nvmefs_cpulat_awake(o->cpu_latency_us));
 	if (c->uring + c->nouring + !!c->uring_mode > 1) {
 		nvmefs_err("give one of uring, uring=MODE and nouring");
 		return -EINVAL;
@@ -719,7 +718,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (c.version) {
-		bool awake = nvmefs_cpulat_possible();
+		bool awake = nvmefs_cpulat_awake(0); /* the default cpu_latency */
 
 		err = nvmefs_uring_offered();
 		printf("nvmefs %s (on-disk format %u, libfuse %s)\n", NVMEFS_VERSION,
