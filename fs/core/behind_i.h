@@ -18,6 +18,10 @@
 
 /* The most writes answered early in flight at once (each holds a pool buffer). */
 #define NVMEFS_BEHIND_MAX 16u
+/* The longest a serving thread holds such writes back before it sends
+ * them (the doors' plugs: fs/fuse/loop.c, fs/native/server_io.c); they
+ * send at NVMEFS_BEHIND_MAX held, too. */
+#define NVMEFS_HOLD_NS 500000ull
 
 /* May one more write of in be answered early? Counted in flight if so
  * (nvmefs_behind_finish undoes it). */

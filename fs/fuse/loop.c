@@ -148,7 +148,7 @@ static __thread struct worker *self;
  * file (PERFORMANCE.md, "Halted vCPUs": the leader's read as its poll).
  */
 #define HOLD_MAX NVMEFS_BEHIND_MAX /* the most answered early at once */
-#define HOLD_NS	 500000ull
+#define HOLD_NS	 NVMEFS_HOLD_NS
 
 static void hold_send(struct nvmefs_vol *vol)
 {

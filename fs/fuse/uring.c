@@ -442,9 +442,9 @@ static void finish(struct queue *q)
 static void place_note(struct queue *q, bool busy, uint64_t bytes)
 {
 	unsigned n = atomic_fetch_add_explicit(&q->win_n, 1, memory_order_relaxed) + 1;
-	bool many = CPU_COUNT(&q->u->anywhere) > 1;
 	uint64_t d = atomic_fetch_add_explicit(&q->win_bytes, bytes, memory_order_relaxed) + bytes;
 	unsigned b, r;
+	bool many;
 
 	if (busy)
 		atomic_fetch_add_explicit(&q->win_busy, 1, memory_order_relaxed);
@@ -452,6 +452,7 @@ static void place_note(struct queue *q, bool busy, uint64_t bytes)
 		atomic_store_explicit(&q->away, false, memory_order_relaxed);
 	if (n != PLACE_WINDOW)
 		return;
+	many = CPU_COUNT(&q->u->anywhere) > 1; /* at a window's end, not each request */
 	b = atomic_exchange_explicit(&q->win_busy, 0, memory_order_relaxed);
 	r = atomic_exchange_explicit(&q->win_reads, 0, memory_order_relaxed);
 	d = atomic_exchange_explicit(&q->win_bytes, 0, memory_order_relaxed);

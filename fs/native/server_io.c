@@ -387,7 +387,7 @@ void start_io(struct nclient *c, const struct nvmefs_wire_sqe *e)
  * is held.
  */
 #define HOLD_MAX NVMEFS_BEHIND_MAX
-#define HOLD_NS	 500000ull
+#define HOLD_NS	 NVMEFS_HOLD_NS
 
 static __thread struct nclient *holder; /* the thread's client, while it may hold */
 
