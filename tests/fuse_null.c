@@ -96,10 +96,11 @@ struct null_fs {
 	int uring;	   /* -o uring: FUSE over io_uring, or no mount */
 	char *cpu_latency; /* -o cpu_latency=US|off (nvmefs's; default 0) */
 	struct fuse_session *se;
-	struct nvmefs_uring *u; /* the io_uring queues (-o uring) */
-	bool uring_granted;	/* the INIT reply asked for them */
-	uint64_t poll_ns;	/* their leaders' poll window away (as nvmefs's) */
-	void *zeros;		/* NULL_MAX_IO bytes of zeros, page aligned */
+	struct nvmefs_uring *u;	 /* the io_uring queues (-o uring) */
+	bool uring_granted;	 /* the INIT reply asked for them */
+	atomic_bool rings_serve; /* they were started: nvmefs_uring_gather */
+	uint64_t poll_ns;	 /* their leaders' poll window away (as nvmefs's) */
+	void *zeros;		 /* NULL_MAX_IO bytes of zeros, page aligned */
 	pthread_mutex_t lock;
 	/* NULL_FILES entries, mapped without reserve: a page costs memory once
 	 * an entry in it was used. Inode = index + 2; all protected by lock. */
@@ -345,6 +346,7 @@ static void init_replied(void *arg)
 	fprintf(stderr, "fuse_null: FUSE over io_uring: %u queue(s) of %u entries\n", nq, depth);
 	if (nvmefs_uring_start(nfs.u, uring_failed, NULL))
 		stop(); /* said by uring_failed */
+	atomic_store_explicit(&nfs.rings_serve, true, memory_order_relaxed);
 }
 
 /* nvmefs_serve_fn of the queues: a request laid out as read(2) gives it. */
@@ -689,19 +691,23 @@ static void resign(bool all)
 	pthread_mutex_unlock(&lp.mu);
 }
 
-/* The leader: poll /dev/fuse without sleeping for the window, then sleep
- * in poll(2) a slice at a time, the wait adapting the window, as
+/* The leader: poll /dev/fuse without sleeping for the window (or, once
+ * the io_uring queues serve, gather FORGETs instead), then sleep in
+ * poll(2) a slice at a time, the wait adapting the window, as
  * fs/fuse/loop.c's wait_for_request: true once a request waits (or the
  * mount is gone: read(2) says so), false when the session ended. */
 static bool wait_for_request(struct fuse_session *se)
 {
 	struct pollfd p = {.fd = fuse_session_fd(se), .events = POLLIN};
 	uint64_t t0 = nvmefs_spin_clock(), end = t0 + lp.spin.ns;
+	bool gather = atomic_load_explicit(&nfs.rings_serve, memory_order_relaxed);
 
+	if (gather) /* FORGETs only: no polling (a signal: looked at below) */
+		(void)nvmefs_uring_gather();
 	do {
 		if (poll(&p, 1, 0) != 0)
 			return true;
-	} while (nvmefs_spin_clock() < end);
+	} while (!gather && nvmefs_spin_clock() < end);
 	while (!fuse_session_exited(se)) {
 		if (poll(&p, 1, 200) != 0) { /* a request, the mount gone, or a signal */
 			nvmefs_spin_adapt(&lp.spin, nvmefs_spin_clock() - t0);

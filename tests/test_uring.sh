@@ -100,6 +100,33 @@ check "small files read back" test "$(cat "$MNT/small.17")" = "file 17"
 check "requests came through the queues" \
 	test "$(jq .transport.uring_requests "$MNT/.nvmefs/stats")" -gt 100
 check "nvmefs-stat names the transport" sh -c "'$build/nvmefs-stat' '$MNT' | grep -q 'transport: io_uring'"
+# FORGETs, the only requests still read from /dev/fuse with INTERRUPTs, are
+# gathered (loop.c, GATHER_NS): 2,000 unlinks one after another, each
+# inode's FORGET sent as it goes, arrive in a few BATCH_FORGETs, not one
+# request each (the leader used to poll /dev/fuse and read each alone:
+# about 1,600 of 2,000).
+forgets() {
+	jq '(.requests.FORGET // 0) + (.requests.BATCH_FORGET // 0)' "$MNT/.nvmefs/stats"
+}
+if command -v python3 >/dev/null; then
+	python3 -c '
+import os, sys
+d = sys.argv[1]
+os.mkdir(d)
+for i in range(2000):
+    with open("%s/f%d" % (d, i), "wb") as f: f.write(b"x")' "$MNT/gone"
+	f0=$(forgets)
+	python3 -c '
+import os, sys
+d = sys.argv[1]
+for i in range(2000): os.unlink("%s/f%d" % (d, i))
+os.rmdir(d)' "$MNT/gone"
+	sleep 0.5 # the last gathering
+	f1=$(forgets)
+	check "2,000 unlinks' FORGETs come in at most 500 requests ($((f1 - f0)))" \
+		test $((f1 - f0)) -le 500
+	check "... and they came" test $((f1 - f0)) -ge 1
+fi
 # Where a queue's threads run (uring.c): on their CPU for a lone caller,
 # anywhere for a stream. Everything from one CPU (the first this test may
 # use), so that only its queue sees requests.

@@ -114,7 +114,8 @@ struct loop {
 	/* FUSE over io_uring (uring.c): made before INIT, started after its
 	 * reply when the kernel offered it; NULL: /dev/fuse serves alone. */
 	struct nvmefs_uring *uring;
-	bool uring_asked; /* the INIT reply carries FUSE_OVER_IO_URING */
+	bool uring_asked;	 /* the INIT reply carries FUSE_OVER_IO_URING */
+	atomic_bool rings_serve; /* the queues were started: nvmefs_uring_gather */
 };
 
 static __thread struct worker *self;
@@ -258,13 +259,18 @@ static int wait_readable(int fd, int timeout_ms)
 
 /* The leader, before its read: until a request is waiting, poll for the
  * window, then sleep in poll(2), timing the wait to adapt the window
- * (nvmefs/spin.h). False if a signal interrupted it. */
+ * (nvmefs/spin.h); once the io_uring queues serve, gather FORGETs instead
+ * of polling (nvmefs_uring_gather). False if a signal interrupted it. */
 static bool wait_for_request(struct loop *lp)
 {
 	int fd = fuse_session_fd(lp->se);
 	uint64_t t0, end;
 	int r;
 
+	if (atomic_load_explicit(&lp->rings_serve, memory_order_relaxed)) {
+		hold_send(lp->vol); /* FORGETs only: gather them, no polling */
+		return nvmefs_uring_gather() && wait_readable(fd, -1) > 0;
+	}
 	if ((r = wait_readable(fd, 0))) /* the common case under load: no clock */
 		return r > 0;
 	t0 = nvmefs_now_ns();
@@ -320,6 +326,7 @@ static void start_uring(struct loop *lp)
 		    vol->uring_depth);
 	/* A failure is said there, and stops the loop. */
 	nvmefs_uring_start(lp->uring, uring_failed, lp);
+	atomic_store_explicit(&lp->rings_serve, true, memory_order_relaxed);
 }
 
 /* devio.c's after_init: the kernel applied the INIT reply inside its

@@ -19,8 +19,8 @@
  *    every reply argument in the payload) with COMMIT_AND_FETCH, which also
  *    waits for the entry's next request;
  *  - FORGET, INTERRUPT and notifications stay on /dev/fuse, so the request
- *    loop (loop.c; libfuse's own in tests/fuse_null) goes on serving it
- *    beside the queues.
+ *    loop (loop.c; its copy in tests/fuse_null) goes on serving it beside
+ *    the queues, gathering FORGETs instead of polling (nvmefs_uring_gather).
  *
  * Here the handlers stay libfuse's: a queue's leader copies the request's
  * headers into the page just before its payload (ours, outside what the
