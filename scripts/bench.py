@@ -251,7 +251,11 @@ report says why. Then the FUSE ceiling on each transport: tests/fuse_null
 (nvmefs's own transport, fs/fuse/uring.c), each with lookup, dd, fio
 sequential and 4 KiB random reads, and the small files' create+write,
 stat and unlink (it keeps no data, so no read), enable_uring handled as
-for nvmefs. report.md: a table
+for nvmefs. Then the rounds (TR_ROUNDS, "Rounds" below): lookups, dd,
+small files and torch again on btrfs raid0 and each nvmefs mount, round
+after round, each made afresh; those rows give the median of the rounds,
+their ratios and targets the median of each round's own ratios, and the
+report lists every round's figure. report.md: a table
 with a row per figure and a column per file system, the ratios io_uring /
 /dev/fuse per mode and each against btrfs raid0, which transport wins
 where, the ceiling's table (fuse_null's figures, io_uring / /dev/fuse for
@@ -410,6 +414,23 @@ TR_PRELOAD_FS = "direct"
 # mounts; every workload but those that read data back.
 TR_NULL_FS = ("null-direct", "null-direct+uring", "null-cached", "null-cached+uring")
 TR_NULL_WL = ["lookup", "dd", "fioseq", "randread", "small_null"]
+# Rounds. One pass's figures of a lone program's requests (lookups, small
+# files) and of dd and torch moved by up to 35% between minutes on this
+# shared machine (a slow spell slowed every phase of one mount alike), and
+# which transport won those rows flipped from run to run. So after the
+# first pass, TR_ROUND_WL runs TR_ROUNDS - 1 more times on every file
+# system of TR_FS, round after round (each file system made afresh), and
+# the report gives each such row's median over the rounds; its ratios (and
+# targets) are the medians of each round's own ratios, whose two figures
+# were measured minutes apart rather than a round apart.
+TR_ROUNDS = 3
+TR_ROUND_WL = ["lookup", "dd", "small", "torch"]
+TR_ROUND_ROWS = [r for w in TR_ROUND_WL for r in WL_ROWS[w]]
+
+
+def tr_round_setup(r):
+    """The results' setup name of round R (1: the first pass)."""
+    return TR_SETUP if r == 1 else "%s.r%d" % (TR_SETUP, r)
 WL_ROWS_NULL = [r for w in TR_NULL_WL for r in WL_ROWS[w]]
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 
@@ -424,6 +445,14 @@ def transport_plan(have_uring):
              TR_WL if fs == "btrfs" else
              ["transport"] + TR_WL + (["small_preload", "door"] if fs == TR_PRELOAD_FS else []))
             for fs in TR_FS + TR_NULL_FS if have_uring or not fs.endswith("+uring")]
+
+
+def transport_rounds_plan(have_uring):
+    """transport_plan as (setup, file system, workloads), then its later
+    rounds (TR_ROUNDS): TR_ROUND_WL on each file system of TR_FS."""
+    return ([(TR_SETUP, fs, wl) for fs, wl in transport_plan(have_uring)]
+            + [(tr_round_setup(r), fs, TR_ROUND_WL) for r in range(2, TR_ROUNDS + 1)
+               for fs in TR_FS if have_uring or not fs.endswith("+uring")])
 
 
 def nvmefs_mode(fs):
@@ -2006,15 +2035,15 @@ class Bench:
         self.setup_devices(RAM_NDEV, sz.ram_dev)
         self.fio_raw(TR_SETUP, sz.ram_dev, sz.ram_raw_loops)
         self.sz_dd, self.sz_fio, self.sz_w4 = sz.ram_dd, sz.ram_fio, sz.ram_w4
-        for fs, workloads in transport_plan(have):
+        for setup, fs, workloads in transport_rounds_plan(have):
             uring = fs.endswith("+uring")
             if uring and not self.uring_enable():
                 self.uring_restore()
-                self.mark_err(TR_SETUP, RAM_NDEV, fs, [r for w in workloads for r in WL_ROWS[w]] + ["rss"])
+                self.mark_err(setup, RAM_NDEV, fs, [r for w in workloads for r in WL_ROWS[w]] + ["rss"])
                 continue
             # run_fs returns with FS unmounted; on a signal or an exception
             # cleanup() unmounts first, then puts enable_uring back.
-            self.run_fs(TR_SETUP, RAM_NDEV, fs, workloads)
+            self.run_fs(setup, RAM_NDEV, fs, workloads)
             if uring:
                 self.uring_restore()
         self.drives.teardown()
@@ -2153,6 +2182,9 @@ class Bench:
             "4 KiB random reads: the file is written first (1 MiB O_DIRECT, not measured), caches dropped, then fio",
             "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
             "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
+            "Rounds: %s ran %d times on each of these file systems, round after round (each made afresh); their rows"
+            % (", ".join(TR_ROUND_WL), TR_ROUNDS),
+            "give the median of the rounds, and their ratios and targets the median of each round's own ratios.",
             "FUSE daemons run in a session of their own, as a mounted daemon does (\"Daemons in their own session\" in bench.py);"
               " while they serve they keep idle CPUs polling (-o cpu_latency=0, their default since 2026-11-30).",
             "Memory warmed before every measured pass (\"Cold memory\" in bench.py)." if a.warm else "--no-warm: cold memory.",
@@ -2168,6 +2200,9 @@ class Bench:
         r += ["", "Transport each nvmefs mount reported (.nvmefs/config): %s." % rep.transports(), ""]
         r += rep.table() + ["", "Which transport wins where (io_uring / /dev/fuse, same mode, same run):", ""]
         r += rep.wins()
+        rl = rep.round_lines()
+        if rl:
+            r += ["", "Each round's figures (rounds 1 to %d), of the rows with rounds:" % TR_ROUNDS, ""] + rl
         r += ["", "CPU per byte of the fio 1 MiB O_DIRECT read (the machine's busy time while fio ran):", ""]
         r += rep.cpu_notes()
         r += ["", "The FUSE ceiling on each transport (tests/fuse_null; nvmefs / null: the same mode and transport):",
@@ -2635,13 +2670,13 @@ def tr_ratio(a, b):
 
 
 def tr_wins(pairs):
-    """Which transport wins where: PAIRS [(row, io_uring, /dev/fuse)] ->
-    (rows io_uring wins, rows /dev/fuse wins, rows without both figures),
-    each row as 'ROW RATIO' (io_uring / /dev/fuse, 2 decimals); a tie
-    (1.00) counts for neither and is listed with io_uring's."""
+    """Which transport wins where: PAIRS [(row, io_uring / /dev/fuse, or
+    None without both figures)] -> (rows io_uring wins, rows /dev/fuse
+    wins, rows without both figures), each row as 'ROW RATIO' (2
+    decimals); a tie (1.00) counts for neither and is listed with
+    io_uring's."""
     uring, fuse, none = [], [], []
-    for row, u, f in pairs:
-        r = tr_ratio(u, f)
+    for row, r in pairs:
         if r is None:
             none.append(row)
         elif r >= 1.0:
@@ -2663,8 +2698,45 @@ class TrReport:
         self.have_uring = have_uring
         self.nfail = 0
 
+    def rounds(self, fs, row):
+        """ROW's figures on FS, one per round (TR_ROUNDS for TR_ROUND_ROWS,
+        else the first pass alone): a float, or None where it has none."""
+        n = TR_ROUNDS if row in TR_ROUND_ROWS else 1
+        vs = [self.res.get((tr_round_setup(r), str(RAM_NDEV), fs, row), "") for r in range(1, n + 1)]
+        return [float(v) if isnum(v) else None for v in vs]
+
     def get(self, fs, row):
+        """ROW's figure on FS: the median of its rounds when two or more
+        have one, else the first pass's (a number, ERR or "")."""
+        xs = [x for x in self.rounds(fs, row) if x is not None]
+        if len(xs) > 1:
+            return num(median(xs))
         return self.res.get((TR_SETUP, str(RAM_NDEV), fs, row), "")
+
+    def ratio(self, fs, row, base_fs, base_row=None):
+        """ROW on FS / BASE_ROW (default ROW) on BASE_FS: the median of the
+        rounds' own ratios (the first pass's alone for rows without
+        rounds); None without a round that has both figures."""
+        b = self.rounds(base_fs, base_row or row)
+        rs = [x / y for x, y in zip(self.rounds(fs, row), b) if x is not None and y]
+        return median(rs) if rs else None
+
+    def rdiv(self, fs, row, base_fs, base_row=None):
+        """self.ratio with 2 decimals, or '-'."""
+        r = self.ratio(fs, row, base_fs, base_row)
+        return "-" if r is None else "%.2f" % r
+
+    def round_lines(self):
+        """A line per row with rounds and file system: each round's figure."""
+        units = {row: unit for row, _l, unit, _r in self.specs()}
+        out = []
+        for row in TR_ROUND_ROWS:
+            for fs in TR_FS:
+                xs = self.rounds(fs, row)
+                if sum(x is not None for x in xs) > 1:
+                    out.append("- %s, %s: %s %s" % (row, TR_NAME[fs], " / ".join(
+                        "-" if x is None else fmt(num(x), units[row]) for x in xs), units[row]))
+        return out
 
     def specs(self):
         """(row, label, unit, fio raw row or None) per table line."""
@@ -2713,8 +2785,9 @@ class TrReport:
             b = "" if row == "rss" else g("btrfs", row.replace("small_preload_", "small_").replace("door_", ""))
             cells = [label, unit, fmt(g("fio", raw), unit) if raw else "-"]
             cells += [fmt(b if fs == "btrfs" else v[fs], unit) for fs in TR_FS]
-            cells += [div(v[m + "+uring"], v[m], 2) for m in ("direct", "cached")]
-            cells += [div(v[fs], b, 2) for fs in TR_FS[1:]]
+            cells += [self.rdiv(m + "+uring", row, m) for m in ("direct", "cached")]
+            brow = "" if row == "rss" else row.replace("small_preload_", "small_").replace("door_", "")
+            cells += [self.rdiv(fs, row, "btrfs", brow) if brow else "-" for fs in TR_FS[1:]]
             out.append("| " + " | ".join(cells) + " |")
         return out
 
@@ -2765,7 +2838,7 @@ class TrReport:
         out = []
         for mode in ("direct", "cached"):
             # The preload door runs on one mount only: nothing to compare.
-            u, f, none = tr_wins([(row, self.get(mode + "+uring", row), self.get(mode, row))
+            u, f, none = tr_wins([(row, self.ratio(mode + "+uring", row, mode))
                                   for row, _l, unit, _r in self.specs()
                                   if row != "rss" and not row.startswith(("small_preload_", "door_"))
                                   and unit != "ms/GB"])  # CPU time: lower is better
@@ -2781,14 +2854,26 @@ class TrReport:
         if not ok:
             self.nfail += 1
 
-    def ratio_target(self, what, v, unit, base, b, want, out, note=""):
+    def ratio_target(self, what, v, unit, base, b, want, out, note="", rounds=None):
+        """A target of V against B; ROUNDS (ratio, count): the median of
+        that many rounds' ratios, judged instead of V / B (the medians)."""
         r = tr_ratio(v, b)
         if r is None:
             self.target(False, "%s: no figure (%s, %s %s); target >= %s x %s%s"
                         % (what, v or "not run", base, b or "not run", want, base, note), out)
+        elif rounds and rounds[1] > 1:
+            self.target(rounds[0] >= calc(want), "%s: %s %s = %.2f x %s (%s), medians of %d rounds (their "
+                        "ratios' median); target >= %s%s"
+                        % (what, fmt(v, unit), unit, rounds[0], base, fmt(b, unit), rounds[1], want, note), out)
         else:
             self.target(float(v) >= calc(want * float(b)), "%s: %s %s = %.2f x %s (%s); target >= %s%s"
                         % (what, fmt(v, unit), unit, r, base, fmt(b, unit), want, note), out)
+
+    def round_ratio(self, fs, row, base_fs):
+        """(the median of the rounds' ratios, how many rounds had both)."""
+        a, b = self.rounds(fs, row), self.rounds(base_fs, row)
+        k = sum(x is not None and bool(y) for x, y in zip(a, b))
+        return (self.ratio(fs, row, base_fs), k) if k else None
 
     def null_note(self, fs, row, unit):
         """What fuse_null got for ROW on FS's mode and transport, against
@@ -2812,7 +2897,8 @@ class TrReport:
                 # "The create's FUSE ceiling").
                 note = self.null_note(fs, row, units[row]) if row == "small_create" else ""
                 self.ratio_target("transport %s %s" % (TR_NAME[fs], label), self.get(fs, row), units[row],
-                                  "btrfs raid0", self.get("btrfs", row), want, out, note)
+                                  "btrfs raid0", self.get("btrfs", row), want, out, note,
+                                  self.round_ratio(fs, row, "btrfs"))
         # The preload door beside the mount it runs on (btrfs's own rows).
         for row, label, want in TR_VS_BTRFS[:2]:
             pre = row.replace("small_", "small_preload_")
@@ -2831,7 +2917,8 @@ class TrReport:
         for mode in ("direct", "cached"):
             for row, label, want in TR_VS_FUSE:
                 self.ratio_target("transport %s io_uring %s" % (mode, label), self.get(mode + "+uring", row),
-                                  units[row], "/dev/fuse " + mode, self.get(mode, row), want, out)
+                                  units[row], "/dev/fuse " + mode, self.get(mode, row), want, out,
+                                  rounds=self.round_ratio(mode + "+uring", row, mode))
         return out
 
 

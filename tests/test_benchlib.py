@@ -496,8 +496,7 @@ class BenchFigures(unittest.TestCase):
                     json.dumps({"jobs": [{"error": 0, "read": {"iops": 0, "total_ios": 0}}]}), "nothing"):
             with self.assertRaises(emu.ParseError):
                 bench.fio_iops(bad, "read")
-        self.assertEqual(bench.tr_wins([("a", "110", "100"), ("b", "90", "100"), ("c", "100", "100"),
-                                        ("d", "ERR", "100"), ("e", "", "")]),
+        self.assertEqual(bench.tr_wins([("a", 1.1), ("b", 0.9), ("c", 1.0), ("d", None), ("e", None)]),
                          (["a 1.10", "c 1.00"], ["b 0.90"], ["d", "e"]))
 
     def test_enable_uring(self):
@@ -670,6 +669,57 @@ class BenchFigures(unittest.TestCase):
         self.assertIn("cached io_uring: not run", rep.transports())
         self.assertTrue(rep.table()[3].endswith("| 1000 | 500 | - | 400 | - | - | - | 0.50 | - | 0.40 | - |"),
                         rep.table()[3])
+
+    def test_transport_rounds(self):
+        """The rounds: the plan runs TR_ROUND_WL again on every file system,
+        round after round; the report gives the medians, and judges the
+        median of each round's own ratios."""
+        plan = bench.transport_rounds_plan(True)
+        self.assertEqual(plan[:len(bench.transport_plan(True))],
+                         [("transport", fs, wl) for fs, wl in bench.transport_plan(True)])
+        extra = plan[len(bench.transport_plan(True)):]
+        self.assertEqual(len(extra), (bench.TR_ROUNDS - 1) * len(bench.TR_FS))
+        self.assertEqual(extra[0], ("transport.r2", "btrfs", bench.TR_ROUND_WL))
+        self.assertEqual([fs for _s, fs, _w in extra[:5]], list(bench.TR_FS))
+        self.assertEqual(extra[-1][:2], ("transport.r%d" % bench.TR_ROUNDS, "cached+uring"))
+        self.assertFalse(any(fs.endswith("+uring") for _s, fs, _w in bench.transport_rounds_plan(False)))
+        self.assertEqual(bench.TR_ROUNDS, 3)
+        res = self.transport_res()
+        n = str(bench.RAM_NDEV)
+        # Round 1 (transport_res): direct 10000, direct io_uring 16000 files/s (1.60).
+        # Round 2: a slow spell on io_uring (0.50); round 3: 1.10. Median of the
+        # ratios 1.10, of the figures 16000 / 10000.
+        for r, d, u in ((2, 20000, 10000), (3, 10000, 11000)):
+            res[("transport.r%d" % r, n, "direct", "small_create")] = str(d)
+            res[("transport.r%d" % r, n, "direct+uring", "small_create")] = str(u)
+            res[("transport.r%d" % r, n, "btrfs", "small_create")] = "20000"
+        rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
+        self.assertEqual(rep.rounds("direct+uring", "small_create"), [16000.0, 10000.0, 11000.0])
+        self.assertEqual(rep.rounds("direct", "fio_read"), [500.0])  # no rounds for it
+        self.assertEqual(rep.get("direct+uring", "small_create"), "11000.0000")
+        self.assertEqual(rep.get("cached", "small_create"), "8000.0")  # one round: as recorded
+        self.assertAlmostEqual(rep.ratio("direct+uring", "small_create", "direct"), 1.1)
+        create = [l for l in rep.table() if "create+write" in l and "preload" not in l][0]
+        cells = create.split(" | ")
+        self.assertEqual(cells[3:6], ["20000", "10000", "11000"], create)
+        self.assertEqual(cells[8], "1.10", create)  # direct: io_uring / /dev/fuse
+        self.assertEqual(cells[10:12], ["0.50", "0.55"], create)  # x btrfs: medians of 0.5, 1.0, 0.5 / 0.8, 0.5, 0.55
+        out = rep.targets()
+        self.assertIn("PASS transport direct io_uring small files create+write (+syncfs): 11000 files/s = 0.55 x "
+                      "btrfs raid0 (20000), medians of 3 rounds (their ratios' median); target >= 0.5; "
+                      "fuse_null there: 50000 files/s = 2.50 x btrfs raid0", out)
+        w = rep.wins()
+        self.assertIn("small_create 1.10", w[0].split("; /dev/fuse faster")[0])
+        rl = rep.round_lines()
+        self.assertIn("- small_create, direct io_uring: 16000 / 10000 / 11000 files/s", rl)
+        self.assertEqual(len(rl), 3)  # btrfs, direct, direct io_uring
+        # A round that failed (ERR) counts for nothing.
+        res[("transport.r3", n, "direct+uring", "small_create")] = "ERR"
+        rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
+        self.assertEqual(rep.rounds("direct+uring", "small_create"), [16000.0, 10000.0, None])
+        self.assertAlmostEqual(rep.ratio("direct+uring", "small_create", "direct"), (1.6 + 0.5) / 2)
+        self.assertIn("- small_create, direct io_uring: 16000 / 10000 / - files/s", rep.round_lines())
+        self.assertTrue(any("medians of 2 rounds" in l for l in rep.targets()))
 
     def test_daemon_own_session(self):
         """The bench starts its FUSE daemons in a session of their own (as a
