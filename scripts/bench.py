@@ -251,10 +251,10 @@ report says why. Then the FUSE ceiling on each transport: tests/fuse_null
 (nvmefs's own transport, fs/fuse/uring.c), each with lookup, dd, fio
 sequential and 4 KiB random reads, and the small files' create+write,
 stat and unlink (it keeps no data, so no read), enable_uring handled as
-for nvmefs. Then the rounds (TR_ROUNDS, "Rounds" below): lookups, dd,
-small files and torch again on btrfs raid0 and each nvmefs mount, round
-after round, each made afresh; those rows give the median of the rounds,
-their ratios and targets the median of each round's own ratios, and the
+for nvmefs. Then the rounds (TR_ROUNDS, "Rounds" below): every workload
+again on btrfs raid0 and each nvmefs mount, twice, round after round,
+each made afresh; their rows give the median of the three rounds, their
+ratios and targets the median of each round's own ratios, and the
 report lists every round's figure. report.md: a table
 with a row per figure and a column per file system, the ratios io_uring /
 /dev/fuse per mode and each against btrfs raid0, which transport wins
@@ -414,17 +414,18 @@ TR_PRELOAD_FS = "direct"
 # mounts; every workload but those that read data back.
 TR_NULL_FS = ("null-direct", "null-direct+uring", "null-cached", "null-cached+uring")
 TR_NULL_WL = ["lookup", "dd", "fioseq", "randread", "small_null"]
-# Rounds. One pass's figures of a lone program's requests (lookups, small
-# files) and of dd and torch moved by up to 35% between minutes on this
-# shared machine (a slow spell slowed every phase of one mount alike), and
-# which transport won those rows flipped from run to run. So after the
-# first pass, TR_ROUND_WL runs TR_ROUNDS - 1 more times on every file
+# Rounds. One pass's figures moved by up to 35% between minutes on this
+# shared machine (a slow spell slowed every phase of one mount alike, and
+# io_uring's 4 KiB random reads went 1.4 to 2.3 x /dev/fuse's), and which
+# transport won a row flipped from run to run. So after the first pass,
+# every workload of TR_WL runs TR_ROUNDS - 1 more times on every file
 # system of TR_FS, round after round (each file system made afresh), and
-# the report gives each such row's median over the rounds; its ratios (and
+# the report gives each row's median over the rounds; its ratios (and
 # targets) are the medians of each round's own ratios, whose two figures
-# were measured minutes apart rather than a round apart.
+# were measured a minute or two apart rather than a round apart. The
+# preload and read doors and fuse_null run once.
 TR_ROUNDS = 3
-TR_ROUND_WL = ["lookup", "dd", "small", "torch"]
+TR_ROUND_WL = TR_WL
 TR_ROUND_ROWS = [r for w in TR_ROUND_WL for r in WL_ROWS[w]]
 
 

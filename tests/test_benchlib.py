@@ -695,7 +695,9 @@ class BenchFigures(unittest.TestCase):
             res[("transport.r%d" % r, n, "btrfs", "small_create")] = "20000"
         rep = bench.TrReport(res, bench.Sizes(True), "64M", True)
         self.assertEqual(rep.rounds("direct+uring", "small_create"), [16000.0, 10000.0, 11000.0])
-        self.assertEqual(rep.rounds("direct", "fio_read"), [500.0])  # no rounds for it
+        self.assertEqual(rep.rounds("direct", "fio_read"), [500.0, None, None])  # rounds 2, 3 not run
+        self.assertEqual(rep.get("direct", "fio_read"), "500.0")
+        self.assertEqual(rep.rounds("direct", "small_preload_create"), [16000.0])  # the door: once
         self.assertEqual(rep.get("direct+uring", "small_create"), "11000.0000")
         self.assertEqual(rep.get("cached", "small_create"), "8000.0")  # one round: as recorded
         self.assertAlmostEqual(rep.ratio("direct+uring", "small_create", "direct"), 1.1)
