@@ -2182,7 +2182,7 @@ class Bench:
             "create (.nvmefs/stats native.creates): rows \"the preload door\", against btrfs raid0's own small files.",
             "4 KiB random reads: the file is written first (1 MiB O_DIRECT, not measured), caches dropped, then fio",
             "randread for a fixed time (--runtime, --time_based; the same seed on every file system).",
-            "MB = 1e6 bytes, GB = 1e9. Each figure is one run on a shared 2-core machine: compare within a row.",
+            "MB = 1e6 bytes, GB = 1e9. A shared 2-core machine: compare within a row.",
             "Rounds: %s ran %d times on each of these file systems, round after round (each made afresh); their rows"
             % (", ".join(TR_ROUND_WL), TR_ROUNDS),
             "give the median of the rounds, and their ratios and targets the median of each round's own ratios.",
@@ -2206,7 +2206,8 @@ class Bench:
             r += ["", "Each round's figures (rounds 1 to %d), of the rows with rounds:" % TR_ROUNDS, ""] + rl
         r += ["", "CPU per byte of the fio 1 MiB O_DIRECT read (the machine's busy time while fio ran):", ""]
         r += rep.cpu_notes()
-        r += ["", "The FUSE ceiling on each transport (tests/fuse_null; nvmefs / null: the same mode and transport):",
+        r += ["", "The FUSE ceiling on each transport (tests/fuse_null, one pass; nvmefs / null: the same mode and"
+              " transport, nvmefs's medians of its rounds):",
               ""] + rep.ceiling()
         r += ["", "Targets (issue 33's must-show; small files at %d files%s):" % (
                   sz.small_n, ", --quick sizes" if a.quick else ""), "", "```"] + targets + ["```", "",
@@ -2707,12 +2708,14 @@ class TrReport:
         return [float(v) if isnum(v) else None for v in vs]
 
     def get(self, fs, row):
-        """ROW's figure on FS: the median of its rounds when two or more
-        have one, else the first pass's (a number, ERR or "")."""
+        """ROW's figure on FS: the median of its rounds that have one (when
+        two or more do, or the first pass has none), else the first
+        pass's (a number, ERR or "")."""
         xs = [x for x in self.rounds(fs, row) if x is not None]
-        if len(xs) > 1:
+        first = self.res.get((TR_SETUP, str(RAM_NDEV), fs, row), "")
+        if len(xs) > 1 or (xs and not isnum(first)):
             return num(median(xs))
-        return self.res.get((TR_SETUP, str(RAM_NDEV), fs, row), "")
+        return first
 
     def ratio(self, fs, row, base_fs, base_row=None):
         """ROW on FS / BASE_ROW (default ROW) on BASE_FS: the median of the
@@ -2856,8 +2859,11 @@ class TrReport:
             self.nfail += 1
 
     def ratio_target(self, what, v, unit, base, b, want, out, note="", rounds=None):
-        """A target of V against B; ROUNDS (ratio, count): the median of
-        that many rounds' ratios, judged instead of V / B (the medians)."""
+        """A target of V against B; ROUNDS (round_ratio): with several
+        rounds, the median of their ratios is judged instead of V / B (the
+        medians); with one, that round's own two figures."""
+        if rounds and rounds[2]:
+            v, b = (num(x) for x in rounds[2])
         r = tr_ratio(v, b)
         if r is None:
             self.target(False, "%s: no figure (%s, %s %s); target >= %s x %s%s"
@@ -2870,11 +2876,15 @@ class TrReport:
             self.target(float(v) >= calc(want * float(b)), "%s: %s %s = %.2f x %s (%s); target >= %s%s"
                         % (what, fmt(v, unit), unit, r, base, fmt(b, unit), want, note), out)
 
-    def round_ratio(self, fs, row, base_fs):
-        """(the median of the rounds' ratios, how many rounds had both)."""
-        a, b = self.rounds(fs, row), self.rounds(base_fs, row)
-        k = sum(x is not None and bool(y) for x, y in zip(a, b))
-        return (self.ratio(fs, row, base_fs), k) if k else None
+    def round_ratio(self, fs, row, base_fs, base_row=None):
+        """What a target judges: (the median of the rounds' ratios, how
+        many rounds had both figures, and with one such round its two
+        figures (else None)); None when no round had both."""
+        both = [(x, y) for x, y in zip(self.rounds(fs, row), self.rounds(base_fs, base_row or row))
+                if x is not None and y]
+        if not both:
+            return None
+        return (self.ratio(fs, row, base_fs, base_row), len(both), both[0] if len(both) == 1 else None)
 
     def null_note(self, fs, row, unit):
         """What fuse_null got for ROW on FS's mode and transport, against
@@ -2905,16 +2915,19 @@ class TrReport:
             pre = row.replace("small_", "small_preload_")
             self.ratio_target("transport %s preload door %s" % (TR_NAME[TR_PRELOAD_FS], label),
                               self.get(TR_PRELOAD_FS, pre), units[pre], "btrfs raid0",
-                              self.get("btrfs", row), want, out)
+                              self.get("btrfs", row), want, out,
+                              rounds=self.round_ratio(TR_PRELOAD_FS, pre, "btrfs", row))
         # The read door: issue 33's 1 MiB read against btrfs raid0, and
         # its 4 KiB random reads against the same mount's on /dev/fuse.
         self.ratio_target("transport %s read door %s" % (TR_NAME[TR_PRELOAD_FS], TR_VS_BTRFS[2][1]),
                           self.get(TR_PRELOAD_FS, "door_fio_read"), "MB/s", "btrfs raid0",
-                          self.get("btrfs", "fio_read"), TR_VS_BTRFS[2][2], out)
+                          self.get("btrfs", "fio_read"), TR_VS_BTRFS[2][2], out,
+                          rounds=self.round_ratio(TR_PRELOAD_FS, "door_fio_read", "btrfs", "fio_read"))
         self.ratio_target("transport %s read door %s" % (TR_NAME[TR_PRELOAD_FS], TR_VS_FUSE[0][1]),
                           self.get(TR_PRELOAD_FS, "door_rand4k_read"), "IOPS",
                           "/dev/fuse " + TR_PRELOAD_FS, self.get(TR_PRELOAD_FS, "rand4k_read"),
-                          TR_VS_FUSE[0][2], out)
+                          TR_VS_FUSE[0][2], out,
+                          rounds=self.round_ratio(TR_PRELOAD_FS, "door_rand4k_read", TR_PRELOAD_FS, "rand4k_read"))
         for mode in ("direct", "cached"):
             for row, label, want in TR_VS_FUSE:
                 self.ratio_target("transport %s io_uring %s" % (mode, label), self.get(mode + "+uring", row),

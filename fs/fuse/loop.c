@@ -32,7 +32,9 @@
  * request (fsync, truncate, ...) and whenever it is about to wait for
  * another thread (nvmefs_before_wait: a range lock, a read-ahead window; a
  * pool buffer). With -o spin=0 every worker reads /dev/fuse, as libfuse's
- * loop does.
+ * loop does. Once the io_uring queues serve the requests, /dev/fuse carries
+ * only FORGETs and INTERRUPTs, and the leader gathers them instead of
+ * polling (nvmefs_uring_gather; not with spin=0, which has no leader).
  *
  * The leader holds back the small writes it answers early (write-behind)
  * and sends them to the devices together (the engine's plug): see
@@ -115,7 +117,7 @@ struct loop {
 	 * reply when the kernel offered it; NULL: /dev/fuse serves alone. */
 	struct nvmefs_uring *uring;
 	bool uring_asked;	 /* the INIT reply carries FUSE_OVER_IO_URING */
-	atomic_bool rings_serve; /* the queues were started: nvmefs_uring_gather */
+	atomic_bool rings_serve; /* the queues are starting: nvmefs_uring_gather */
 };
 
 static __thread struct worker *self;
@@ -326,6 +328,8 @@ static void start_uring(struct loop *lp)
 		    vol->uring_depth);
 	/* A failure is said there, and stops the loop. */
 	nvmefs_uring_start(lp->uring, uring_failed, lp);
+	/* Requests made before every queue registered still come here, each
+	 * then up to a gathering later: only at the mount's start. */
 	atomic_store_explicit(&lp->rings_serve, true, memory_order_relaxed);
 }
 
