@@ -25,6 +25,7 @@ GOLDEN = os.path.join(testlib.HERE, "bench_golden")
 sys.path.insert(0, testlib.SCRIPTS)
 
 import bench  # noqa: E402
+import bench_builds  # noqa: E402
 import nvmefs_emu as emu  # noqa: E402
 
 tune = testlib.load_tuner()
@@ -807,6 +808,48 @@ class BenchFigures(unittest.TestCase):
                           (["--bogus"], "unknown argument: '--bogus'"), (["-b"], "option -b needs an argument")):
             with self.assertRaisesRegex(bench.BadArg, msg):
                 bench.parse_args(argv)
+
+
+class Builds(unittest.TestCase):
+    """scripts/bench_builds.py: the order, the summary, the options."""
+
+    def test_round_order(self):
+        self.assertEqual(bench_builds.round_order(1), ("old", "new"))
+        self.assertEqual(bench_builds.round_order(2), ("new", "old"))
+        self.assertEqual(bench_builds.round_order(3), ("old", "new"))
+
+    def test_summary(self):
+        rounds = [{"old": {"dd_write": 1000.0, "torch_save": 1.0}, "new": {"dd_write": 1500.0, "torch_save": 0.5}},
+                  {"old": {"dd_write": 2000.0}, "new": {"dd_write": 2200.0, "torch_save": 2.0}},
+                  {"old": {"dd_write": 500.0, "torch_save": 2.0}, "new": {"dd_write": 1000.0, "torch_save": 3.0}}]
+        out = bench_builds.summary(rounds)
+        self.assertEqual(len(out), len(bench_builds.FIGURES))
+        # Medians of each build (1500 and 1500) and of the rounds' own
+        # ratios (1.5, 1.1, 2.0), not the ratio of the medians (1.00).
+        self.assertIn("old  1000.00  new  1500.00 MB/s  new/old 1.50 (rounds: 1.50 1.10 2.00)", out[0])
+        # A round with one build's figure only counts in that build's median.
+        self.assertIn("old     1.50  new     2.00 GB/s  new/old 1.00 (rounds: 0.50 1.50)", out[2])
+        self.assertTrue(out[1].startswith("dd read") and out[1].endswith("no round with both figures"))
+
+    def test_parse(self):
+        with tempfile.TemporaryDirectory() as d:
+            for exe in ("mkfs.nvmefs", "nvmefs", "nvmefs-bench"):
+                path = os.path.join(d, exe)
+                with open(path, "w") as f:
+                    f.write("#!/bin/sh\n")
+                os.chmod(path, 0o755)
+            a = bench_builds.parse([d, d, "--size", "512M", "-r", "3"])
+            self.assertEqual((a.size, a.rounds, a.opts, a.torch_mib), (512 << 20, 3, "mode=direct", 1024))
+            for bad, why in ((["--size", "3X"], "--size: not a size: '3X'"),
+                             (["--size", "1536K"], "must be whole MiB"),
+                             (["--size", "7G"], "at most 6144 MiB"),
+                             (["-r", "0"], "-r must be >= 1"),
+                             ([os.path.join(d, "none"), d], "none: no mkfs.nvmefs there")):
+                argv = bad if len(bad) == 2 and not bad[0].startswith("-") else [d, d] + bad
+                r = subprocess.run([sys.executable, os.path.join(testlib.SCRIPTS, "bench_builds.py")] + argv,
+                                   capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                self.assertEqual(r.returncode, 2, argv)
+                self.assertIn(why, r.stderr, argv)
 
 
 class Tuner(unittest.TestCase):
