@@ -2,49 +2,54 @@
 """bench_builds.py: two builds of nvmefs side by side, round after round,
 on the same emulated drives: is the newer one's mount no slower than the
 older one's where one program moves much data (dd, torch.save/load, the
-native client)? Issue 33's "no lower than today" is measured with it,
-against the commit before that issue's work (docs/PERFORMANCE.md).
+native client)? Issue 33's "no lower than today" was measured with it,
+against the commit before that issue's work (docs/PERFORMANCE.md, "No
+lower than today, and the 1 MiB read's copy profiled").
 
 Usage: /usr/bin/python3 scripts/bench_builds.py [-r ROUNDS] [--opts OPTS]
            [--size SIZE] [--torch-mib N] [-o DIR] OLD NEW
   OLD, NEW      build directories, each with mkfs.nvmefs, nvmefs and
                 nvmefs-bench (scripts/build.sh DIR -DCMAKE_BUILD_TYPE=Release)
-  -r ROUNDS     rounds (default 5)
+  -r ROUNDS     rounds (default 6; an odd count runs OLD first once more)
   --opts OPTS   nvmefs -o options for both (default mode=direct: the
                 default mount; each build picks its own default transport)
-  --size SIZE   the dd and native client file (default 2G)
-  --torch-mib N torch.save's state dict in MiB (default 1024)
-  -o DIR        where the logs go (default a new directory in /tmp)
+  --size SIZE   the dd and native client file, 1 MiB to 6 GiB (default 2G)
+  --torch-mib N torch.save's state dict, 16 to 4096 MiB (default 1024)
+  -o DIR        where the logs go: a new or empty directory (default a
+                new one in /tmp)
 
 Devices: 4 image files of 3 GiB in /dev/shm on loop devices, made once,
-their pages allocated (fallocate), then NEW's mount written through once
-with dd's passes below, not measured (the first pass of a run was 2-4
-times slower than the next ones, whichever build made it).
+their pages allocated (fallocate); then dd's two passes below on NEW's
+mount, not measured (the first passes of a run were up to 4 times
+slower than the rest, whichever build made them).
 Each round mounts OLD, then NEW (NEW first in every other round, so that
 neither always runs second), each on a volume made afresh (mkfs.nvmefs
 -f -K), and runs on it: dd write of SIZE (bs=1M conv=fsync), caches
 dropped, dd read; bench.py's torch_io.py (torch.save with fsync, caches
 dropped, torch.load, the tensors compared); nvmefs-bench --client write
 of SIZE (4 threads x QD 8 x 4 MiB), caches dropped, its read 3 times over.
-Memory is warmed before dd's write and read and torch.load as bench.py
-does ("Cold memory" there), not before the native client's passes (as
-bench.py). Each build's own nvmefs-bench: the native protocol is the
-build's.
+Memory is warmed before dd's write and read and before torch.save and
+torch.load, as bench.py does ("Cold memory" there), and not before the
+native client's passes, as bench.py. Each build runs its own
+nvmefs-bench: the native protocol is the build's. Every command runs
+under a time limit; a mount that does not answer gets its daemon killed.
 
 Output: two lines per build per round (its transport, its figures),
-then per figure the median of each build and the median of the rounds'
-own NEW/OLD ratios (its two figures measured a minute apart, not a round
-apart: the machine's slow spells last minutes), with each round's
-ratio. Needs root, dd, python3-torch.
-Exit status 0 when every round ran, 1 otherwise.
+then per figure, over the rounds where both builds have it, each build's
+median and the median of the rounds' own NEW/OLD ratios (the two figures
+of a ratio are measured half a minute apart, not a round apart: the
+machine's slow spells last minutes), with each round's ratio. Needs
+root, dd, python3-torch. Exit status 0 when every round ran, 128 +
+the signal's number when one stopped it, else 1.
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import bench  # noqa: E402  (found next to this file)
 import nvmefs_emu as emu  # noqa: E402
 from nvmefs_emu import MIB, GIB  # noqa: E402
@@ -54,6 +59,7 @@ DEV_SIZE = 3 * GIB
 NATIVE = ["--block-size", str(bench.NATIVE_BS), "--queue-depth", str(bench.NATIVE_QD),
           "--threads", str(bench.NATIVE_THREADS)]
 NATIVE_READ_LOOPS = 3
+TORCH_MIB_MAX = 4096  # its tensors twice in memory, beside 12 GiB of images
 # (key, label, unit) of every figure, in the order printed.
 FIGURES = (("dd_write", "dd write", "MB/s"), ("dd_read", "dd read, cold", "MB/s"),
            ("torch_save", "torch.save (+fsync)", "GB/s"), ("torch_load", "torch.load, cold", "GB/s"),
@@ -71,14 +77,14 @@ def round_order(r):
 
 def summary(rounds):
     """Lines for ROUNDS [{"old": {key: float}, "new": {key: float}}]: per
-    figure both builds' medians and the median of the rounds' NEW/OLD
-    ratios (rounds where either has none are left out)."""
+    figure, over the rounds where both builds have it, each build's median
+    and the median of the rounds' own NEW/OLD ratios."""
     out = []
     for key, label, unit in FIGURES:
-        old = [r["old"][key] for r in rounds if key in r["old"]]
-        new = [r["new"][key] for r in rounds if key in r["new"]]
-        ratios = [r["new"][key] / r["old"][key] for r in rounds
-                  if key in r["new"] and r["old"].get(key)]
+        paired = [r for r in rounds if key in r["new"] and r["old"].get(key)]
+        old = [r["old"][key] for r in paired]
+        new = [r["new"][key] for r in paired]
+        ratios = [n / o for n, o in zip(new, old)]
         if not ratios:
             out.append("%-22s no round with both figures" % label)
             continue
@@ -102,9 +108,29 @@ class Pass:
     def log(self, name):
         return os.path.join(self.logs, name + ".log")
 
+    def on_limit(self):
+        """A command past its limit on the mount: the mount does not answer,
+        and only the daemon's death ends a request stuck in it."""
+        if self.daemon is not None and self.daemon.running():
+            note("the mount did not answer in time: SIGKILL to the daemon %d" % self.daemon.pid)
+            emu.sigkill(self.daemon.pid)
+
     def cmd(self, limit, name, argv):
-        """ARGV's status under LIMIT s, its output in logs/NAME.log."""
-        return self.run.run(limit, self.log(name), argv)
+        """ARGV's status under LIMIT s, its output in logs/NAME.log; a
+        failure is named."""
+        lg = self.log(name)
+        rc = self.run.run(limit, lg, argv, on_stuck=self.on_limit, after_limit=self.on_limit)
+        if rc:
+            note("failed (status %d): %s (output in %s)" % (rc, emu.shell_line(argv), lg))
+        return rc
+
+    def remove(self, tag, path):
+        """Delete PATH from the mount, under a time limit."""
+        return self.cmd(300, tag + "-rm", ["rm", "-f", "--", path]) == 0
+
+    def figure_failed(self, name, what):
+        note("%s: no %s in %s" % (name, what, self.log(name)))
+        return False
 
     def warm(self, nbytes):
         """Write and delete up to NBYTES in /dev/shm, so that the pass that
@@ -135,13 +161,11 @@ class Pass:
         return True
 
     def transport(self):
-        """The mount's transport as its .nvmefs/config says; a build from
-        before FUSE over io_uring says none: '/dev/fuse'."""
-        try:
-            with open(self.mnt + "/.nvmefs/config") as f:
-                return bench.config_transport(f.read()) or "/dev/fuse"
-        except OSError:
-            return "?"
+        """The mount's transport as its .nvmefs/config says (read under a
+        time limit); a build from before FUSE over io_uring names none:
+        '/dev/fuse'."""
+        rc, text = self.run.output(10, ["cat", self.mnt + "/.nvmefs/config"])
+        return (bench.config_transport(text) or "/dev/fuse") if rc == 0 else "?"
 
     def umount(self, tag):
         why = emu.unmount_fuse(self.run.run, self.mnt, self.daemon, ("fusermount3", "-u"), 60, 60,
@@ -169,21 +193,20 @@ class Pass:
             except (OSError, emu.ParseError) as e:
                 note("%s: %s" % (lg, e))
                 return False
-        os.unlink(f)
-        return True
+        return self.remove(tag, f)
 
     def torch(self, tag, figs, script):
         name = tag + "-torch"
         warm = emu.warm_size(2 * self.a.torch_mib * MIB)
+        self.warm(warm)
         if self.cmd(1200, name, [bench.PY, script, self.mnt + "/state.pt", self.a.torch_mib,
                                  os.path.join(self.drives.imgdir, "warm"), warm]):
             return False
         rates = bench.torch_rates(emu.last_line(self.log(name)))
         if rates is None:
-            return False
+            return self.figure_failed(name, "torch_io.py result")
         figs["torch_save"], figs["torch_load"] = float(rates["save"]), float(rates["load"])
-        os.unlink(self.mnt + "/state.pt")
-        return True
+        return self.remove(tag, self.mnt + "/state.pt")
 
     def native(self, build, tag, figs):
         f = self.mnt + "/native.bin"
@@ -196,13 +219,12 @@ class Pass:
                 return False
             fig = bench.native_figures(emu.last_line(self.log(name)), self.a.size * loops)
             if fig is None:
-                return False
+                return self.figure_failed(name, "result of %d bytes" % (self.a.size * loops))
             figs["native_" + op] = float(fig["mbps"])
-        os.unlink(f)
-        return True
+        return self.remove(tag, f)
 
     def warm_up(self, build):
-        """BUILD's mount, written through once: not measured."""
+        """dd's passes on BUILD's mount, not measured."""
         figs = {}
         ok = self.mount(build, "warm-up") and self.dd("warm-up", figs)
         return self.umount("warm-up") and ok
@@ -222,26 +244,29 @@ def parse(argv):
     p = argparse.ArgumentParser(prog="bench_builds.py", description=__doc__.split("\n\n")[0])
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("-r", dest="rounds", type=int, default=5)
+    p.add_argument("-r", dest="rounds", type=int, default=6)
     p.add_argument("--opts", default="mode=direct")
     p.add_argument("--size", default="2G")
     p.add_argument("--torch-mib", type=int, default=1024)
     p.add_argument("-o", dest="out")
     a = p.parse_args(argv)
-    size = emu.parse_size(a.size)
-    if size is None:
-        p.error("--size: not a size: %r" % a.size)
-    a.size = size
+    text, a.size = a.size, emu.parse_size(a.size)
+    if a.size is None:
+        p.error("--size: not a size: %r" % text)
     if a.size < MIB or a.size % MIB or a.size > DEV_SIZE * NDEV // 2:
-        p.error("--size: %d bytes: must be whole MiB, at most %d MiB" % (a.size, DEV_SIZE * NDEV // 2 // MIB))
-    if a.rounds < 1 or a.torch_mib < 16:
-        p.error("-r must be >= 1 and --torch-mib >= 16")
+        p.error("--size %s: must be whole MiB, from 1 to %d MiB" % (text, DEV_SIZE * NDEV // 2 // MIB))
+    if a.rounds < 1:
+        p.error("-r %d: must be at least 1" % a.rounds)
+    if not 16 <= a.torch_mib <= TORCH_MIB_MAX:
+        p.error("--torch-mib %d: must be from 16 to %d" % (a.torch_mib, TORCH_MIB_MAX))
+    if a.out and os.path.exists(a.out) and (not os.path.isdir(a.out) or os.listdir(a.out)):
+        p.error("-o %s: exists and is not an empty directory" % a.out)
     for b in (a.old, a.new):
         for exe in ("mkfs.nvmefs", "nvmefs", "nvmefs-bench"):
             if not os.access(os.path.join(b, exe), os.X_OK):
                 p.error("%s: no %s there (build it: scripts/build.sh %s -DCMAKE_BUILD_TYPE=Release)"
                         % (b, exe, b))
-    a.old, a.new = os.path.abspath(a.old), os.path.abspath(a.new)
+    a.old, a.new = os.path.realpath(a.old), os.path.realpath(a.new)
     return a
 
 
@@ -258,23 +283,22 @@ def main(argv):
         f.write(bench.TORCH_PY)
     run = emu.Runner(note, cmdlog=os.path.join(out, "commands.log"))
     drives = emu.Drives(note)
-    mnt = tempfile.mkdtemp(prefix="nvmefs-builds.mnt.", dir="/tmp")
-    p = Pass(a, drives, mnt, run, logs)
-    rounds, ok = [], True
+    rounds, ok, code, mnt, p = [], True, 1, None, None
     emu.raise_on_signals()
     try:
+        mnt = tempfile.mkdtemp(prefix="nvmefs-builds.mnt.", dir="/tmp")
+        p = Pass(a, drives, mnt, run, logs)
         drives.create(NDEV, DEV_SIZE, run.cmdlog)
-        # Every image's tmpfs pages allocated now: a pass that wrote into
-        # new ones ran 20-60% slower than one overwriting them, and the
-        # first passes of a run would pay for the rest.
+        # Every image's tmpfs pages allocated now, not by the first
+        # passes' writes, which would pay for the rest.
         for img in drives.images:
             fd = os.open(img, os.O_RDWR)
             try:
                 os.posix_fallocate(fd, 0, DEV_SIZE)
             finally:
                 os.close(fd)
-        # Not counted: the first pass of a run wrote at a third or half
-        # the rate of the next ones, whichever build made it.
+        # Not counted: the first passes of a run wrote up to 4 times
+        # slower than the rest, whichever build made them.
         print("warm-up: %s" % ("done" if p.warm_up(a.new) else "failed (ignored)"), flush=True)
         for r in range(1, a.rounds + 1):
             figs = {}
@@ -288,16 +312,22 @@ def main(argv):
             rounds.append(figs)
     except emu.Stopped as e:
         note("stopped by signal %d" % e.signum)
+        ok, code = False, e.code
+    except (OSError, subprocess.CalledProcessError) as e:
+        note("giving up: %s" % e)
         ok = False
     finally:
         emu.ignore_signals()
-        if p.daemon is not None:
-            emu.force_unmount(mnt, "nvmefs", p.daemon, os.path.join(logs, "cleanup.log"), note)
+        if p is not None:
+            run.stop_current(on_stuck=p.on_limit)
+            if p.daemon is not None or emu.is_mounted(mnt):
+                emu.force_unmount(mnt, "nvmefs", p.daemon, os.path.join(logs, "cleanup.log"), note)
         drives.teardown()
-        os.rmdir(mnt)
+        if mnt and not emu.is_mounted(mnt):
+            os.rmdir(mnt)
     print("OLD %s\nNEW %s\n-o %s; %d round(s); logs in %s" % (a.old, a.new, a.opts, len(rounds), out))
     print("\n".join(summary(rounds)))
-    return 0 if ok else 1
+    return 0 if ok else code
 
 
 if __name__ == "__main__":

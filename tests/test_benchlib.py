@@ -819,19 +819,22 @@ class Builds(unittest.TestCase):
         self.assertEqual(bench_builds.round_order(3), ("old", "new"))
 
     def test_summary(self):
-        rounds = [{"old": {"dd_write": 1000.0, "torch_save": 1.0}, "new": {"dd_write": 1500.0, "torch_save": 0.5}},
-                  {"old": {"dd_write": 2000.0}, "new": {"dd_write": 2200.0, "torch_save": 2.0}},
-                  {"old": {"dd_write": 500.0, "torch_save": 2.0}, "new": {"dd_write": 1000.0, "torch_save": 3.0}}]
+        rounds = [{"old": {"dd_write": 1000.0, "torch_save": 1.0}, "new": {"dd_write": 2000.0, "torch_save": 0.5}},
+                  {"old": {"dd_write": 2000.0}, "new": {"dd_write": 2100.0, "torch_save": 2.0}},
+                  {"old": {"dd_write": 500.0, "torch_save": 2.0}, "new": {"dd_write": 600.0, "torch_save": 3.0}}]
         out = bench_builds.summary(rounds)
         self.assertEqual(len(out), len(bench_builds.FIGURES))
-        # Medians of each build (1500 and 1500) and of the rounds' own
-        # ratios (1.5, 1.1, 2.0), not the ratio of the medians (1.00).
-        self.assertIn("old  1000.00  new  1500.00 MB/s  new/old 1.50 (rounds: 1.50 1.10 2.00)", out[0])
-        # A round with one build's figure only counts in that build's median.
-        self.assertIn("old     1.50  new     2.00 GB/s  new/old 1.00 (rounds: 0.50 1.50)", out[2])
+        # Each build's median (1000, 2000) and the median of the rounds'
+        # own ratios (2.00, 1.05, 1.20): 1.20, where the ratio of the
+        # medians would say 2.00 and their mean 1.42.
+        self.assertIn("old  1000.00  new  2000.00 MB/s  new/old 1.20 (rounds: 2.00 1.05 1.20)", out[0])
+        # Only rounds where both builds have the figure count, in the
+        # medians too (not round 2's new 2.0).
+        self.assertIn("old     1.50  new     1.75 GB/s  new/old 1.00 (rounds: 0.50 1.50)", out[2])
         self.assertTrue(out[1].startswith("dd read") and out[1].endswith("no round with both figures"))
 
     def test_parse(self):
+        script = os.path.join(testlib.SCRIPTS, "bench_builds.py")
         with tempfile.TemporaryDirectory() as d:
             for exe in ("mkfs.nvmefs", "nvmefs", "nvmefs-bench"):
                 path = os.path.join(d, exe)
@@ -840,14 +843,20 @@ class Builds(unittest.TestCase):
                 os.chmod(path, 0o755)
             a = bench_builds.parse([d, d, "--size", "512M", "-r", "3"])
             self.assertEqual((a.size, a.rounds, a.opts, a.torch_mib), (512 << 20, 3, "mode=direct", 1024))
-            for bad, why in ((["--size", "3X"], "--size: not a size: '3X'"),
-                             (["--size", "1536K"], "must be whole MiB"),
-                             (["--size", "7G"], "at most 6144 MiB"),
-                             (["-r", "0"], "-r must be >= 1"),
-                             ([os.path.join(d, "none"), d], "none: no mkfs.nvmefs there")):
-                argv = bad if len(bad) == 2 and not bad[0].startswith("-") else [d, d] + bad
-                r = subprocess.run([sys.executable, os.path.join(testlib.SCRIPTS, "bench_builds.py")] + argv,
-                                   capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+            used = os.path.join(d, "used")
+            os.mkdir(used)
+            open(os.path.join(used, "commands.log"), "w").close()
+            for argv, why in (([d, d, "--size", "3X"], "--size: not a size: '3X'"),
+                              ([d, d, "--size", "1536K"], "--size 1536K: must be whole MiB, from 1 to 6144 MiB"),
+                              ([d, d, "--size", "0"], "--size 0: must be whole MiB, from 1 to 6144 MiB"),
+                              ([d, d, "--size", "7G"], "from 1 to 6144 MiB"),
+                              ([d, d, "-r", "0"], "-r 0: must be at least 1"),
+                              ([d, d, "--torch-mib", "8"], "--torch-mib 8: must be from 16 to 4096"),
+                              ([d, d, "--torch-mib", "8192"], "--torch-mib 8192: must be from 16 to 4096"),
+                              ([d, d, "-o", used], "-o %s: exists and is not an empty directory" % used),
+                              ([os.path.join(d, "none"), d], "none: no mkfs.nvmefs there")):
+                r = subprocess.run([sys.executable, script] + argv, capture_output=True, text=True,
+                                   env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
                 self.assertEqual(r.returncode, 2, argv)
                 self.assertIn(why, r.stderr, argv)
 
