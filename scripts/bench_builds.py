@@ -19,9 +19,10 @@ Usage: /usr/bin/python3 scripts/bench_builds.py [-r ROUNDS] [--opts OPTS]
                 new one in /tmp)
 
 Devices: 4 image files of 3 GiB in /dev/shm on loop devices, made once,
-their pages allocated (fallocate); then dd's two passes below on NEW's
-mount, not measured (the first passes of a run were up to 4 times
-slower than the rest, whichever build made them).
+their pages allocated (fallocate); then dd's and the native client's
+passes below on each build's mount, not measured (the first passes of a
+run were up to 4 times slower than the rest, and its first native client
+write, the old build's in three runs, up to 5 times).
 Each round mounts OLD, then NEW (NEW first in every other round, so that
 neither always runs second), each on a volume made afresh (mkfs.nvmefs
 -f -K), and runs on it: dd write of SIZE (bs=1M conv=fsync), caches
@@ -223,11 +224,12 @@ class Pass:
             figs["native_" + op] = float(fig["mbps"])
         return self.remove(tag, f)
 
-    def warm_up(self, build):
-        """dd's passes on BUILD's mount, not measured."""
+    def warm_up(self, build, tag):
+        """dd's and the native client's passes on BUILD's mount, not
+        measured."""
         figs = {}
-        ok = self.mount(build, "warm-up") and self.dd("warm-up", figs)
-        return self.umount("warm-up") and ok
+        ok = self.mount(build, tag) and self.dd(tag, figs) and self.native(build, tag, figs)
+        return self.umount(tag) and ok
 
     def measure(self, build, tag, script):
         """BUILD's figures {key: float} on a fresh volume (those it got
@@ -298,8 +300,11 @@ def main(argv):
             finally:
                 os.close(fd)
         # Not counted: the first passes of a run wrote up to 4 times
-        # slower than the rest, whichever build made them.
-        print("warm-up: %s" % ("done" if p.warm_up(a.new) else "failed (ignored)"), flush=True)
+        # slower than the rest, and its first native client write (the
+        # old build's, in three runs) up to 5 times. Each build warms up.
+        for which, build in (("old", a.old), ("new", a.new)):
+            print("warm-up %s: %s" % (which, "done" if p.warm_up(build, "warm-up-" + which)
+                                      else "failed (ignored)"), flush=True)
         for r in range(1, a.rounds + 1):
             figs = {}
             for which in round_order(r):
